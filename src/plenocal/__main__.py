@@ -1,0 +1,5 @@
+import sys
+
+from plenocal.cli.main import main
+
+sys.exit(main())

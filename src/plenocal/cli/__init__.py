@@ -1,0 +1,1 @@
+"""The ``plenocal`` command line: one entry point, one module per subcommand."""

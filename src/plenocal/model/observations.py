@@ -1,0 +1,122 @@
+"""Observations: BAP features and micro-image centres, as columnar numpy arrays.
+
+A BAP feature is ``(frame, k, l, u, v, rho, node)``; a micro-image centre (MIC) is
+``(k, l, u, v)`` (``docs/conventions.md``, "Observations"). ``node`` is the checkerboard node id,
+−1 while a cluster is not yet linked to the target; ``cluster`` is the detector's cluster id
+(−1 when unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from plenocal.errors import DataError
+
+BAP_COLUMNS = ("frame", "k", "l", "u", "v", "rho", "node", "cluster")
+MIC_COLUMNS = ("k", "l", "u", "v")
+_INT_COLUMNS = {"frame", "k", "l", "node", "cluster"}
+
+
+def _col(name: str, values: ArrayLike | None, n: int | None) -> NDArray:
+    dtype = np.int32 if name in _INT_COLUMNS else np.float64
+    if values is None:
+        assert n is not None
+        return np.full(n, -1, dtype=dtype)
+    return np.ascontiguousarray(np.asarray(values).reshape(-1), dtype=dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class BapFeatures:
+    """N BAP features, one array per column (shape (N,))."""
+
+    frame: NDArray[np.int32]
+    k: NDArray[np.int32]
+    l: NDArray[np.int32]
+    u: NDArray[np.float64]
+    v: NDArray[np.float64]
+    rho: NDArray[np.float64]
+    node: NDArray[np.int32] = field(default=None)  # type: ignore[assignment]
+    cluster: NDArray[np.int32] = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        n = np.asarray(self.frame).size
+        for name in BAP_COLUMNS:
+            object.__setattr__(self, name, _col(name, getattr(self, name), n))
+            if getattr(self, name).shape != (n,):
+                raise DataError(f"BAP column '{name}' has {getattr(self, name).size} rows, expected {n}")
+
+    def __len__(self) -> int:
+        return int(self.frame.size)
+
+    @classmethod
+    def empty(cls) -> BapFeatures:
+        z = np.zeros(0)
+        return cls(z, z, z, z, z, z, z, z)
+
+    @property
+    def uv(self) -> NDArray[np.float64]:
+        return np.stack([self.u, self.v], axis=-1)
+
+    def select(self, mask: ArrayLike) -> BapFeatures:
+        m = np.asarray(mask)
+        return BapFeatures(**{c: getattr(self, c)[m] for c in BAP_COLUMNS})
+
+    def columns(self) -> dict[str, NDArray]:
+        return {c: getattr(self, c) for c in BAP_COLUMNS}
+
+    @classmethod
+    def concatenate(cls, parts: list[BapFeatures]) -> BapFeatures:
+        if not parts:
+            return cls.empty()
+        return cls(**{c: np.concatenate([getattr(p, c) for p in parts]) for c in BAP_COLUMNS})
+
+
+@dataclass(frozen=True, eq=False)
+class MicroImageCentres:
+    """M observed micro-image centres (shape (M,) each)."""
+
+    k: NDArray[np.int32]
+    l: NDArray[np.int32]
+    u: NDArray[np.float64]
+    v: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        n = np.asarray(self.k).size
+        for name in MIC_COLUMNS:
+            object.__setattr__(self, name, _col(name, getattr(self, name), n))
+            if getattr(self, name).shape != (n,):
+                raise DataError(f"MIC column '{name}' has {getattr(self, name).size} rows, expected {n}")
+
+    def __len__(self) -> int:
+        return int(self.k.size)
+
+    @classmethod
+    def empty(cls) -> MicroImageCentres:
+        z = np.zeros(0)
+        return cls(z, z, z, z)
+
+    @property
+    def uv(self) -> NDArray[np.float64]:
+        return np.stack([self.u, self.v], axis=-1)
+
+    def select(self, mask: ArrayLike) -> MicroImageCentres:
+        m = np.asarray(mask)
+        return MicroImageCentres(**{c: getattr(self, c)[m] for c in MIC_COLUMNS})
+
+    def columns(self) -> dict[str, NDArray]:
+        return {c: getattr(self, c) for c in MIC_COLUMNS}
+
+
+@dataclass(frozen=True, eq=False)
+class Observations:
+    """Everything the calibration consumes: BAP features and micro-image centres."""
+
+    bap: BapFeatures
+    mic: MicroImageCentres
+
+    @property
+    def frames(self) -> NDArray[np.int32]:
+        return np.unique(self.bap.frame)

@@ -1,0 +1,216 @@
+"""White-image relations and the initial camera (paper §3).
+
+- micro-image radius law R_i(1/N) = m/N + q_i (eq:miradiusfnumber, eq:miradiusfnumbermc,
+  eq:qprime) computed from a camera;
+- the internal parameters Ω = {m, q'_1..q'_I} (with Δc, λ, κ, N) as a dataclass;
+- the initial camera from Ω, F, h, the sensor and the micro-image grid (eq:focusdist, eq:initdd,
+  eq:mldiameterapprox2 and the focal-length initialisation after it; reference §5.5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from plenocal.errors import ModelError
+from plenocal.model.camera import (
+    Configuration,
+    Distortion,
+    MainLens,
+    MicroImageGrid,
+    MicroLensArray,
+    PlenopticCamera,
+    Sensor,
+    lattice_corner,
+)
+from plenocal.model.lattice import TypeLayout
+
+
+@dataclass(frozen=True)
+class InternalParameters:
+    """Ω and its companions (libpleno ``params.js``, reference §5.1). Lengths in mm.
+
+    Attributes
+    ----------
+    m_mm : common slope of R_i(1/N) (signed: < 0 Galilean / unfocused, > 0 Keplerian).
+    q_mm : intercepts q_i per type.
+    micro_image_pitch_mm : Δc = s · MIA diameter.
+    lambda_ : λ = D/(D + d) (eq:mldiameterapprox2 once initialised).
+    f_number : N at which the checkerboard images were taken.
+    kappa : blur proportionality σ = κ·ρ (eq:sigma2rho).
+    pixel_size_mm : s.
+    """
+
+    m_mm: float
+    q_mm: tuple[float, ...]
+    micro_image_pitch_mm: float
+    lambda_: float = 1.0
+    f_number: float = 4.0
+    kappa: float = 1.0
+    pixel_size_mm: float = 0.0055
+
+    @property
+    def n_types(self) -> int:
+        return len(self.q_mm)
+
+    @property
+    def q_prime_mm(self) -> tuple[float, ...]:
+        """q'_i = q_i + Δc/2 (eq:qprime)."""
+        return tuple(q + self.micro_image_pitch_mm / 2.0 for q in self.q_mm)
+
+    @property
+    def micro_lens_pitch_mm(self) -> float:
+        """Δ_C ≈ λ·Δc (libpleno ``dC``)."""
+        return self.lambda_ * self.micro_image_pitch_mm
+
+    def radius_mm(self, f_number: float, type_index: int) -> float:
+        """Signed micro-image radius R_i at aperture N (eq:miradiusfnumber)."""
+        return self.m_mm / f_number + self.q_mm[type_index]
+
+    @classmethod
+    def from_q_prime(cls, m_mm: float, q_prime_mm: tuple[float, ...], micro_image_pitch_mm: float, **kw: float) -> InternalParameters:
+        return cls(m_mm, tuple(q - micro_image_pitch_mm / 2.0 for q in q_prime_mm), micro_image_pitch_mm, **kw)
+
+
+def radius_law(camera: PlenopticCamera) -> tuple[float, tuple[float, ...]]:
+    """(m, q_i) of the micro-image radius law of a camera (eq:miradiusfnumbermc).
+
+    m = ∓ dF/(2D) (negative for Galilean and unfocused, eq:miradiussgn) and
+    q_i = Δ_C·d/(2 f_i) − Δc/2 with Δ_C = λ·Δc. For I = 0 the single intercept is that of a
+    pinhole (f → ∞): −Δc/2.
+    """
+    D, d = camera.D_mm, camera.d_mm
+    F = camera.main_lens.focal_length_mm
+    dc = camera.micro_image_pitch_mm
+    dC = camera.lambda_ * dc
+    m = camera.configuration.radius_sign * d * F / (2.0 * D)
+    fs = camera.mla.focal_lengths_mm or (np.inf,)
+    q = tuple(dC * d / (2.0 * f) - dc / 2.0 for f in fs)
+    return m, q
+
+
+def internal_parameters(camera: PlenopticCamera, *, kappa: float = 1.0) -> InternalParameters:
+    """Ω of a camera (eq:miradiusfnumbermc, eq:qprime), at the camera's f-number."""
+    m, q = radius_law(camera)
+    return InternalParameters(
+        m_mm=m,
+        q_mm=q,
+        micro_image_pitch_mm=camera.micro_image_pitch_mm,
+        lambda_=camera.lambda_,
+        f_number=camera.main_lens.f_number,
+        kappa=kappa,
+        pixel_size_mm=camera.sensor.pixel_size_mm,
+    )
+
+
+def focus_conjugate_mm(focal_length_mm: float, focus_distance_mm: float) -> float:
+    """H = |h/2 · (1 − √(1 − 4F/h))| (eq:focusdist; Perwass 2010 eq. 17). H → F as h → ∞."""
+    F, h = focal_length_mm, focus_distance_mm
+    if not np.isfinite(h):
+        return F
+    if h < 4.0 * F:
+        raise ModelError(f"focus distance h = {h} mm must be >= 4F = {4 * F} mm")
+    return abs(h / 2.0 * (1.0 - np.sqrt(1.0 - 4.0 * F / h)))
+
+
+def initial_distances(
+    omega: InternalParameters, focal_length_mm: float, focus_distance_mm: float, configuration: Configuration
+) -> tuple[float, float]:
+    """Initial (D, d) from Ω (eq:initdd): d = 2|m|H/(F + 4ξ|m|), D = H − 2ξd; unfocused d = 2|m|, D = F."""
+    m = abs(omega.m_mm)
+    F = focal_length_mm
+    if configuration is Configuration.UNFOCUSED:
+        return F, 2.0 * m
+    H = focus_conjugate_mm(F, focus_distance_mm)
+    xi = 1.0 if configuration is Configuration.GALILEAN else -1.0
+    d = 2.0 * m * H / (F + xi * 4.0 * m)
+    D = H - xi * 2.0 * d
+    if d <= 0 or D <= 0:
+        raise ModelError(f"initial distances are not physical (D = {D}, d = {d}); check m and F")
+    return D, d
+
+
+def initial_camera(
+    omega: InternalParameters,
+    *,
+    focal_length_mm: float,
+    focus_distance_mm: float,
+    configuration: Configuration,
+    sensor_size_px: tuple[int, int],
+    mia: MicroImageGrid,
+    type_layout: TypeLayout | None = None,
+    f_number: float | None = None,
+) -> tuple[PlenopticCamera, InternalParameters]:
+    """The initial camera of paper §3.3 and the re-initialised Ω (reference §5.5).
+
+    - D, d from eq:initdd; λ = F/(F + 2|m|) (eq:mldiameterapprox2; = D/(D+d) exactly for the
+      focused configurations);
+    - principal point at the image centre ((W−1)/2, (H−1)/2); no distortion;
+    - MLA untilted except θz = the MIA rotation; pitch Δ_C = λ·s·(p0, p1); translation such that
+      every micro-lens projects from O exactly onto its micro-image grid node (exact form of
+      "the MLA translation takes the MIA offset into account");
+    - f_i = Δ_C·d/(2 q'_i) (the focal-length initialisation after eq:mldiameterapprox2).
+
+    Returns
+    -------
+    camera, omega
+        ``omega`` with λ and N updated.
+    """
+    s = omega.pixel_size_mm
+    W, H = sensor_size_px
+    F = focal_length_mm
+    D, d = initial_distances(omega, F, focus_distance_mm, configuration)
+    lam = D / (D + d) if configuration is Configuration.UNFOCUSED else F / (F + 2.0 * abs(omega.m_mm))
+    dc = omega.micro_image_pitch_mm
+    dC = lam * dc
+    u0, v0 = (W - 1) / 2.0, (H - 1) / 2.0
+    pitch_mm = (lam * s * mia.pitch_px[0], lam * s * mia.pitch_px[1])
+    cx, cy = lattice_corner(mia.lattice, pitch_mm)
+    # Lens (k, l) at t + Rz(θ)(c − g): its projection onto the sensor must be the MIA node
+    # offset + Rz(θ) g (pixels), i.e. sensor point ((u0 − u) s, (v0 − v) s) scaled by λ.
+    th = mia.rotation_rad
+    ct, st = np.cos(th), np.sin(th)
+    rc = np.array([ct * cx - st * cy, st * cx + ct * cy])
+    t_xy = lam * s * (np.array([u0, v0]) - np.asarray(mia.offset_px)) - rc
+    if type_layout is None:
+        type_layout = TypeLayout.raytrix(omega.n_types)
+    n_types = type_layout.n_types
+    if n_types == 0:
+        focal_lengths: tuple[float, ...] = ()
+    else:
+        qp = omega.q_prime_mm
+        if len(qp) != n_types:
+            raise ModelError(f"Ω has {len(qp)} intercepts but the layout has {n_types} types")
+        if configuration is Configuration.UNFOCUSED:
+            focal_lengths = tuple(d for _ in qp)
+        else:
+            focal_lengths = tuple(dC * d / (2.0 * q) for q in qp)
+    mla = MicroLensArray(
+        lattice=mia.lattice,
+        pitch_mm=pitch_mm,
+        rotation_xyz_rad=(0.0, 0.0, th),
+        translation_mm=(float(t_xy[0]), float(t_xy[1]), -D),
+        focal_lengths_mm=focal_lengths,
+        types=type_layout,
+    )
+    N = omega.f_number if f_number is None else f_number
+    camera = PlenopticCamera(
+        main_lens=MainLens(F, N),
+        distortion=Distortion(),
+        mla=mla,
+        sensor=Sensor(s, W, H, (u0, v0), D + d),
+        mia=mia,
+        configuration=configuration,
+        focus_distance_mm=focus_distance_mm,
+    )
+    new_omega = InternalParameters(
+        m_mm=omega.m_mm,
+        q_mm=omega.q_mm,
+        micro_image_pitch_mm=dc,
+        lambda_=lam,
+        f_number=N,
+        kappa=omega.kappa,
+        pixel_size_mm=s,
+    )
+    return camera, new_omega

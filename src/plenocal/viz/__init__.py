@@ -1,0 +1,1 @@
+"""plenocal.viz."""
