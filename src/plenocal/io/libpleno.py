@@ -25,7 +25,7 @@ from plenocal.model.camera import (
     Sensor,
 )
 from plenocal.model.geometry import Pose, euler_xyz_from_matrix
-from plenocal.model.lattice import SIN60, Lattice, LatticeKind, TypeLayout
+from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
 from plenocal.model.target import Checkerboard
 from plenocal.model.white import InternalParameters
 
@@ -91,7 +91,7 @@ def mla_origin_offset(kind: LatticeKind, width: int, height: int, pitch: tuple[f
     libpleno places MLA-space node (k', l') at ``node(k', l')``; plenocal places lens (k, l) at
     ``c − g(k, l)``. With (k', l') = (W−1−k, H−1−l) the two agree up to this constant offset.
     """
-    p0, p1 = pitch
+    _p0, p1 = pitch
     if kind is LatticeKind.HEX_ROWS:
         # node(k',l') = (p0(W−½), p1 sin60 (H−1)) − g(k,l) when H−1 is odd; c = (p0(W−½), same).
         return np.array([0.0, 0.0, 0.0])
@@ -125,7 +125,9 @@ def camera_from_intrinsics(
     ts = _matrix(_get(doc, "sensor.pose.translation", p), p, "sensor.pose.translation", (3, 1)).ravel()
     Rs = _matrix(_get(doc, "sensor.pose.rotation", p), p, "sensor.pose.rotation", (3, 3))
     if not np.allclose(Rs, np.eye(3), atol=1e-12):
-        raise InputFileError(p, "sensor.pose.rotation must be the identity (plenocal's sensor is parallel to the main lens)")
+        raise InputFileError(
+            p, "sensor.pose.rotation must be the identity (plenocal's sensor is parallel to the main lens)"
+        )
     F = _num(_get(doc, "main_lens.f", p), p, "main_lens.f")
     N = _num(_get(doc, "main_lens.aperture", p), p, "main_lens.aperture") if f_number is None else f_number
     radial = _matrix(_get(doc, "distortions.radial", p, [[0, 0, 0]]), p, "distortions.radial", (3, 1)).ravel()
@@ -260,8 +262,8 @@ def read_scene(path: str | Path) -> Checkerboard:
 
 
 __all__ = [
-    "KIND_TO_GEOMETRY",
     "CONFIGURATION_TO_MODE",
+    "KIND_TO_GEOMETRY",
     "camera_from_intrinsics",
     "mla_index",
     "read_json",

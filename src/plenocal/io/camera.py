@@ -1,0 +1,249 @@
+"""plenocal's ``camera.json`` <-> :class:`~plenocal.model.PlenopticCamera` (``docs/formats.md``).
+
+The file may also carry the internal parameters Ω (:class:`~plenocal.model.white.InternalParameters`),
+and calibration outputs may add ``uncertainty`` and ``provenance`` objects, passed through as-is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plenocal.errors import InputFileError, ModelError
+from plenocal.io._json import Fields, floats, read_document, write_document
+from plenocal.model.camera import (
+    Configuration,
+    Distortion,
+    MainLens,
+    MicroImageGrid,
+    MicroLensArray,
+    PlenopticCamera,
+    Sensor,
+)
+from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
+from plenocal.model.white import InternalParameters
+
+CAMERA_FORMAT = "plenocal-camera"
+OMEGA_FORMAT = "plenocal-internal-parameters"
+_KINDS = tuple(k.value for k in LatticeKind)
+_CONFIGURATIONS = tuple(c.value for c in Configuration)
+
+
+@dataclass(frozen=True, eq=True)
+class CameraFile:
+    """Everything a ``camera.json`` holds.
+
+    Attributes
+    ----------
+    camera : PlenopticCamera
+    internal_parameters : InternalParameters or None
+        Ω, when the file has ``internal_parameters``.
+    uncertainty, provenance : dict or None
+        Passed through unchanged (calibration outputs).
+    """
+
+    camera: PlenopticCamera
+    internal_parameters: InternalParameters | None = None
+    uncertainty: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None
+
+
+# --- lattice and Ω as JSON ---------------------------------------------------------------
+def lattice_to_json(lattice: Lattice) -> dict[str, Any]:
+    return {"kind": lattice.kind.value, "width": lattice.width, "height": lattice.height}
+
+
+def lattice_from_json(f: Fields) -> Lattice:
+    return Lattice(
+        LatticeKind(f.string("kind", choices=_KINDS)),
+        f.integer("width", minimum=1),
+        f.integer("height", minimum=1),
+    )
+
+
+def omega_to_json(omega: InternalParameters) -> dict[str, Any]:
+    """Ω as a JSON object (``q_prime_mm`` is informational, ignored on read)."""
+    return {
+        "m_mm": float(omega.m_mm),
+        "q_mm": floats(omega.q_mm),
+        "q_prime_mm": floats(omega.q_prime_mm),
+        "micro_image_pitch_mm": float(omega.micro_image_pitch_mm),
+        "lambda": float(omega.lambda_),
+        "kappa": float(omega.kappa),
+        "f_number": float(omega.f_number),
+        "pixel_size_mm": float(omega.pixel_size_mm),
+    }
+
+
+def omega_from_json(f: Fields) -> InternalParameters:
+    return InternalParameters(
+        m_mm=f.number("m_mm"),
+        q_mm=f.numbers("q_mm"),
+        micro_image_pitch_mm=f.number("micro_image_pitch_mm", positive=True),
+        lambda_=f.number("lambda", positive=True),
+        f_number=f.number("f_number", positive=True),
+        kappa=f.number("kappa", positive=True),
+        pixel_size_mm=f.number("pixel_size_mm", positive=True),
+    )
+
+
+# --- camera.json -------------------------------------------------------------------------
+def camera_to_json(
+    camera: PlenopticCamera,
+    *,
+    internal_parameters: InternalParameters | None = None,
+    uncertainty: dict[str, Any] | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``camera.json`` document of a camera (a JSON-ready dict)."""
+    mla, sensor, mia, dist = camera.mla, camera.sensor, camera.grid, camera.distortion
+    h = camera.focus_distance_mm
+    doc: dict[str, Any] = {
+        "format": CAMERA_FORMAT,
+        "version": 1,
+        "configuration": camera.configuration.value,
+        "focus_distance_mm": None if math.isinf(h) else float(h),
+        "main_lens": {
+            "focal_length_mm": float(camera.main_lens.focal_length_mm),
+            "f_number": float(camera.main_lens.f_number),
+        },
+        "distortion": {"q1": dist.q1, "q2": dist.q2, "q3": dist.q3, "p1": dist.p1, "p2": dist.p2},
+        "mla": {
+            "lattice": lattice_to_json(mla.lattice),
+            "pitch_mm": floats(mla.pitch_mm),
+            "rotation_xyz_rad": floats(mla.rotation_xyz_rad),
+            "translation_mm": floats(mla.translation_mm),
+            "focal_lengths_mm": floats(mla.focal_lengths_mm),
+            "type_row_shift": [int(x) for x in mla.types.row_shift],
+        },
+        "sensor": {
+            "pixel_size_mm": float(sensor.pixel_size_mm),
+            "width_px": int(sensor.width_px),
+            "height_px": int(sensor.height_px),
+            "principal_point_px": floats(sensor.principal_point_px),
+            "distance_mm": float(sensor.distance_mm),
+        },
+        "mia": {
+            "pitch_px": floats(mia.pitch_px),
+            "rotation_rad": float(mia.rotation_rad),
+            "offset_px": floats(mia.offset_px),
+        },
+        "derived": {"D_mm": camera.D_mm, "d_mm": camera.d_mm, "lambda": camera.lambda_},
+    }
+    if internal_parameters is not None:
+        doc["internal_parameters"] = omega_to_json(internal_parameters)
+    if uncertainty is not None:
+        doc["uncertainty"] = uncertainty
+    if provenance is not None:
+        doc["provenance"] = provenance
+    return doc
+
+
+def camera_from_json(f: Fields) -> CameraFile:
+    """Parse a ``camera.json`` document (``f`` at its top level)."""
+    try:
+        ml = f.sub("main_lens")
+        ds = f.sub("distortion") if f.has("distortion") else None
+        m = f.sub("mla")
+        lattice = lattice_from_json(m.sub("lattice"))
+        focal = m.numbers("focal_lengths_mm")
+        row_shift = m.integers("type_row_shift", default=(0,))
+        mla = MicroLensArray(
+            lattice=lattice,
+            pitch_mm=m.numbers("pitch_mm", 2),  # type: ignore[arg-type]
+            rotation_xyz_rad=m.numbers("rotation_xyz_rad", 3),  # type: ignore[arg-type]
+            translation_mm=m.numbers("translation_mm", 3),  # type: ignore[arg-type]
+            focal_lengths_mm=focal,
+            types=TypeLayout(len(focal), row_shift),
+        )
+        s = f.sub("sensor")
+        sensor = Sensor(
+            s.number("pixel_size_mm", positive=True),
+            s.integer("width_px", minimum=1),
+            s.integer("height_px", minimum=1),
+            s.numbers("principal_point_px", 2),  # type: ignore[arg-type]
+            s.number("distance_mm", positive=True),
+        )
+        mia = None
+        if f.has("mia"):
+            g = f.sub("mia")
+            mia = MicroImageGrid(
+                lattice,
+                g.numbers("pitch_px", 2),  # type: ignore[arg-type]
+                g.number("rotation_rad"),
+                g.numbers("offset_px", 2),  # type: ignore[arg-type]
+            )
+        distortion = Distortion(*(ds.number(k, 0.0) if ds is not None else 0.0 for k in ("q1", "q2", "q3", "p1", "p2")))
+        h = f.optional_number("focus_distance_mm")
+        camera = PlenopticCamera(
+            main_lens=MainLens(ml.number("focal_length_mm", positive=True), ml.number("f_number", positive=True)),
+            distortion=distortion,
+            mla=mla,
+            sensor=sensor,
+            mia=mia,
+            configuration=Configuration(f.string("configuration", choices=_CONFIGURATIONS)),
+            focus_distance_mm=math.inf if h is None else h,
+        )
+        omega = omega_from_json(f.sub("internal_parameters")) if f.has("internal_parameters") else None
+    except ModelError as exc:
+        raise InputFileError(f.path, str(exc)) from None
+    return CameraFile(camera, omega, f.dict_or_none("uncertainty"), f.dict_or_none("provenance"))
+
+
+def read_camera_file(path: str | Path) -> CameraFile:
+    """Read a plenocal ``camera.json`` with its optional Ω, uncertainty and provenance.
+
+    Raises
+    ------
+    InputFileError
+        One line naming the file and the bad key (missing, wrong type, non-physical value).
+    """
+    return camera_from_json(read_document(path, CAMERA_FORMAT))
+
+
+def read_camera(path: str | Path) -> PlenopticCamera:
+    """Read the camera of a plenocal ``camera.json``."""
+    return read_camera_file(path).camera
+
+
+def write_camera(
+    path: str | Path,
+    camera: PlenopticCamera,
+    *,
+    internal_parameters: InternalParameters | None = None,
+    uncertainty: dict[str, Any] | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> Path:
+    """Write a camera (and optional Ω, uncertainty, provenance) as ``camera.json``, atomically.
+
+    Floats are written with ``repr`` precision: reading the file back gives an equal camera.
+    """
+    return write_document(
+        path,
+        camera_to_json(camera, internal_parameters=internal_parameters, uncertainty=uncertainty, provenance=provenance),
+    )
+
+
+def read_internal_parameters(path: str | Path) -> InternalParameters:
+    """Read Ω from an ``internal_parameters.json`` (format ``plenocal-internal-parameters``)."""
+    f = read_document(path, OMEGA_FORMAT)
+    return omega_from_json(f.sub("internal_parameters"))
+
+
+def write_internal_parameters(path: str | Path, omega: InternalParameters) -> Path:
+    """Write Ω alone as ``internal_parameters.json``, atomically."""
+    return write_document(path, {"format": OMEGA_FORMAT, "version": 1, "internal_parameters": omega_to_json(omega)})
+
+
+__all__ = [
+    "CameraFile",
+    "camera_from_json",
+    "camera_to_json",
+    "read_camera",
+    "read_camera_file",
+    "read_internal_parameters",
+    "write_camera",
+    "write_internal_parameters",
+]
