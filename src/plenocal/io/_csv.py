@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,7 +41,9 @@ def read_numeric_csv(path: str | Path, header: Sequence[str]) -> np.ndarray:
     if found != list(header):
         raise InputFileError(p, f"wrong CSV header: expected '{','.join(header)}', got '{first.strip()}'")
     try:
-        data = np.loadtxt(p, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2, encoding="utf-8")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="loadtxt: input contained no data")
+            data = np.loadtxt(p, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2, encoding="utf-8")
     except ValueError as exc:
         msg = str(exc).splitlines()[0] if str(exc) else "bad row"
         raise InputFileError(p, f"malformed CSV: {msg}") from None
@@ -56,5 +59,5 @@ def integer_column(path: Path, data: np.ndarray, j: int, name: str) -> np.ndarra
     col = data[:, j]
     if not np.all(np.isfinite(col)) or np.any(col != np.round(col)):
         bad = int(np.flatnonzero(~np.isfinite(col) | (col != np.round(col)))[0])
-        raise InputFileError(path, f"column '{name}' must hold integers, got {col[bad]!r} on data row {bad + 1}")
+        raise InputFileError(path, f"column '{name}' must hold integers, got {float(col[bad])!r} on data row {bad + 1}")
     return col.astype(np.int32)

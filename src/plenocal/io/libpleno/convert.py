@@ -1,0 +1,356 @@
+"""Conversions between libpleno documents and plenocal objects (``docs/conventions.md``, last table).
+
+This is the only place that knows libpleno's conventions: the 180° image flip (sensor
+translation ↔ principal point), MLA-space indices and the MLA lattice origin at the opposite
+corner, camera-in-board poses, and ``mode`` integers.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from plenocal.errors import DataError, InputFileError, ModelError
+from plenocal.io.libpleno._json import as_matrix
+from plenocal.io.libpleno.documents import (
+    CameraConfigDoc,
+    CheckerboardDoc,
+    DistortionsDoc,
+    FramePoseDoc,
+    MainLensDoc,
+    MeshDoc,
+    ParamsDoc,
+    PoseDoc,
+    SceneDoc,
+    SensorDoc,
+    read_camera_config,
+    read_params_doc,
+    read_poses_doc,
+    read_scene_doc,
+    write_camera_config,
+    write_params_doc,
+    write_poses_doc,
+    write_scene_doc,
+)
+from plenocal.model.camera import (
+    Configuration,
+    Distortion,
+    MainLens,
+    MicroImageGrid,
+    MicroLensArray,
+    PlenopticCamera,
+    Sensor,
+    infer_configuration,
+)
+from plenocal.model.geometry import Pose, euler_xyz_from_matrix
+from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
+from plenocal.model.target import Checkerboard
+from plenocal.model.white import InternalParameters
+
+GEOMETRY_TO_KIND = {0: LatticeKind.ORTHOGONAL, 1: LatticeKind.HEX_ROWS, 2: LatticeKind.HEX_COLS}
+KIND_TO_GEOMETRY = {v: k for k, v in GEOMETRY_TO_KIND.items()}
+MODE_TO_CONFIGURATION = {0: Configuration.UNFOCUSED, 1: Configuration.KEPLERIAN, 2: Configuration.GALILEAN}
+CONFIGURATION_TO_MODE = {v: k for k, v in MODE_TO_CONFIGURATION.items()}
+INFINITY_MM = 1e8
+"""libpleno's "infinite" focus distance (``dist_focus``)."""
+
+_IDENTITY3 = PoseDoc(as_matrix(np.eye(3)), (0.0, 0.0, 0.0))
+
+
+# --- MLA origin and index conversions ----------------------------------------------------
+def mla_origin_offset(kind: LatticeKind, width: int, height: int, pitch: tuple[float, float]) -> np.ndarray:
+    """Position of plenocal's MLA frame origin in libpleno's MLA lattice frame (mm, (3,)).
+
+    libpleno places MLA-space node (k', l') at ``node(k', l')``; plenocal places lens (k, l) at
+    ``c − g(k, l)``. With (k', l') = (W−1−k, H−1−l) the two agree up to this constant offset.
+    """
+    _p0, p1 = pitch
+    if kind is LatticeKind.HEX_COLS:
+        # HEAD: node = (p0 cos30 k', p1 (l' − ½[k' odd])) = (c_x − g_x, p1(H−1) − g_y) for W−1 odd;
+        # plenocal's c_y = p1 (H − ½): origin offset −½ p1 in y.
+        return np.array([0.0, -0.5 * p1, 0.0])
+    # HEX_ROWS: node(k',l') = (p0(W−½), p1 sin60 (H−1)) − g(k,l) when H−1 is odd = c − g.
+    # ORTHOGONAL: node(k',l') = (p0(W−1), p1(H−1)) − g(k,l) = c − g.
+    return np.array([0.0, 0.0, 0.0])
+
+
+def mla_index(k: np.ndarray, l: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    """MIA-space (k, l) <-> MLA-space (k', l') (its own inverse, reference §2.2)."""
+    return width - 1 - np.asarray(k), height - 1 - np.asarray(l)
+
+
+def parity_problem(kind: LatticeKind, width: int, height: int) -> str | None:
+    """Why a lattice cannot be converted exactly to/from libpleno's MLA space, or None."""
+    if kind is LatticeKind.HEX_ROWS and (height - 1) % 2 == 0:
+        return (
+            f"hexagonal MLA with {height} rows: libpleno's MLA-space row parity is inconsistent for an "
+            "odd row count (reference §2.2); such a file cannot be converted exactly"
+        )
+    if kind is LatticeKind.HEX_COLS and (width - 1) % 2 == 0:
+        return (
+            f"hexagonal MLA with {width} columns: libpleno's MLA-space column parity is inconsistent "
+            "for an odd column count (reference §2.2); such a file cannot be converted exactly"
+        )
+    return None
+
+
+def _kind(path: Path, geometry: int, key: str) -> LatticeKind:
+    if geometry not in GEOMETRY_TO_KIND:
+        raise InputFileError(path, f"{key} must be 0, 1 or 2, got {geometry}")
+    return GEOMETRY_TO_KIND[geometry]
+
+
+# --- camera ------------------------------------------------------------------------------
+def mia_from_mesh(mesh: MeshDoc | None, path: Path, lattice: Lattice) -> MicroImageGrid | None:
+    """The ``mia.mesh`` of a config as a :class:`MicroImageGrid`, or None when it has no pitch."""
+    if mesh is None or mesh.pitch is None:
+        return None
+    if mesh.pose is None:
+        raise InputFileError(path, "missing key 'mia.mesh.pose'")
+    Ri = np.asarray(mesh.pose.rotation)
+    ti = np.asarray(mesh.pose.translation)
+    theta = float(np.arctan2(Ri[1, 0], Ri[0, 0]))
+    offset = ti.copy()
+    if lattice.kind is LatticeKind.HEX_COLS:
+        # HEAD: y = p1 (l − ½[k odd]) = p1 (l + ½[k even]) − ½ p1.
+        offset = offset + Ri @ np.array([0.0, -0.5 * mesh.pitch[1]])
+    return MicroImageGrid(lattice, mesh.pitch, theta, (float(offset[0]), float(offset[1])))
+
+
+def camera_from_config(
+    doc: CameraConfigDoc,
+    path: str | Path = "intrinsics.js",
+    *,
+    configuration: Configuration | None = None,
+    f_number: float | None = None,
+) -> PlenopticCamera:
+    """A :class:`PlenopticCamera` from an ``intrinsics.js`` document.
+
+    The configuration is not trusted from ``mode`` (its meaning changed between code
+    generations, reference §10.2): with I > 0 it is inferred from f_0 versus d unless given;
+    with I = 0 ``mode`` is used (Galilean when absent).
+    """
+    p = Path(path)
+    if doc.mla is None or doc.mla.pitch is None or doc.mla.pose is None:
+        raise InputFileError(p, "missing key 'mla.mesh' with pitch and pose (a camera.js is not a calibrated camera)")
+    if doc.sensor.pose is None:
+        raise InputFileError(p, "missing key 'sensor.pose'")
+    s, W, H = doc.sensor.scale, doc.sensor.width, doc.sensor.height
+    Rs = np.asarray(doc.sensor.pose.rotation)
+    ts = np.asarray(doc.sensor.pose.translation)
+    if not np.allclose(Rs, np.eye(3), atol=1e-12):
+        raise InputFileError(
+            p, "sensor.pose.rotation must be the identity (plenocal's sensor is parallel to the main lens)"
+        )
+    N = doc.main_lens.aperture if f_number is None else f_number
+    if N is None:
+        raise InputFileError(p, "missing key 'main_lens.aperture'")
+    kind = _kind(p, doc.mla.geometry, "mla.mesh.geometry")
+    Wg, Hg = doc.mla.width, doc.mla.height
+    problem = parity_problem(kind, Wg, Hg)
+    if problem:
+        raise InputFileError(p, problem)
+    focal = tuple(doc.focal_lengths or ())
+    if len(focal) != doc.I:
+        raise InputFileError(p, f"mla.focal_lengths has {len(focal)} values but I = {doc.I}")
+    dist = doc.distortions or DistortionsDoc()
+    Rm = np.asarray(doc.mla.pose.rotation)
+    tm = np.asarray(doc.mla.pose.translation)
+    pitch = doc.mla.pitch
+    t_ours = tm + Rm @ mla_origin_offset(kind, Wg, Hg, pitch)
+    h = INFINITY_MM if doc.dist_focus is None else doc.dist_focus
+    try:
+        lattice = Lattice(kind, Wg, Hg)
+        mla = MicroLensArray(
+            lattice=lattice,
+            pitch_mm=pitch,
+            rotation_xyz_rad=tuple(euler_xyz_from_matrix(Rm)),  # type: ignore[arg-type]
+            translation_mm=tuple(t_ours),  # type: ignore[arg-type]
+            focal_lengths_mm=focal,
+            types=TypeLayout.raytrix(doc.I),
+        )
+        cam = PlenopticCamera(
+            main_lens=MainLens(doc.main_lens.f, N),
+            distortion=Distortion(*dist.radial, *dist.tangential),
+            mla=mla,
+            sensor=Sensor(s, W, H, (W - 1 + ts[0] / s, H - 1 + ts[1] / s), -ts[2]),
+            mia=mia_from_mesh(doc.mia, p, lattice),
+            configuration=Configuration.GALILEAN,
+            focus_distance_mm=math.inf if h >= INFINITY_MM else h,
+        )
+    except ModelError as exc:
+        raise InputFileError(p, str(exc)) from None
+    if configuration is None:
+        if doc.I > 0:
+            configuration = infer_configuration(focal[0], cam.d_mm)
+        else:
+            configuration = MODE_TO_CONFIGURATION.get(doc.mode if doc.mode is not None else 2, Configuration.GALILEAN)
+    return cam.replace(configuration=configuration)
+
+
+def config_from_camera(camera: PlenopticCamera) -> CameraConfigDoc:
+    """The ``intrinsics.js`` document of a camera (libpleno legacy layout).
+
+    Sensor translation t_s = (s·(u0 − (W−1)), s·(v0 − (H−1)), −(D+d)); MLA pose
+    (R_m, t_m − R_m·origin offset); main-lens ``diameter`` = F/N; ``mode`` 2 / 1 / 0 for
+    Galilean / Keplerian / unfocused; ``dist_focus`` = 1e8 for infinity.
+
+    Raises
+    ------
+    DataError
+        The camera cannot be expressed exactly in libpleno's conventions (lattice parity, a type
+        layout other than libpleno's).
+    """
+    mla, sensor, grid = camera.mla, camera.sensor, camera.grid
+    lat = mla.lattice
+    problem = parity_problem(lat.kind, lat.width, lat.height)
+    if problem:
+        raise DataError(problem)
+    expected = TypeLayout.raytrix(mla.n_types)
+    if mla.n_types > 1 and mla.types != expected:
+        raise DataError(
+            f"micro-lens type layout row_shift={mla.types.row_shift} is not libpleno's "
+            f"((l mod (I−1)) + k) mod I layout (row_shift={expected.row_shift})"
+        )
+    s, W, H = sensor.pixel_size_mm, sensor.width_px, sensor.height_px
+    u0, v0 = sensor.principal_point_px
+    Rm = mla.rotation
+    tm = np.asarray(mla.translation_mm) - Rm @ mla_origin_offset(lat.kind, lat.width, lat.height, mla.pitch_mm)
+    th = grid.rotation_rad
+    Ri = np.array([[np.cos(th), -np.sin(th)], [np.sin(th), np.cos(th)]])
+    ti = np.asarray(grid.offset_px, dtype=np.float64)
+    if lat.kind is LatticeKind.HEX_COLS:
+        ti = ti - Ri @ np.array([0.0, -0.5 * grid.pitch_px[1]])
+    geometry = KIND_TO_GEOMETRY[lat.kind]
+    F, N = camera.main_lens.focal_length_mm, camera.main_lens.f_number
+    d = camera.distortion
+    h = camera.focus_distance_mm
+    return CameraConfigDoc(
+        I=mla.n_types,
+        sensor=SensorDoc(
+            s, W, H, PoseDoc(as_matrix(np.eye(3)), (s * (u0 - (W - 1)), s * (v0 - (H - 1)), -sensor.distance_mm))
+        ),
+        main_lens=MainLensDoc(F, N, F / N, _IDENTITY3),
+        dist_focus=INFINITY_MM if math.isinf(h) else h,
+        mode=CONFIGURATION_TO_MODE[camera.configuration],
+        mia=MeshDoc(
+            geometry, lat.width, lat.height, grid.pitch_px, PoseDoc(as_matrix(Ri), (float(ti[0]), float(ti[1])))
+        ),  # type: ignore[arg-type]
+        mla=MeshDoc(geometry, lat.width, lat.height, mla.pitch_mm, PoseDoc(as_matrix(Rm), tuple(float(x) for x in tm))),  # type: ignore[arg-type]
+        focal_lengths=mla.focal_lengths_mm,
+        distortions=DistortionsDoc((d.q1, d.q2, d.q3), (d.p1, d.p2)),
+    )
+
+
+def camera_from_intrinsics(
+    path: str | Path, *, configuration: Configuration | None = None, f_number: float | None = None
+) -> PlenopticCamera:
+    """Read a libpleno ``intrinsics.js`` (or a compote one) as a :class:`PlenopticCamera`."""
+    return camera_from_config(read_camera_config(path), path, configuration=configuration, f_number=f_number)
+
+
+def write_intrinsics(path: str | Path, camera: PlenopticCamera) -> Path:
+    """Write a camera as a libpleno ``intrinsics.js`` (numbers as strings, column-major)."""
+    return write_camera_config(path, config_from_camera(camera))
+
+
+# --- params.js ---------------------------------------------------------------------------
+def omega_from_params(doc: ParamsDoc, path: str | Path = "params.js") -> InternalParameters:
+    """Ω from ``params.js``. λ is taken from dC/dc (the stored ``lambda`` field is stale in the
+    libpleno example, reference §5.1)."""
+    p = Path(path)
+    if doc.scale is None:
+        raise InputFileError(p, "missing key 'scale'")
+    dC = doc.dc if doc.dC is None else doc.dC
+    try:
+        return InternalParameters(
+            m_mm=doc.m,
+            q_mm=doc.q,
+            micro_image_pitch_mm=doc.dc,
+            lambda_=dC / doc.dc,
+            f_number=4.0 if doc.N is None else doc.N,
+            kappa=1.0 if doc.kappa is None else doc.kappa,
+            pixel_size_mm=doc.scale,
+        )
+    except (ModelError, ZeroDivisionError) as exc:
+        raise InputFileError(p, str(exc) or "dc must not be 0") from None
+
+
+def params_from_omega(omega: InternalParameters) -> ParamsDoc:
+    """The ``params.js`` of Ω (dC = λ·dc, lambda = λ, I = number of intercepts)."""
+    return ParamsDoc(
+        m=omega.m_mm,
+        q=tuple(omega.q_mm),
+        dc=omega.micro_image_pitch_mm,
+        scale=omega.pixel_size_mm,
+        q_prime=tuple(omega.q_prime_mm),
+        dC=omega.micro_lens_pitch_mm,
+        lambda_=omega.lambda_,
+        kappa=omega.kappa,
+        N=omega.f_number,
+        I=omega.n_types,
+    )
+
+
+def read_params(path: str | Path) -> InternalParameters:
+    """``params.js`` -> Ω (m, q, Δc, λ = dC/dc, κ, N, s)."""
+    return omega_from_params(read_params_doc(path), path)
+
+
+def write_params(path: str | Path, omega: InternalParameters) -> Path:
+    """Write Ω as a libpleno ``params.js``."""
+    return write_params_doc(path, params_from_omega(omega))
+
+
+# --- poses.js ----------------------------------------------------------------------------
+def poses_from_doc(entries: tuple[FramePoseDoc, ...] | list[FramePoseDoc]) -> dict[int, Pose]:
+    """``poses.js`` entries (camera in board) -> {frame: cam_from_world}."""
+    return {e.frame: Pose(np.asarray(e.pose.rotation), np.asarray(e.pose.translation)).inverse() for e in entries}
+
+
+def doc_from_poses(poses: dict[int, Pose]) -> tuple[FramePoseDoc, ...]:
+    """{frame: cam_from_world} -> ``poses.js`` entries (world_from_cam), sorted by frame."""
+    out = []
+    for frame in sorted(poses):
+        w = poses[frame].inverse()
+        out.append(FramePoseDoc(int(frame), PoseDoc(as_matrix(w.rotation), tuple(float(x) for x in w.translation))))
+    return tuple(out)
+
+
+def read_poses(path: str | Path) -> dict[int, Pose]:
+    """``poses.js`` -> {frame: cam_from_world} (libpleno stores the camera in the board frame)."""
+    return poses_from_doc(read_poses_doc(path))
+
+
+def write_poses(path: str | Path, poses: dict[int, Pose]) -> Path:
+    """Write {frame: cam_from_world} as a libpleno ``poses.js``."""
+    return write_poses_doc(path, doc_from_poses(poses))
+
+
+# --- scene.js ----------------------------------------------------------------------------
+def board_from_scene(doc: SceneDoc, path: str | Path = "scene.js") -> Checkerboard:
+    """The first checkerboard of a ``scene.js``."""
+    p = Path(path)
+    if not doc.checkerboards:
+        raise InputFileError(p, "key 'checkerboards' must be a non-empty list")
+    b = doc.checkerboards[0]
+    try:
+        return Checkerboard(columns=b.x_grid, rows=b.y_grid, square_mm=b.lph)
+    except ModelError as exc:
+        raise InputFileError(p, f"checkerboards[0]: {exc}") from None
+
+
+def scene_from_board(board: Checkerboard) -> SceneDoc:
+    return SceneDoc((CheckerboardDoc(board.square_mm, board.columns, board.rows, _IDENTITY3),))
+
+
+def read_scene(path: str | Path) -> Checkerboard:
+    """The first checkerboard of a ``scene.js``."""
+    return board_from_scene(read_scene_doc(path), path)
+
+
+def write_scene(path: str | Path, board: Checkerboard) -> Path:
+    """Write a checkerboard as a libpleno ``scene.js`` (identity pose)."""
+    return write_scene_doc(path, scene_from_board(board))
