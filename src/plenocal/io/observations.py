@@ -72,6 +72,9 @@ def read_observations(path: str | Path) -> Observations:
     p = Path(path)
     if not p.is_file():
         raise InputFileError(p, "file does not exist")
+    with open(p, "rb") as fh:
+        if fh.read(4) != b"PK\x03\x04":
+            raise InputFileError(p, "not a .npz archive (expected a zip of .npy arrays)")
     try:
         with np.load(p, allow_pickle=False) as data:
             if not isinstance(data, np.lib.npyio.NpzFile):
