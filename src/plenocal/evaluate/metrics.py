@@ -219,7 +219,8 @@ def _summary(s_uv: float, s_rho: float, s_mic: float, n: int, m: int, has_rho: b
 def _grouped(keys: IntArray, values: FloatArray) -> tuple[IntArray, FloatArray, IntArray]:
     """Unique keys, per-key sums of ``values`` and per-key counts (vectorised)."""
     uniq, inv = np.unique(keys, return_inverse=True)
-    return uniq, np.bincount(inv, weights=values, minlength=uniq.size), np.bincount(inv, minlength=uniq.size)
+    sums = np.bincount(inv, weights=values, minlength=uniq.size).astype(np.float64)
+    return uniq, sums, np.bincount(inv, minlength=uniq.size).astype(np.int64)
 
 
 @dataclass(frozen=True)

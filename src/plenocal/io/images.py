@@ -107,7 +107,7 @@ def read_raw_image(
         img = img[:, :, ::-1]  # OpenCV BGR -> RGB
     if not as_grey:
         return np.ascontiguousarray(img)
-    full = float(np.iinfo(img.dtype).max)
+    full = 255.0 if img.dtype == np.uint8 else 65535.0
     if color == "grey":
         grey = img.astype(np.float64)
     elif color == "rgb":

@@ -166,8 +166,8 @@ def camera_from_config(
         mla = MicroLensArray(
             lattice=lattice,
             pitch_mm=pitch,
-            rotation_xyz_rad=tuple(euler_xyz_from_matrix(Rm)),  # type: ignore[arg-type]
-            translation_mm=tuple(t_ours),  # type: ignore[arg-type]
+            rotation_xyz_rad=tuple(euler_xyz_from_matrix(Rm)),
+            translation_mm=tuple(t_ours),
             focal_lengths_mm=focal,
             types=TypeLayout.raytrix(doc.I),
         )
@@ -237,8 +237,8 @@ def config_from_camera(camera: PlenopticCamera) -> CameraConfigDoc:
         mode=CONFIGURATION_TO_MODE[camera.configuration],
         mia=MeshDoc(
             geometry, lat.width, lat.height, grid.pitch_px, PoseDoc(as_matrix(Ri), (float(ti[0]), float(ti[1])))
-        ),  # type: ignore[arg-type]
-        mla=MeshDoc(geometry, lat.width, lat.height, mla.pitch_mm, PoseDoc(as_matrix(Rm), tuple(float(x) for x in tm))),  # type: ignore[arg-type]
+        ),
+        mla=MeshDoc(geometry, lat.width, lat.height, mla.pitch_mm, PoseDoc(as_matrix(Rm), tuple(float(x) for x in tm))),
         focal_lengths=mla.focal_lengths_mm,
         distortions=DistortionsDoc((d.q1, d.q2, d.q3), (d.p1, d.p2)),
     )
