@@ -1,0 +1,243 @@
+"""Pre-calibration from white raw images (paper §3): grid, types, Ω and the initial camera.
+
+:func:`precalibrate` chains the steps; each is a plain function of its own module:
+:mod:`~plenocal.precalib.centres` (micro-image centres), :mod:`~plenocal.precalib.grid` (lattice
+indices and MIA fit), :mod:`~plenocal.precalib.radii` (moments), :mod:`~plenocal.precalib.types`
+(type layout), :mod:`~plenocal.precalib.internals` (Ω) and
+:func:`plenocal.model.white.initial_camera`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from plenocal.errors import DataError
+from plenocal.model.camera import Configuration, PlenopticCamera
+from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
+from plenocal.model.observations import MicroImageCentres
+from plenocal.model.white import InternalParameters, initial_camera
+from plenocal.precalib.centres import clean_image, detect_centres, flatten, refine_centroids
+from plenocal.precalib.grid import GridFit, fit_grid
+from plenocal.precalib.internals import InternalsFit, fit_internals
+from plenocal.precalib.radii import Moments, micro_image_moments
+from plenocal.precalib.types import TypeClassification, classify_types
+
+UNFOCUSED_Q_PX = 0.5
+"""|q_i| below this many pixels means d ≈ f: the unfocused configuration (Lytro-like)."""
+NOT_WHITE_DARK_FRACTION = 0.15
+"""A white image has (almost) no dark micro-images; more than this fraction means a scene."""
+
+
+@dataclass(frozen=True)
+class WhiteImage:
+    """One white raw image and its main-lens f-number."""
+
+    f_number: float
+    image: NDArray
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """What is known before calibrating (manufacturer's numbers)."""
+
+    pixel_size_mm: float
+    lattice: Lattice
+    n_types: int
+    main_lens_focal_length_mm: float
+    focus_distance_mm: float
+    configuration: Configuration | None = None
+    type_row_shift: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Precalibration:
+    grid_fit: GridFit
+    mic: MicroImageCentres
+    """Micro-image centres averaged over the usable apertures (calibration's MIC observations)."""
+    types: TypeClassification
+    internals: InternalsFit
+    camera: PlenopticCamera
+    """The initial camera (paper §3.3)."""
+    omega: InternalParameters
+    configuration: Configuration
+    configuration_inferred: bool
+    moments: dict[float, Moments]
+    n_centres_detected: int
+
+
+def _check_whites(whites: list[WhiteImage]) -> tuple[int, int]:
+    if len(whites) < 2:
+        raise DataError(
+            f"pre-calibration needs white images at >= 2 different f-numbers, got {len(whites)}; "
+            "add whites taken at other apertures"
+        )
+    shapes = {np.asarray(w.image).shape[:2] for w in whites}
+    if len(shapes) != 1:
+        desc = ", ".join(f"{w.name or w.f_number}: {np.asarray(w.image).shape[1]}x{np.asarray(w.image).shape[0]}" for w in whites)
+        raise DataError(f"white images have different sizes ({desc}); all must come from the same sensor")
+    ns = [w.f_number for w in whites]
+    if len(set(ns)) != len(ns):
+        raise DataError(f"two white images share an f-number ({sorted(ns)}); give one white per aperture")
+    for w in whites:
+        img = np.asarray(w.image)
+        if img.size == 0 or float(img.max()) <= float(img.min()):
+            raise DataError(f"white image {w.name or w.f_number} is empty or uniform: no micro-images in it")
+    H, W = next(iter(shapes))
+    return H, W
+
+
+def precalibrate(
+    whites: list[WhiteImage],
+    spec: CameraSpec,
+    *,
+    checkerboard_f_number: float,
+    estimator: str = "variance",
+) -> Precalibration:
+    """White images → micro-image grid, types, Ω and the initial camera (paper §3).
+
+    Parameters
+    ----------
+    whites : white raw images at ≥ 2 apertures.
+    spec : the camera's nominal specification.
+    checkerboard_f_number : N of the calibration images (stored in Ω and the camera).
+    estimator : ``"variance"`` (exact moment law, default) or ``"paper"`` (α·σ line fit).
+    """
+    H, W = _check_whites(whites)
+    by_n = {float(w.f_number): w for w in whites}
+    cleaned = {N: clean_image(w.image) for N, w in by_n.items()}
+    hexagonal = spec.lattice.kind is not LatticeKind.ORTHOGONAL
+    # Centres and grid on the smallest aperture: the most separated micro-images.
+    n_ref = max(by_n)
+    det = detect_centres(cleaned[n_ref], hexagonal=hexagonal)
+    grid_fit = fit_grid(det.uv, spec.lattice, (H, W))
+    grid = grid_fit.grid
+    k_all, l_all = spec.lattice.all_indices()
+    moments: dict[float, Moments] = {}
+    for N, img in cleaned.items():
+        dark = _dark_fraction(img, grid, k_all, l_all)
+        if dark > NOT_WHITE_DARK_FRACTION:
+            raise DataError(
+                f"white image {by_n[N].name or N} has {100 * dark:.0f} % dark micro-images: it is not a white "
+                "image (a checkerboard or scene?); give images of a uniform diffuser"
+            )
+        moments[N] = micro_image_moments(flatten(img, grid.diameter_px), grid, k_all, l_all)
+
+    n_types = spec.n_types
+    # Types from the variance at every aperture (features joined on (k, l)).
+    common = _common_nodes(moments)
+    feats = np.stack([moments[N].variance_px2[idx] for N, idx in common.items()], axis=1)
+    ref_mom = moments[n_ref]
+    kc = ref_mom.k[common[n_ref]]
+    lc = ref_mom.l[common[n_ref]]
+    types = classify_types(kc, lc, feats, max(n_types, 1)) if n_types > 0 else classify_types(kc, lc, feats, 1)
+    layout = types.layout if n_types > 0 else TypeLayout(0)
+    type_of = {N: layout.type_of(moments[N].k, moments[N].l) if n_types > 0 else np.zeros(len(moments[N].k), dtype=np.int64) for N in moments}
+
+    configuration = spec.configuration
+    inferred = configuration is None
+    fit = fit_internals(
+        moments,
+        type_of,
+        n_types=n_types,
+        pixel_size_mm=spec.pixel_size_mm,
+        micro_image_pitch_px=grid.diameter_px,
+        configuration=configuration or Configuration.GALILEAN,
+        f_number=checkerboard_f_number,
+        estimator=estimator,
+    )
+    if configuration is None:
+        q_px = np.abs(np.array(fit.omega.q_mm)) / spec.pixel_size_mm
+        if len(q_px) and float(q_px.max()) < UNFOCUSED_Q_PX:
+            configuration = Configuration.UNFOCUSED
+        else:
+            raise DataError(
+                "white images cannot tell a Galilean from a Keplerian camera (the radius law has the same "
+                f"magnitude in both; |q_i| = {np.round(q_px, 2).tolist()} px rules out unfocused): "
+                "set camera_spec.configuration"
+            )
+        fit = fit_internals(
+            moments, type_of, n_types=n_types, pixel_size_mm=spec.pixel_size_mm,
+            micro_image_pitch_px=grid.diameter_px, configuration=configuration,
+            f_number=checkerboard_f_number, estimator=estimator,
+        )
+
+    camera, omega = initial_camera(
+        fit.omega,
+        focal_length_mm=spec.main_lens_focal_length_mm,
+        focus_distance_mm=spec.focus_distance_mm,
+        configuration=configuration,
+        sensor_size_px=(W, H),
+        mia=grid,
+        type_layout=layout,
+        f_number=checkerboard_f_number,
+    )
+    used = [d.f_number for d in fit.apertures if d.used]
+    mic = _averaged_centres(cleaned, used, grid, k_all, l_all)
+    return Precalibration(
+        grid_fit=grid_fit,
+        mic=mic,
+        types=types,
+        internals=fit,
+        camera=camera,
+        omega=omega,
+        configuration=configuration,
+        configuration_inferred=inferred,
+        moments=moments,
+        n_centres_detected=len(det.uv),
+    )
+
+
+def _dark_fraction(image: NDArray[np.float32], grid, k: NDArray[np.int64], l: NDArray[np.int64]) -> float:
+    """Fraction of micro-images much darker than a smooth (quadratic) vignetting trend."""
+    H, W = image.shape
+    c = grid.centres(k, l)
+    ok = (c[:, 0] >= 1) & (c[:, 0] <= W - 2) & (c[:, 1] >= 1) & (c[:, 1] <= H - 2)
+    c = c[ok]
+    u, v = np.rint(c[:, 0]).astype(np.int64), np.rint(c[:, 1]).astype(np.int64)
+    val = sum(image[v + dy, u + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)) / 9.0
+    x, y = (c[:, 0] - W / 2) / W, (c[:, 1] - H / 2) / H
+    A = np.stack([np.ones_like(x), x, y, x * x, x * y, y * y], axis=1)
+    coef, *_ = np.linalg.lstsq(A, val, rcond=None)
+    trend = A @ coef
+    return float(np.mean(val < 0.3 * np.maximum(trend, 1e-6)))
+
+
+def _common_nodes(moments: dict[float, Moments]) -> dict[float, NDArray[np.int64]]:
+    """Indices into each aperture's moments of the nodes present at every aperture."""
+    keys = {N: m.l.astype(np.int64) * 100000 + m.k for N, m in moments.items()}
+    common = None
+    for v in keys.values():
+        common = v if common is None else np.intersect1d(common, v)
+    assert common is not None
+    return {N: np.searchsorted(v, common) if np.all(np.diff(v) > 0) else np.nonzero(np.isin(v, common))[0] for N, v in keys.items()}
+
+
+def _averaged_centres(
+    cleaned: dict[float, NDArray[np.float32]],
+    f_numbers: list[float],
+    grid,
+    k_all: NDArray[np.int64],
+    l_all: NDArray[np.int64],
+) -> MicroImageCentres:
+    """Sub-pixel centres at every grid node, averaged over the usable apertures."""
+    c0 = grid.centres(k_all, l_all)
+    sums = np.zeros_like(c0)
+    counts = np.zeros(len(c0))
+    lin_all = l_all * grid.lattice.width + k_all
+    for N in f_numbers:
+        flat = flatten(cleaned[N], grid.diameter_px)
+        res = refine_centroids(flat, c0, grid.diameter_px / 2.0 - 1.0)
+        # Map refined centres back to their node (refine drops border and faint ones).
+        kk, ll = grid.nearest(res.uv[:, 0], res.uv[:, 1])
+        lin = ll * grid.lattice.width + kk
+        pos = np.searchsorted(lin_all, lin)
+        ok = (pos < len(lin_all)) & (lin_all[np.minimum(pos, len(lin_all) - 1)] == lin)
+        np.add.at(sums, pos[ok], res.uv[ok])
+        np.add.at(counts, pos[ok], 1)
+    have = counts > 0
+    uv = sums[have] / counts[have, None]
+    return MicroImageCentres(k_all[have], l_all[have], uv[:, 0], uv[:, 1])
