@@ -61,7 +61,7 @@ def render_white(
         pu = cu[chunk, None, None] + ox[None]
         pv = cv[chunk, None, None] + oy[None]
         acc = np.zeros(pu.shape)
-        for a, b in zip(sx.ravel(), sy.ravel()):
+        for a, b in zip(sx.ravel(), sy.ravel(), strict=False):
             d = np.hypot(pu + a - c[chunk, 0, None, None], pv + b - c[chunk, 1, None, None])
             acc += disc_overlap_area(d, ra, rb[chunk, None, None])
         acc /= supersample**2 * np.pi * np.minimum(ra, rb[chunk])[:, None, None] ** 2

@@ -31,8 +31,8 @@ def test_fit_grid_indexes_every_centre_and_recovers_the_grid(grid):
     fit = fit_grid(uv[perm], grid.lattice, (3068, 4080))
     assert len(fit.uv) == vis.sum()
     # Map each fitted centre back to its true index.
-    truth = {tuple(np.round(p, 9)): (a, b) for p, a, b in zip(uv, k[vis], l[vis])}
-    wrong = sum(truth[tuple(np.round(p, 9))] != (a, b) for p, a, b in zip(fit.uv, fit.k, fit.l))
+    truth = {tuple(np.round(p, 9)): (a, b) for p, a, b in zip(uv, k[vis], l[vis], strict=False)}
+    wrong = sum(truth[tuple(np.round(p, 9))] != (a, b) for p, a, b in zip(fit.uv, fit.k, fit.l, strict=False))
     assert wrong == 0
     assert fit.rms_px == pytest.approx(noise * np.sqrt(2), rel=0.05)
     np.testing.assert_allclose(fit.grid.pitch_px, grid.pitch_px, atol=0.005)

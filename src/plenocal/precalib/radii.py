@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.model.camera import MicroImageGrid
+from plenocal.precalib._kernels import moments_kernel
 
 FloatArray = NDArray[np.float64]
 ALPHA = 2.357
@@ -79,43 +80,14 @@ def micro_image_moments(
     micro-images); intensities are not clipped, so noise averages out instead of biasing σ².
     """
     img = np.asarray(image, dtype=np.float32)
-    H, W = img.shape
     rw = grid.diameter_px / 2.0 - 0.5 if window_radius_px is None else float(window_radius_px)
     c = grid.centres(k, l) if centres_uv is None else np.asarray(centres_uv, dtype=np.float64)
-    r = int(np.ceil(rw)) + 1
-    inside = (c[:, 0] - r >= 0) & (c[:, 0] + r <= W - 1) & (c[:, 1] - r >= 0) & (c[:, 1] + r <= H - 1)
-    c, kk, ll = c[inside], np.asarray(k)[inside], np.asarray(l)[inside]
-    offs = np.arange(-r, r + 1)
-    oy, ox = np.meshgrid(offs, offs, indexing="ij")
-    cu = np.rint(c[:, 0]).astype(np.int64)
-    cv = np.rint(c[:, 1]).astype(np.int64)
-    out_var = np.empty(len(c))
-    out_max = np.empty(len(c))
-    out_mean = np.empty(len(c))
-    out_off = np.empty((len(c), 2))
-    chunk = 4096
-    for s in range(0, len(c), chunk):  # chunks bound memory at full scale; vectorised inside
-        sl = slice(s, s + chunk)
-        patch = img[cv[sl, None, None] + oy[None], cu[sl, None, None] + ox[None]].astype(np.float64)
-        dx = (cu[sl, None, None] + ox[None]) - c[sl, 0, None, None]
-        dy = (cv[sl, None, None] + oy[None]) - c[sl, 1, None, None]
-        dist = np.hypot(dx, dy)
-        ring = (dist > rw) & (dist <= rw + 1.0)
-        bg = (patch * ring).sum(axis=(1, 2)) / np.maximum(ring.sum(axis=(1, 2)), 1)
-        inwin = dist <= rw
-        w = np.where(inwin, patch - bg[:, None, None], 0.0)
-        m00 = w.sum(axis=(1, 2))
-        m00 = np.where(m00 > 0, m00, np.nan)
-        mx = (w * dx).sum(axis=(1, 2)) / m00
-        my = (w * dy).sum(axis=(1, 2)) / m00
-        ddx = dx - mx[:, None, None]
-        ddy = dy - my[:, None, None]
-        sxx = (w * ddx * ddx).sum(axis=(1, 2)) / m00
-        syy = (w * ddy * ddy).sum(axis=(1, 2)) / m00
-        sxy = (w * ddx * ddy).sum(axis=(1, 2)) / m00
-        out_var[sl] = 0.5 * (sxx + syy)
-        out_max[sl] = 0.5 * (sxx + syy) + 0.5 * np.sqrt(4 * sxy**2 + (sxx - syy) ** 2)
-        out_mean[sl] = m00 / inwin.sum(axis=(1, 2))
-        out_off[sl] = np.stack([mx, my], axis=1)
+    out, npx = moments_kernel(np.ascontiguousarray(img), np.ascontiguousarray(c), rw)
+    kk, ll = np.asarray(k), np.asarray(l)
+    m00, mx, my, sxx, syy, sxy = out.T
+    out_var = 0.5 * (sxx + syy)
+    out_max = 0.5 * (sxx + syy) + 0.5 * np.sqrt(4 * sxy**2 + (sxx - syy) ** 2)
+    out_mean = m00 / np.maximum(npx, 1)
+    out_off = np.stack([mx, my], axis=1)
     ok = np.isfinite(out_var)
     return Moments(kk[ok], ll[ok], out_var[ok], out_max[ok], out_mean[ok], out_off[ok])
