@@ -10,12 +10,15 @@ from plenocal.errors import DataError
 from plenocal.model import micro_image_centres
 from plenocal.model.camera import Configuration
 from plenocal.model.white import internal_parameters
-from plenocal.precalib.pipeline import CameraSpec, WhiteImage, precalibrate
+from plenocal.model.spec import CameraSpec
+from plenocal.precalib.pipeline import WhiteImage, precalibrate
 
 
 def spec_of(cam, configuration=Configuration.GALILEAN):
     return CameraSpec(
         pixel_size_mm=cam.sensor.pixel_size_mm,
+        width_px=cam.sensor.width_px,
+        height_px=cam.sensor.height_px,
         lattice=cam.mla.lattice,
         n_types=3,
         main_lens_focal_length_mm=50.0,
@@ -83,7 +86,7 @@ def test_unfocused_is_recognised_without_a_configuration(small_camera):
         configuration=Configuration.UNFOCUSED,
     )
     whites = [WhiteImage(N, render_white(unf, N, noise=0.5, seed=7)) for N in (5.656854249, 8.0, 16.0)]
-    spec = CameraSpec(0.0055, mla.lattice, 1, 50.0, 450.0, None)
+    spec = CameraSpec(0.0055, 1020, 710, mla.lattice, 1, None, 50.0, 450.0, None)
     res = precalibrate(whites, spec, checkerboard_f_number=8.0)
     assert res.configuration is Configuration.UNFOCUSED
     assert res.configuration_inferred

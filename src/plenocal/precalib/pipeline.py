@@ -16,8 +16,9 @@ from numpy.typing import NDArray
 
 from plenocal.errors import DataError
 from plenocal.model.camera import Configuration, PlenopticCamera
-from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
+from plenocal.model.lattice import LatticeKind, TypeLayout
 from plenocal.model.observations import MicroImageCentres
+from plenocal.model.spec import CameraSpec
 from plenocal.model.white import InternalParameters, initial_camera
 from plenocal.precalib.centres import clean_image, detect_centres, flatten, refine_centroids
 from plenocal.precalib.grid import GridFit, fit_grid
@@ -38,19 +39,6 @@ class WhiteImage:
     f_number: float
     image: NDArray
     name: str = ""
-
-
-@dataclass(frozen=True)
-class CameraSpec:
-    """What is known before calibrating (manufacturer's numbers)."""
-
-    pixel_size_mm: float
-    lattice: Lattice
-    n_types: int
-    main_lens_focal_length_mm: float
-    focus_distance_mm: float
-    configuration: Configuration | None = None
-    type_row_shift: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +95,11 @@ def precalibrate(
     estimator : ``"variance"`` (exact moment law, default) or ``"paper"`` (α·σ line fit).
     """
     H, W = _check_whites(whites)
+    if spec.lattice is None or spec.n_types is None or spec.main_lens_focal_length_mm is None:
+        missing = [n for n in ("lattice", "n_types", "main_lens_focal_length_mm") if getattr(spec, n) is None]
+        raise DataError(f"camera_spec needs {', '.join(missing)} for pre-calibration")
+    if (spec.height_px, spec.width_px) != (H, W):
+        raise DataError(f"white images are {W}x{H} px but camera_spec says {spec.width_px}x{spec.height_px}")
     by_n = {float(w.f_number): w for w in whites}
     cleaned = {N: clean_image(w.image) for N, w in by_n.items()}
     hexagonal = spec.lattice.kind is not LatticeKind.ORTHOGONAL
