@@ -1,0 +1,142 @@
+"""Scenes for the ray tracer: textured planar plates, a point-like light, a white diffuser.
+
+Radiances are relative: 1.0 is the radiance of the white diffuser used for white images, so a
+micro-image pixel fully lit through the main aperture by the diffuser has value 1.0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from plenocal.errors import ModelError
+from plenocal.model.geometry import Pose
+from plenocal.model.target import Checkerboard
+
+# Plate kinds in the packed array (see :func:`pack_scene`).
+KIND_CHECKERBOARD = 0
+KIND_TEXTURE = 1
+KIND_DISC = 2
+PLATE_FIELDS = 24
+
+
+@dataclass(frozen=True)
+class WhiteDiffuser:
+    """A uniform diffuser in front of the main lens: every ray through the aperture has radiance
+    ``level`` (white images, paper §3)."""
+
+    level: float = 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class CheckerboardPlate:
+    """A printed checkerboard (``board``) seen at ``cam_from_world`` (world = the board frame).
+
+    The printed area has ``columns + 1`` × ``rows + 1`` squares, from ``−square`` to
+    ``square·columns`` in x (and likewise in y), so that node (0, 0) is the inner corner at the
+    world origin; the top-left square is black. A white margin of ``board.border_mm`` surrounds
+    it (``docs/conventions.md``, "Frames and poses").
+    """
+
+    board: Checkerboard
+    cam_from_world: Pose
+    black: float = 0.03
+    white: float = 0.9
+
+
+@dataclass(frozen=True, eq=False)
+class TexturePlate:
+    """Any texture image on a plate of ``width_mm`` × ``height_mm`` at ``cam_from_plate``.
+
+    Texel (0, 0) covers the plate corner at the plate-frame origin; x runs along the texture's
+    columns, y along its rows; texels are sampled bilinearly at their centres.
+
+    Parameters
+    ----------
+    texture : ndarray, shape (h, w) or (h, w, 3)
+        Radiances (float, 1.0 = the white diffuser).
+    """
+
+    texture: NDArray[np.floating]
+    cam_from_plate: Pose
+    width_mm: float
+    height_mm: float
+
+
+@dataclass(frozen=True)
+class DiscLight:
+    """A small uniform emitting disc facing the camera (normal along the optical axis).
+
+    The ray tracer cannot hit a mathematical point; a disc of small ``radius_mm`` stands in for a
+    point light at ``centre_mm`` (camera frame).
+    """
+
+    centre_mm: tuple[float, float, float]
+    radius_mm: float
+    level: float = 1.0
+
+
+@dataclass(frozen=True)
+class Scene:
+    """Plates in front of the camera and the radiance of rays that hit none of them."""
+
+    plates: tuple[CheckerboardPlate | TexturePlate | DiscLight, ...] = field(default_factory=tuple)
+    background: float = 0.0
+
+
+def _pose_fields(pose: Pose) -> list[float]:
+    return [*pose.rotation.reshape(-1).tolist(), *pose.translation.tolist()]
+
+
+def pack_scene(scene: Scene) -> tuple[NDArray[np.float64], NDArray[np.float32], int]:
+    """Plates as one float array for the numba kernel.
+
+    Returns
+    -------
+    plates : ndarray, shape (n_plates, 24)
+        Per plate: cam_from_plate rotation (9, row-major) and translation (3); extent x0, x1, y0,
+        y1 (mm, plate frame); kind; 7 kind-specific parameters.
+    texture : ndarray, shape (h, w, channels), float32
+        The one texture image shared by texture plates (1×1×1 zeros when none).
+    channels : int
+        1 (grey) or 3 (RGB): 3 when a texture is RGB.
+    """
+    rows: list[list[float]] = []
+    texture: NDArray[np.float32] | None = None
+    channels = 1
+    for plate in scene.plates:
+        if isinstance(plate, CheckerboardPlate):
+            b = plate.board
+            sq, border = b.square_mm, b.border_mm
+            extent = [-sq - border, sq * b.columns + border, -sq - border, sq * b.rows + border]
+            params = [sq, b.columns, b.rows, plate.black, plate.white, 0.0, 0.0]
+            rows.append([*_pose_fields(plate.cam_from_world), *extent, KIND_CHECKERBOARD, *params])
+        elif isinstance(plate, TexturePlate):
+            tex = np.asarray(plate.texture, dtype=np.float32)
+            if tex.ndim == 2:
+                tex = tex[:, :, None]
+            if tex.ndim != 3 or tex.shape[2] not in (1, 3):
+                raise ModelError(f"texture must have shape (h, w) or (h, w, 3), got {tex.shape}")
+            if texture is not None and texture is not tex:
+                raise ModelError("the tracer supports one texture image per scene")
+            texture = tex
+            channels = max(channels, tex.shape[2])
+            h, w = tex.shape[:2]
+            extent = [0.0, plate.width_mm, 0.0, plate.height_mm]
+            params = [plate.width_mm / w, plate.height_mm / h, 0.0, 0.0, 0.0, 0.0, 0.0]
+            rows.append([*_pose_fields(plate.cam_from_plate), *extent, KIND_TEXTURE, *params])
+        elif isinstance(plate, DiscLight):
+            if not plate.radius_mm > 0:
+                raise ModelError(f"disc light radius must be > 0, got {plate.radius_mm}")
+            pose = Pose(np.eye(3), np.asarray(plate.centre_mm, dtype=np.float64))
+            r = plate.radius_mm
+            params = [r, plate.level, 0.0, 0.0, 0.0, 0.0, 0.0]
+            rows.append([*_pose_fields(pose), -r, r, -r, r, KIND_DISC, *params])
+        else:
+            raise ModelError(f"unknown plate type {type(plate).__name__}")
+    packed = np.asarray(rows, dtype=np.float64).reshape(-1, PLATE_FIELDS)
+    if texture is None:
+        texture = np.zeros((1, 1, 1), dtype=np.float32)
+    return packed, np.ascontiguousarray(texture), channels
