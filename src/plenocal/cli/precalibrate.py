@@ -1,0 +1,145 @@
+"""``plenocal precalibrate DATASET -o OUT``: white images → grid, types, Ω, initial camera.
+
+Writes, atomically:
+
+- ``OUT/camera.json`` — the initial camera (paper §3.3) with Ω;
+- ``OUT/observations.npz`` — the micro-image centres (MIC observations for calibration; no BAP
+  features yet);
+- ``OUT/precalibration.json`` — grid fit, type layout and its confidence, each aperture's
+  decision and reason, Ω, the configuration and whether it was inferred;
+- ``OUT/radii.png|svg`` (paper fig:radii) and ``OUT/centres.png`` (a crop with centres and radii).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plenocal import __version__
+from plenocal.errors import DataError, InputFileError
+from plenocal.io._json import write_document
+from plenocal.io.camera import write_camera
+from plenocal.io.dataset import Dataset, ImageRole, read_dataset
+from plenocal.io.observations import write_observations
+from plenocal.model.observations import BapFeatures, Observations
+from plenocal.precalib.pipeline import Precalibration, WhiteImage, precalibrate
+
+HELP = "pre-calibrate from white images: micro-image grid, lens types, internal parameters Ω, initial camera"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("precalibrate", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
+    p.add_argument("dataset", type=Path, metavar="DATASET", help="plenocal dataset folder with white images")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="output folder")
+    p.add_argument(
+        "--estimator",
+        choices=("variance", "paper"),
+        default="variance",
+        help="Ω estimator: exact second-moment law (default) or the paper's α·σ line fit",
+    )
+    p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    p.set_defaults(func=run)
+
+
+def checkerboard_f_number(dataset: Dataset) -> float:
+    """The f-number of the checkerboard images (they must share one), else of the devignetting white."""
+    m = dataset.manifest
+    entries = [e for e in m.images if e.role in (ImageRole.CALIBRATION, ImageRole.EVALUATION, ImageRole.TRANSLATION, ImageRole.DEVIGNETTING)]
+    ns = {e.f_number for e in entries if e.f_number is not None}
+    if len(ns) > 1:
+        raise InputFileError(dataset.folder / "manifest.json", f"checkerboard and devignetting images must share one f-number, got {sorted(ns)}")
+    if not ns:
+        raise InputFileError(dataset.folder / "manifest.json", "no f-number for the checkerboard images: set f_number on the calibration or devignetting images")
+    return float(ns.pop())
+
+
+def load_whites(dataset: Dataset) -> list[WhiteImage]:
+    entries = dataset.manifest.with_role(ImageRole.WHITE)
+    if not entries:
+        raise InputFileError(dataset.folder / "manifest.json", "no images with role 'white': pre-calibration needs white images at >= 2 f-numbers")
+    whites = []
+    for e in entries:
+        if e.f_number is None:
+            raise InputFileError(dataset.folder / "manifest.json", f"white image {e.path} has no f_number")
+        whites.append(WhiteImage(float(e.f_number), dataset.read_image(e), e.path))
+    return whites
+
+
+def summary(pc: Precalibration) -> dict[str, Any]:
+    g = pc.grid_fit
+    o = pc.omega
+    return {
+        "grid": {
+            "lattice": g.grid.lattice.kind.value,
+            "pitch_px": list(g.grid.pitch_px),
+            "rotation_rad": g.grid.rotation_rad,
+            "offset_px": list(g.grid.offset_px),
+            "rms_px": g.rms_px,
+            "n_linked": len(g.uv),
+            "n_rejected": g.n_rejected,
+            "n_detected": pc.n_centres_detected,
+        },
+        "types": {
+            "row_shift": list(pc.types.layout.row_shift),
+            "n_types": pc.types.layout.n_types,
+            "confidence": pc.types.confidence,
+            "separation": pc.types.separation if np.isfinite(pc.types.separation) else None,
+        },
+        "apertures": [
+            {"f_number": d.f_number, "used": d.used, "reason": d.reason, "median_radius_alpha_px": list(d.mean_radius_alpha_px)}
+            for d in pc.internals.apertures
+        ],
+        "estimator": pc.internals.estimator,
+        "internal_parameters": {
+            "m_mm": o.m_mm,
+            "q_mm": list(o.q_mm),
+            "q_prime_mm": list(o.q_prime_mm),
+            "micro_image_pitch_mm": o.micro_image_pitch_mm,
+            "lambda": o.lambda_,
+            "f_number": o.f_number,
+        },
+        "configuration": pc.configuration.value,
+        "configuration_inferred": pc.configuration_inferred,
+        "initial_camera": {"D_mm": pc.camera.D_mm, "d_mm": pc.camera.d_mm, "focal_lengths_mm": list(pc.camera.mla.focal_lengths_mm)},
+        "n_mic": len(pc.mic),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    dataset = read_dataset(args.dataset)
+    spec = dataset.manifest.camera_spec
+    n_cb = checkerboard_f_number(dataset)
+    whites = load_whites(dataset)
+    t0 = time.perf_counter()
+    try:
+        pc = precalibrate(whites, spec, checkerboard_f_number=n_cb, estimator=args.estimator)
+    except DataError as exc:
+        raise DataError(f"{dataset.folder}: {exc}") from None
+    wall = time.perf_counter() - t0
+    out = Path(args.output)
+    doc = {"format": "plenocal-precalibration", "version": 1, "plenocal_version": __version__, "dataset": str(dataset.folder), "wall_time_s": wall}
+    doc.update(summary(pc))
+    provenance = {"stage": "precalibrate", "plenocal_version": __version__, "dataset": str(dataset.folder)}
+    write_camera(out / "camera.json", pc.camera, internal_parameters=pc.omega, provenance=provenance)
+    write_observations(out / "observations.npz", Observations(BapFeatures.empty(), pc.mic))
+    write_document(out / "precalibration.json", doc)
+    if not args.no_plots:
+        from plenocal.viz import save_figure
+        from plenocal.viz.precalib import centres_crop_figure, radii_figure
+
+        save_figure(radii_figure(pc), out / "radii")
+        ref = max(whites, key=lambda w: w.f_number)
+        save_figure(centres_crop_figure(ref.image, ref.f_number, pc), out / "centres", formats=("png",))
+    used = [f"{d.f_number:g}" for d in pc.internals.apertures if d.used]
+    print(
+        f"grid pitch {pc.grid_fit.grid.diameter_px:.4f} px (rms {pc.grid_fit.rms_px:.3f} px, {len(pc.mic)} centres); "
+        f"types {pc.types.layout.row_shift} (confidence {pc.types.confidence:.3f}); "
+        f"m = {pc.omega.m_mm * 1e3:.3f} µm from N = {', '.join(used)}; "
+        f"{pc.configuration.value}{' (inferred)' if pc.configuration_inferred else ''}; "
+        f"d = {pc.camera.d_mm * 1e3:.2f} µm, D = {pc.camera.D_mm:.3f} mm; {wall:.1f} s; wrote {out}"
+    )
+    return 0

@@ -1,0 +1,75 @@
+"""``plenocal precalibrate`` on a dataset folder of analytic white images (8-bit PNG)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from plenocal.cli.main import main
+from plenocal.io import (
+    ImageEntry,
+    ImageRole,
+    Manifest,
+    read_camera_file,
+    read_observations,
+    write_manifest,
+    write_raw_image,
+)
+from plenocal.model import micro_image_centres
+from plenocal.model.spec import CameraSpec
+from plenocal.model.target import Checkerboard
+from plenocal.model.white import internal_parameters
+
+
+def make_dataset(folder, camera, whites, *, n_calib=4.0):
+    entries = []
+    for w in whites:
+        name = f"images/white-{w.f_number:g}.png"
+        write_raw_image(folder / name, np.clip(np.rint(w.image), 0, 255).astype(np.uint8), 8)
+        entries.append(ImageEntry(name, ImageRole.WHITE, f_number=w.f_number))
+    entries.append(ImageEntry(entries[0].path, ImageRole.DEVIGNETTING, f_number=n_calib))
+    spec = CameraSpec(
+        pixel_size_mm=camera.sensor.pixel_size_mm,
+        width_px=camera.sensor.width_px,
+        height_px=camera.sensor.height_px,
+        lattice=camera.mla.lattice,
+        n_types=3,
+        type_row_shift=(0, 1),
+        main_lens_focal_length_mm=50.0,
+        focus_distance_mm=450.0,
+        configuration=camera.configuration,
+    )
+    write_manifest(folder, Manifest(camera_spec=spec, target=Checkerboard(9, 5, 10.0), images=tuple(entries), name="small"))
+    return folder
+
+
+def test_precalibrate_cli_writes_camera_observations_and_plots(tmp_path, small_camera, small_whites, capsys):
+    ds = make_dataset(tmp_path / "ds", small_camera, small_whites)
+    out = tmp_path / "out"
+    assert main(["precalibrate", str(ds), "-o", str(out)]) == 0
+    cam_file = read_camera_file(out / "camera.json")
+    truth = internal_parameters(small_camera)
+    assert cam_file.internal_parameters.m_mm == pytest.approx(truth.m_mm, rel=0.02)
+    np.testing.assert_allclose(cam_file.internal_parameters.q_prime_mm, truth.q_prime_mm, rtol=0.02)
+    assert cam_file.camera.d_mm == pytest.approx(small_camera.d_mm, rel=0.03)
+    obs = read_observations(out / "observations.npz")
+    err = obs.mic.uv - micro_image_centres(small_camera, obs.mic.k, obs.mic.l)
+    assert np.sqrt(np.mean(np.sum(err**2, axis=1))) < 0.05  # 8-bit quantisation included
+    report = json.loads((out / "precalibration.json").read_text())
+    assert report["types"]["row_shift"] == [0, 1]
+    assert [a["used"] for a in report["apertures"]] == [False, True, True, True, True]
+    assert (out / "radii.png").stat().st_size > 10_000 and (out / "radii.svg").is_file()
+    assert (out / "centres.png").is_file()
+    assert "types (0, 1)" in capsys.readouterr().out
+
+
+def test_precalibrate_cli_single_white_is_one_line_error(tmp_path, small_camera, small_whites, capsys):
+    ds = make_dataset(tmp_path / "ds", small_camera, small_whites[2:3])
+    out = tmp_path / "out"
+    assert main(["precalibrate", str(ds), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "white images at >= 2 different f-numbers, got 1" in err
+    assert not out.exists()
