@@ -9,8 +9,8 @@ from render import render_white
 from plenocal.errors import DataError
 from plenocal.model import micro_image_centres
 from plenocal.model.camera import Configuration
-from plenocal.model.white import internal_parameters
 from plenocal.model.spec import CameraSpec
+from plenocal.model.white import internal_parameters
 from plenocal.precalib.pipeline import WhiteImage, precalibrate
 
 
