@@ -103,8 +103,7 @@ def precalibrate(
     by_n = {float(w.f_number): w for w in whites}
     cleaned = {N: clean_image(w.image) for N, w in by_n.items()}
     hexagonal = spec.lattice.kind is not LatticeKind.ORTHOGONAL
-    # Centres and grid on the smallest aperture: the most separated micro-images.
-    n_ref = max(by_n)
+    n_ref = reference_white(cleaned)
     det = detect_centres(cleaned[n_ref], hexagonal=hexagonal)
     grid_fit = fit_grid(det.uv, spec.lattice, (H, W))
     grid = grid_fit.grid
@@ -182,6 +181,26 @@ def precalibrate(
         moments=moments,
         n_centres_detected=len(det.uv),
     )
+
+
+GAP_FRACTION = 0.15
+"""A white whose micro-images are separated has at least this fraction of dark (gap) pixels."""
+
+
+def reference_white(cleaned: dict[float, NDArray[np.float32]]) -> float:
+    """f-number of the white used to detect centres and fit the grid.
+
+    The widest aperture whose micro-images are still separated by dark gaps (≥ 15 % of pixels
+    below 10 % of the bright level): the brightest, least noisy micro-images that do not touch.
+    Falls back to the smallest aperture.
+    """
+    for N in sorted(cleaned):
+        img = cleaned[N]
+        sub = img[:: max(1, img.shape[0] // 512), :: max(1, img.shape[1] // 512)]
+        bright = float(np.percentile(sub, 99))
+        if bright > 0 and float(np.mean(sub < 0.1 * bright)) >= GAP_FRACTION:
+            return N
+    return max(cleaned)
 
 
 def _dark_fraction(image: NDArray[np.float32], grid, k: NDArray[np.int64], l: NDArray[np.int64]) -> float:
