@@ -1,0 +1,131 @@
+"""Simulated datasets: poses, ground truth, sensor response, determinism, CLI."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from plenocal.cli.main import main
+from plenocal.io import read_camera, read_dataset, read_observations, read_poses, read_raw_image
+from plenocal.model import micro_image_centres, project_bap
+from plenocal.model.geometry import rotvec_from_matrix
+from plenocal.sim.dataset import FrameSelection, simulate_dataset
+from plenocal.sim.groundtruth import FeatureOracle
+from plenocal.sim.poses import random_poses
+from plenocal.sim.presets import PRESET_NAMES, matching_f_number, preset
+from plenocal.sim.sensor import SensorResponse
+
+FRAMES = "white=2,devignetting,calibration=2,evaluation=1,translation=2"
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory, r12a_small):
+    out = tmp_path_factory.mktemp("r12a-small")
+    simulate_dataset(r12a_small, out, seed=5, rays=4, frames=FrameSelection.parse(FRAMES))
+    return out
+
+
+def test_dataset_folder_follows_the_format(dataset_dir, r12a_small):
+    ds = read_dataset(dataset_dir)
+    roles = [e.role.value for e in ds.manifest.images]
+    assert roles == ["white", "white", "devignetting", "calibration", "calibration", "evaluation",
+                     "translation", "translation"]
+    trans = ds.manifest.with_role("translation")
+    assert [e.displacement_mm for e in trans] == [0.0, r12a_small.plan.translation_step_mm]
+    for e in ds.manifest.images:
+        img = read_raw_image(ds.path(e.path), as_grey=False)
+        assert img.shape == (800, 1000) and img.dtype == np.uint8
+    # Whites do not clip.
+    white = read_raw_image(ds.path(ds.manifest.images[0].path), as_grey=False)
+    assert 150 < white.max() < 255
+
+
+def test_ground_truth_is_the_model_of_the_true_camera(dataset_dir, r12a_small):
+    ds = read_dataset(dataset_dir)
+    gt = ds.manifest.ground_truth
+    camera = read_camera(ds.path(gt.camera))
+    poses = read_poses(ds.path(gt.poses))
+    obs = read_observations(ds.path(gt.observations))
+    assert sorted(poses) == [0, 1, 100, 200, 201]
+    assert set(np.unique(obs.bap.frame)) == set(poses)
+    board = ds.manifest.target
+    for frame, pose in poses.items():
+        sel = obs.bap.frame == frame
+        pts = pose.apply(board.node_points(obs.bap.node[sel]))
+        ref = project_bap(camera, pts, obs.bap.k[sel], obs.bap.l[sel])
+        np.testing.assert_allclose(ref[:, 0], obs.bap.u[sel], atol=1e-9)
+        np.testing.assert_allclose(ref[:, 2], obs.bap.rho[sel], atol=1e-9)
+        if frame < 200:  # free-hand frames: every node in >= 2 micro-images
+            assert np.bincount(obs.bap.node[sel], minlength=board.n_nodes).min() >= 2
+    mic = micro_image_centres(camera, obs.mic.k, obs.mic.l)
+    np.testing.assert_allclose(mic, obs.mic.uv, atol=1e-9)
+    # Every feature lies inside its micro-image (radius at the checkerboard f-number).
+    assert camera.main_lens.f_number == r12a_small.plan.checkerboard_f_number
+
+
+def test_same_seed_same_dataset_bytes(tmp_path, dataset_dir, r12a_small):
+    simulate_dataset(r12a_small, tmp_path, seed=5, rays=4, frames=FrameSelection.parse(FRAMES))
+    for name in ("manifest.json", "images/calib-001.png", "images/white-f4.png",
+                 "ground_truth/observations.npz", "ground_truth/poses.json"):
+        assert (tmp_path / name).read_bytes() == (dataset_dir / name).read_bytes(), name
+
+
+def test_random_poses_respect_the_paper_ranges(r12a_small):
+    camera, plan = r12a_small.camera, r12a_small.plan
+    rng = np.random.default_rng(1)
+    oracle = FeatureOracle(camera)
+    poses = random_poses(camera, plan.board, 4, distance_range_mm=plan.calibration_range_mm,
+                         rng=rng, oracle=oracle)
+    centre = np.array([(plan.board.columns - 1) / 2, (plan.board.rows - 1) / 2, 0]) * plan.board.square_mm
+    for pose in poses:
+        z = pose.apply(centre)[2]
+        assert plan.calibration_range_mm[0] <= z <= plan.calibration_range_mm[1]
+        normal_tilt = math.acos(pose.rotation[2, 2])
+        assert normal_tilt <= math.radians(30.0) + 1e-9
+        assert oracle.views_per_node(plan.board, pose).min() >= 2
+        assert np.linalg.norm(rotvec_from_matrix(pose.rotation)) > 0
+
+
+def test_sensor_noise_statistics_and_formats():
+    flat = np.full((200, 200), 0.5, dtype=np.float32)
+    r = SensorResponse(bit_depth=16, read_noise=False)
+    dn = r.apply(flat, seed=0, image_id=0).astype(float)
+    electrons = dn / r.gain_dn_per_electron
+    assert electrons.mean() == pytest.approx(0.5 * r.electrons_at_white, rel=0.01)
+    assert electrons.var() == pytest.approx(0.5 * r.electrons_at_white, rel=0.05)  # Poisson
+    quiet = SensorResponse(bit_depth=8, photon_noise=False, read_noise=False)
+    assert np.all(quiet.apply(flat, seed=0, image_id=0) == round(0.5 * 0.85 * 255))
+    bayer = SensorResponse(color="bayer-rggb", photon_noise=False, read_noise=False, channel_gains=(0.5, 1.0, 0.25))
+    m = bayer.apply(np.ones((4, 4), np.float32), seed=0, image_id=0)
+    assert m[0, 0] == round(0.5 * 0.85 * 255) and m[0, 1] == m[1, 0] == round(0.85 * 255)
+    assert m[1, 1] == round(0.25 * 0.85 * 255)
+    rgb = SensorResponse(color="rgb").apply(flat, seed=1, image_id=2)
+    assert rgb.shape == (200, 200, 3)
+    assert not np.array_equal(r.apply(flat, seed=0, image_id=1), r.apply(flat, seed=0, image_id=0))
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_presets_checkerboard_f_number_avoids_overlap(name):
+    p = preset(name, small=True)
+    cam = p.camera
+    # At the checkerboard f-number the largest micro-image fits in half a pitch (paper's matching).
+    oracle_radius = FeatureOracle(cam)._radius.max()
+    assert oracle_radius <= cam.grid.diameter_px / 2.0 + 1e-9
+    assert p.plan.checkerboard_f_number == pytest.approx(matching_f_number(cam, standard=(
+        p.plan.white_f_numbers if name != "upc-s" else None)))
+    assert cam.sensor.width_px <= 1000 and cam.sensor.height_px <= 800
+
+
+def test_cli_simulate_writes_a_readable_dataset(tmp_path, capsys):
+    out = tmp_path / "ds"
+    code = main(["simulate", "kep-3", "--small", "-o", str(out), "--rays", "2", "--quiet",
+                 "--frames", "white=1,calibration=1", "--bit-depth", "16", "--color", "bayer-rggb"])
+    assert code == 0
+    ds = read_dataset(out)
+    assert ds.manifest.image_format.bit_depth == 16
+    assert ds.manifest.image_format.color == "bayer-rggb"
+    assert len(ds.manifest.images) == 2
+    assert main(["simulate", "r12-a", "-o", str(out), "--frames", "bogus"]) == 2
+    assert "unknown role 'bogus'" in capsys.readouterr().err
