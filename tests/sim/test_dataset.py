@@ -129,3 +129,15 @@ def test_cli_simulate_writes_a_readable_dataset(tmp_path, capsys):
     assert len(ds.manifest.images) == 2
     assert main(["simulate", "r12-a", "-o", str(out), "--frames", "bogus"]) == 2
     assert "unknown role 'bogus'" in capsys.readouterr().err
+
+
+def test_r12a_preset_is_the_reference_camera(r12a_camera):
+    """With the paper's tilt, the r12-a preset is the reference's intrinsics.js camera (its
+    micro-image grid recomputed from its MLA)."""
+    cam = preset("r12-a", tilt_scale=1.0).camera
+    r12a_camera = r12a_camera.with_consistent_mia()
+    k, l = cam.mla.lattice.all_indices()
+    np.testing.assert_allclose(micro_image_centres(cam, k, l), micro_image_centres(r12a_camera, k, l), atol=1e-6)
+    assert cam.d_mm == pytest.approx(r12a_camera.d_mm, abs=1e-12)
+    p = np.array([[37.72664, -3.23458, 241.78777]])
+    np.testing.assert_allclose(project_bap(cam, p, [156], [69]), project_bap(r12a_camera, p, [156], [69]), atol=1e-6)

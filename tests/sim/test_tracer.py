@@ -59,15 +59,23 @@ def _white_centroid_rms(camera: PlenopticCamera, f_number: float, roi, rays: int
     img = render(camera, WhiteDiffuser(), f_number=f_number, rays=rays, roi=roi, seed=3)
     half = camera.grid.diameter_px / 2.0
     _, _, c = _interior_lenses(camera, roi, half + 1)
-    assert len(c) >= 20
+    assert len(c) >= 15
     err = np.array([_moments(img, ci, half)[1] - ci for ci in c])
     return float(np.sqrt(np.mean(np.sum(err**2, axis=1))))
 
 
 def test_white_micro_image_centroids_on_model_mic(r12a_small):
     """Intensity centroids of white micro-images lie on the model's MICs (projection of O)."""
-    rms = _white_centroid_rms(r12a_small.camera, 8.0, (300, 250, 560, 480), rays=256)
+    rms = _white_centroid_rms(r12a_small.camera, 8.0, (300, 250, 560, 480), rays=1024)
     assert rms <= 0.02
+
+
+@pytest.mark.parametrize("roi", [(160, 20, 400, 260), (3800, 2640, 4040, 2880)])
+def test_white_centroids_at_full_scale_sensor_corners(roi):
+    """Far off-axis (full-scale R12-B, whose MLA is off-centre, with its strong distortion): the
+    white micro-images in opposite corners of the micro-image array are still on the MICs."""
+    camera = preset("r12-b").camera
+    assert _white_centroid_rms(camera, 11.31, roi, rays=1024) <= 0.02
 
 
 def _ortho_camera() -> PlenopticCamera:
@@ -93,10 +101,14 @@ def test_white_centroids_other_configurations(case):
         p = preset(case, small=True)
         camera, n = p.camera, p.plan.white_f_numbers[-1]
         roi = (350, 250, 650, 550) if case == "upc-s" else (300, 250, 560, 480)
-    assert _white_centroid_rms(camera, n, roi, rays=256) <= 0.02
+    assert _white_centroid_rms(camera, n, roi, rays=1024) <= 0.02
 
 
-def test_micro_image_radius_law(r12a_small):
+@pytest.mark.parametrize(
+    ("name", "f_numbers"),
+    [("r12-a", None), ("kep-3", None), ("upc-s", (4.0, 5.6))],  # upc-s overlaps at N = 2
+)
+def test_micro_image_radius_law(name, f_numbers):
     """White micro-image radii follow R_i(1/N) = m/N + q_i (eq:miradiusfnumber) to <= 2 %.
 
     A white micro-image is the convolution of two uniform discs: the micro-lens aperture seen
@@ -104,14 +116,15 @@ def test_micro_image_radius_law(r12a_small):
     (radius ρ2 = d·F/(2DN)), normalised so that its integral is πρ2²; its support radius is
     ρ1 + ρ2. With the pixel box (variance 1/12): ρ2 = √(M0/π), ρ1² = 4(σ² − 1/12) − ρ2².
     """
-    camera = r12a_small.camera
+    small = preset(name, small=True)
+    camera = small.camera
     m, q = radius_law(camera)
     s = camera.sensor.pixel_size_mm
-    roi = (330, 280, 530, 460)
+    roi = (400, 300, 600, 500) if name == "upc-s" else (330, 280, 530, 460)
     half = camera.grid.diameter_px / 2.0
     k, l, c = _interior_lenses(camera, roi, half + 1)
     types = camera.mla.types.type_of(k, l)
-    for n in r12a_small.plan.white_f_numbers:
+    for n in f_numbers or small.plan.white_f_numbers:
         img = render(camera, WhiteDiffuser(), f_number=n, rays=128, roi=roi, seed=1)
         moments = [_moments(img, ci, half) for ci in c]
         m0 = np.array([mo[0] for mo in moments])
