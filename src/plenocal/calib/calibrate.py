@@ -1,0 +1,474 @@
+"""The calibration: initial extrinsics, staged then joint optimisation of Θ, uncertainty.
+
+Paper §5 (eq:completemodel, the cost Θ of §5.2), reference §7, DESIGN.md §5. Stages:
+
+1. ``extrinsics``: a pose per frame from cluster barycentres and PnP
+   (:mod:`plenocal.calib.extrinsics`); frames that fail are reported and skipped.
+2. ``mla``: the MLA's in-plane pose and pitch fitted to the micro-image centres alone (MIC term,
+   intrinsics otherwise fixed), so that the initial MLA agrees with the observed centres whatever
+   the initial principal point.
+3. ``poses``: every pose refined on (u, v, ρ) with the intrinsics fixed.
+4. ``robust``: all free parameters on Θ with a Huber loss on per-term normalised residuals, the
+   noise levels σ_t re-estimated robustly (MAD) between rounds; then observations beyond the
+   χ² threshold are rejected (``loss="huber"``, the default). With ``loss="linear"`` this stage
+   is skipped and nothing is rejected.
+5. ``final``: plain (weighted) least squares on the kept observations to convergence; σ_t from the
+   residuals; covariance of the estimate (sandwich form, see :func:`plenocal.calib.solver.covariance`).
+
+Weighting: the terms (u, v), ρ and MIC have different noise levels, so by default each is
+weighted by 1/σ̂_t² (``weighting="noise"``) — the maximum-likelihood form of Θ that makes the
+reported σ honest. ``weighting="none"`` minimises the paper's unweighted Θ (σ are then given by
+the sandwich formula with the per-term residual variances).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.stats import chi2
+from threadpoolctl import threadpool_limits
+
+from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenoptic_poses
+from plenocal.calib.parameters import ParameterLayout, derived_values
+from plenocal.calib.residuals import Residuals
+from plenocal.calib.solver import SolverReport, covariance, levenberg_marquardt
+from plenocal.errors import DataError
+from plenocal.model.camera import MicroLensArray, PlenopticCamera
+from plenocal.model.geometry import Pose
+from plenocal.model.lattice import TypeLayout
+from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
+from plenocal.model.target import Checkerboard
+
+FloatArray = NDArray[np.float64]
+
+ABLATION_CONFIGURATIONS: dict[int, tuple[str, ...]] = {
+    1: (),
+    2: ("distortion",),
+    3: ("pitch",),
+    4: ("pitch", "distortion"),
+    5: ("tilt",),
+    6: ("tilt", "distortion"),
+    7: ("tilt", "pitch"),
+    8: ("tilt", "pitch", "distortion"),
+}
+"""Paper Table ablation: configuration number → frozen groups (tilt θx, θy; pitch; distortion)."""
+
+
+@dataclass(frozen=True)
+class CalibrationOptions:
+    """Options of :func:`calibrate` (all keyword, all with defaults).
+
+    Attributes
+    ----------
+    freeze : tuple of str
+        Parameter groups or names held at their initial value (e.g. ``("tilt", "pitch")``).
+    two_pitches : bool
+        Optimise two MLA pitches (p0, p1) instead of one.
+    pinhole_micro_lenses : bool
+        I = 0: micro-lenses as pinholes, no ρ residuals (the paper's NOUR baseline).
+    loss : {"huber", "linear"}
+        Robust loss + outlier rejection (default) or plain least squares.
+    huber_threshold : float
+        Huber threshold c, in units of each term's σ.
+    reject_probability : float
+        A unit (a feature's (u, v), its ρ, a MIC) is rejected when its squared normalised residual
+        exceeds the χ² quantile 1 − ``reject_probability``.
+    weighting : {"noise", "none"}
+        Per-term 1/σ̂_t² weights, or the paper's unweighted Θ.
+    use_mic : bool
+        Include the MIC term of Θ.
+    ftol : float
+        Convergence: predicted relative decrease of one more Gauss–Newton step.
+    """
+
+    freeze: tuple[str, ...] = ()
+    two_pitches: bool = False
+    pinhole_micro_lenses: bool = False
+    loss: str = "huber"
+    huber_threshold: float = 2.5
+    reject_probability: float = 1e-4
+    weighting: str = "noise"
+    use_mic: bool = True
+    ftol: float = 1e-13
+
+    def __post_init__(self) -> None:
+        if self.loss not in ("huber", "linear"):
+            raise ValueError(f"loss must be 'huber' or 'linear', got {self.loss!r}")
+        if self.weighting not in ("noise", "none"):
+            raise ValueError(f"weighting must be 'noise' or 'none', got {self.weighting!r}")
+
+
+@dataclass
+class ParameterEstimate:
+    name: str
+    value: float
+    std: float
+    frozen: bool = False
+
+
+@dataclass
+class CalibrationResult:
+    """Everything :func:`calibrate` produces."""
+
+    camera: PlenopticCamera
+    poses: dict[int, Pose]
+    layout: ParameterLayout
+    x: FloatArray
+    covariance: FloatArray
+    sigma: dict[str, float]
+    rmse: dict[str, float]
+    sum_squared_residuals: float
+    n_bap: int
+    n_mic: int
+    rejected: dict[str, int]
+    downweighted: dict[str, int]
+    rejected_features: BapFeatures
+    kept_bap: BapFeatures
+    kept_mic: MicroImageCentres
+    solver: SolverReport
+    stages: dict[str, dict[str, object]] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    extrinsics: ExtrinsicsInit | None = None
+    options: CalibrationOptions = field(default_factory=CalibrationOptions)
+
+    @property
+    def converged(self) -> bool:
+        return self.solver.converged
+
+    @property
+    def std(self) -> FloatArray:
+        return np.sqrt(np.clip(np.diag(self.covariance), 0.0, None))
+
+    def parameters(self) -> list[ParameterEstimate]:
+        """Intrinsics and derived quantities, each with value and standard deviation."""
+        lay = self.layout
+        free = lay.free_mask
+        sd = self.std
+        out = [
+            ParameterEstimate(n, float(self.x[i]), float(sd[i]), not bool(free[i]))
+            for i, n in enumerate(lay.intrinsic_names)
+        ]
+        for name, (val, grad) in derived_values(lay, self.x).items():
+            out.append(ParameterEstimate(name, float(val), float(np.sqrt(max(grad @ self.covariance @ grad, 0.0)))))
+        return out
+
+    def correlation(self) -> tuple[tuple[str, ...], FloatArray]:
+        """Correlation matrix of the free intrinsics: (names, matrix of shape (n, n))."""
+        lay = self.layout
+        idx = np.flatnonzero(lay.free_mask[: lay.n_intrinsics])
+        c = self.covariance[np.ix_(idx, idx)]
+        s = np.sqrt(np.clip(np.diag(c), 1e-300, None))
+        return tuple(lay.intrinsic_names[i] for i in idx), c / np.outer(s, s)
+
+    def parameter_table(self) -> str:
+        """A readable table of intrinsics: value, σ, and the strongest correlation of each."""
+        names, corr = self.correlation()
+        pos = {n: i for i, n in enumerate(names)}
+        lines = [f"{'parameter':<20s} {'value':>18s} {'std':>12s}  strongest correlation"]
+        for p in self.parameters():
+            strongest = ""
+            if p.name in pos:
+                row = np.abs(corr[pos[p.name]]).copy()
+                row[pos[p.name]] = -1
+                if row.size > 1:
+                    j = int(np.argmax(row))
+                    strongest = f"{names[j]} {corr[pos[p.name], j]:+.4f}"
+            std = "frozen" if p.frozen else f"{p.std:.4g}"
+            lines.append(f"{p.name:<20s} {p.value:>18.10g} {std:>12s}  {strongest}")
+        return "\n".join(lines)
+
+    def report(self) -> dict[str, object]:
+        """JSON-ready summary (the ``report.json`` content)."""
+        names, corr = self.correlation()
+        return {
+            "rmse": {k: float(v) for k, v in self.rmse.items()},
+            "sum_squared_residuals": float(self.sum_squared_residuals),
+            "n_bap": self.n_bap,
+            "n_mic": self.n_mic,
+            "n_frames": len(self.poses),
+            "converged": self.converged,
+            "iterations": self.solver.iterations,
+            "termination": self.solver.termination,
+            "cost_history": [float(c) for c in self.solver.cost_history],
+            "gradient_norm": float(self.solver.gradient_norm),
+            "predicted_relative_decrease": float(self.solver.predicted_relative_decrease),
+            "wall_time_s": float(self.timings_s.get("total", float("nan"))),
+            "timings_s": {k: float(v) for k, v in self.timings_s.items()},
+            "noise_sigma_px": {k: float(v) for k, v in self.sigma.items()},
+            "rejected": dict(self.rejected),
+            "downweighted": dict(self.downweighted),
+            "parameters": {
+                p.name: {"value": p.value, "std": p.std, "frozen": p.frozen} for p in self.parameters()
+            },
+            "correlation": {"names": list(names), "matrix": corr.tolist()},
+            "stages": self.stages,
+            "extrinsics_init": self.extrinsics.to_dict() if self.extrinsics else None,
+            "options": dataclasses.asdict(self.options),
+        }
+
+
+def as_pinhole(camera: PlenopticCamera) -> PlenopticCamera:
+    """The camera with pinhole micro-lenses (I = 0, no focal lengths; NOUR baseline)."""
+    mla = camera.mla
+    return camera.replace(
+        mla=MicroLensArray(
+            lattice=mla.lattice, pitch_mm=mla.pitch_mm, rotation_xyz_rad=mla.rotation_xyz_rad,
+            translation_mm=mla.translation_mm, focal_lengths_mm=(), types=TypeLayout(0),
+        )
+    )
+
+
+def robust_sigma(values: FloatArray) -> float:
+    """1.4826 × median absolute deviation from the median (σ of the inliers of a Gaussian)."""
+    if values.size == 0:
+        return float("nan")
+    return float(1.4826 * np.median(np.abs(values - np.median(values))))
+
+
+def _term_sigma(res: Residuals, r: FloatArray, active: FloatArray, *, robust: bool) -> dict[str, float]:
+    sl = res.term_slices()
+    groups = {"uv": ("u", "v"), "rho": ("rho",), "mic": ("mic_u", "mic_v")}
+    out = {}
+    for term, names in groups.items():
+        if names[0] not in sl:
+            continue
+        vals = np.concatenate([r[sl[n]][active[sl[n]] > 0] for n in names])
+        if vals.size == 0:
+            out[term] = 1.0
+            continue
+        s = robust_sigma(vals) if robust else float(np.sqrt(np.mean(vals**2)))
+        out[term] = max(s, 1e-6)
+    return out
+
+
+def _rmse(res: Residuals, r: FloatArray, active: FloatArray) -> tuple[dict[str, float], float]:
+    """RMSE per term (uv: per point, reference §9.1) and the plain sum of squares."""
+    sl = res.term_slices()
+    ra = r * active
+    ssq = {n: float(np.sum(ra[s] ** 2)) for n, s in sl.items()}
+    n_bap = float(active[sl["u"]].sum()) if res.n_bap else 0.0
+    n_mic = float(active[sl["mic_u"]].sum()) if res.n_mic else 0.0
+    out = {
+        "uv_px": float(np.sqrt((ssq["u"] + ssq["v"]) / n_bap)) if n_bap else float("nan"),
+        "mic_px": float(np.sqrt((ssq["mic_u"] + ssq["mic_v"]) / n_mic)) if n_mic else float("nan"),
+    }
+    if "rho" in sl:
+        n_rho = float(active[sl["rho"]].sum())
+        out["rho_px"] = float(np.sqrt(ssq["rho"] / n_rho)) if n_rho else float("nan")
+    else:
+        out["rho_px"] = float("nan")
+    return out, float(sum(ssq.values()))
+
+
+def _unit_active(res: Residuals, active: FloatArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """Kept BAP features (all their rows active) and kept MICs, in the residual's row order."""
+    sl = res.term_slices()
+    keep_bap = active[sl["u"]] > 0
+    if "rho" in sl:
+        keep_bap &= active[sl["rho"]] > 0
+    keep_mic = active[sl["mic_u"]] > 0
+    return keep_bap, keep_mic
+
+
+def calibrate(
+    observations: Observations,
+    initial: PlenopticCamera,
+    board: Checkerboard,
+    *,
+    options: CalibrationOptions | None = None,
+    initial_poses: Mapping[int, Pose] | None = None,
+    frames: Iterable[int] | None = None,
+) -> CalibrationResult:
+    """Calibrate the intrinsics (16 + I) and one pose per frame by minimising Θ (paper §5.2).
+
+    See :func:`_calibrate` for the parameters. BLAS runs single-threaded inside (the matrices
+    are small; threaded BLAS only adds contention).
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _calibrate(observations, initial, board, options=options, initial_poses=initial_poses, frames=frames)
+
+
+def _calibrate(
+    observations: Observations,
+    initial: PlenopticCamera,
+    board: Checkerboard,
+    *,
+    options: CalibrationOptions | None = None,
+    initial_poses: Mapping[int, Pose] | None = None,
+    frames: Iterable[int] | None = None,
+) -> CalibrationResult:
+    """Calibrate the intrinsics (16 + I) and one pose per frame by minimising Θ (paper §5.2).
+
+    Parameters
+    ----------
+    observations : Observations
+        BAP features (linked to nodes, or with detector cluster ids to be linked) and MICs.
+    initial : PlenopticCamera
+        Initial camera (paper §3.3, :func:`plenocal.model.white.initial_camera`).
+    board : Checkerboard
+    options : CalibrationOptions
+    initial_poses : mapping frame → Pose, optional
+        Skip the barycentre initialisation for these frames.
+    frames : iterable of int, optional
+        Frames to use (default: every frame of the BAP features).
+
+    Returns
+    -------
+    CalibrationResult
+
+    Raises
+    ------
+    DataError
+        No frame could be initialised, or no observations.
+    """
+    opt = options or CalibrationOptions()
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    stages: dict[str, dict[str, object]] = {}
+    bap = observations.bap
+    if frames is not None:
+        bap = bap.select(np.isin(bap.frame, np.fromiter(frames, dtype=np.int64)))
+    if len(bap) == 0:
+        raise DataError("no BAP features to calibrate from")
+    camera0 = as_pinhole(initial) if opt.pinhole_micro_lenses else initial
+
+    # 1. Extrinsics.
+    t0 = time.perf_counter()
+    ext: ExtrinsicsInit | None = None
+    if initial_poses is not None and all(int(f) in initial_poses for f in np.unique(bap.frame)) and np.all(bap.node >= 0):
+        poses0 = {int(f): initial_poses[int(f)] for f in np.unique(bap.frame)}
+    else:
+        ext = initial_extrinsics(camera0, bap, board)
+        poses0 = dict(ext.poses)
+        if initial_poses is not None:
+            poses0.update({int(f): initial_poses[int(f)] for f in np.unique(bap.frame) if int(f) in initial_poses})
+        assert ext.bap is not None
+        bap = ext.bap
+    keep = np.isin(bap.frame, np.array(sorted(poses0), dtype=np.int64)) & (bap.node >= 0)
+    bap = bap.select(keep)
+    if not poses0 or len(bap) == 0:
+        raise DataError("no frame could be initialised (see the extrinsics report)")
+    timings["extrinsics"] = time.perf_counter() - t0
+
+    frames_t = tuple(sorted(poses0))
+    mic = observations.mic if opt.use_mic else MicroImageCentres.empty()
+    layout = ParameterLayout(camera0, frames_t, two_pitches=opt.two_pitches, frozen=frozenset(opt.freeze))
+    x = layout.pack(camera0, poses0)
+
+    # 2. MLA from the micro-image centres.
+    t0 = time.perf_counter()
+    if len(mic):
+        mla_free = [n for n in ("theta_z_rad", "tx_mm", "ty_mm", *layout.groups["pitch"]) if layout.free_mask[layout.index[n]]]
+        lay_m = ParameterLayout(camera0, (), two_pitches=opt.two_pitches,
+                                frozen=frozenset(set(layout.intrinsic_names) - set(mla_free)))
+        res_m = Residuals(lay_m, BapFeatures.empty(), mic, board, use_rho=False)
+        xm, rep_m = levenberg_marquardt(res_m, x[: layout.n_intrinsics], sigma={"uv": 1.0, "rho": 1.0, "mic": 1.0}, ftol=1e-10)
+        x[: layout.n_intrinsics] = xm
+        stages["mla"] = rep_m.to_dict()
+    timings["mla"] = time.perf_counter() - t0
+
+    # 3. Poses consistent with the plenoptic model (triangulated virtual points), then refined on
+    # (u, v) with the intrinsics fixed.
+    t0 = time.perf_counter()
+    cam_now = layout.unpack_camera(x)
+    poses_t = plenoptic_poses(cam_now, bap, board, layout.unpack_poses(x))
+    x = layout.pack(cam_now, poses_t)
+    lay_p = layout.with_frozen(set(layout.frozen) | {"intrinsics"})
+    res_p = Residuals(lay_p, bap, MicroImageCentres.empty(), board, use_rho=False)
+    r = res_p.residuals(x)
+    sig_p = _term_sigma(res_p, r, np.ones_like(r), robust=True)
+    sig_p["mic"] = 1.0
+    x, rep_p = levenberg_marquardt(res_p, x, sigma=sig_p, loss="huber", loss_scale=opt.huber_threshold,
+                                   ftol=1e-6, max_iterations=30)
+    stages["poses"] = rep_p.to_dict()
+    timings["poses"] = time.perf_counter() - t0
+
+    # 4. Robust joint stage.
+    res = Residuals(layout, bap, mic, board)
+    active = np.ones(res.n_rows)
+    downweighted: dict[str, int] = {}
+    rejected: dict[str, int] = {"bap": 0, "mic": 0, "uv": 0, "rho": 0}
+    t0 = time.perf_counter()
+    if opt.loss == "huber":
+        for rnd in range(3):
+            r = res.residuals(x)
+            sig = _term_sigma(res, r, active, robust=True)
+            if opt.weighting == "none":
+                sig = {k: 1.0 for k in sig}
+            x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
+                                           ftol=1e-9 if rnd < 2 else 1e-11)
+            stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig}
+        r = res.residuals(x)
+        sig = _term_sigma(res, r, active, robust=True)
+        from plenocal.calib.solver import Units
+
+        units = Units(res, sig)
+        s = units.norms(r)
+        thr = {"uv": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 2))),
+               "rho": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 1))),
+               "mic": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 2)))}
+        downweighted = {k: int(np.sum(v > opt.huber_threshold)) for k, v in s.items()}
+        bad_uv = s["uv"] > thr["uv"]
+        bad_rho = s["rho"] > thr["rho"] if "rho" in s else np.zeros_like(bad_uv)
+        bad_bap = bad_uv | bad_rho
+        bad_mic = s["mic"] > thr["mic"]
+        sl = res.term_slices()
+        for n in ("u", "v", "rho"):
+            if n in sl:
+                active[sl[n]] = np.where(bad_bap, 0.0, 1.0)
+        active[sl["mic_u"]] = np.where(bad_mic, 0.0, 1.0)
+        active[sl["mic_v"]] = np.where(bad_mic, 0.0, 1.0)
+        rejected = {"bap": int(bad_bap.sum()), "uv": int(bad_uv.sum()), "rho": int(np.sum(bad_rho)),
+                    "mic": int(bad_mic.sum())}
+    timings["robust"] = time.perf_counter() - t0
+
+    # 5. Final plain least squares on the kept observations.
+    t0 = time.perf_counter()
+    rep = None
+    for _ in range(3):
+        r = res.residuals(x)
+        sig = _term_sigma(res, r, active, robust=False)
+        if opt.weighting == "none":
+            sig = {k: 1.0 for k in sig}
+        x, rep = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=opt.ftol)
+        r = res.residuals(x)
+        new = _term_sigma(res, r, active, robust=False)
+        if opt.weighting == "none" or all(abs(new[k] / sig[k] - 1) < 0.02 for k in sig):
+            break
+    assert rep is not None
+    timings["final"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cov, sigma_hat = covariance(res, x, sigma=sig, active=active)
+    timings["covariance"] = time.perf_counter() - t0
+    r = res.residuals(x)
+    rmse, ssq = _rmse(res, r, active)
+    keep_bap, keep_mic = _unit_active(res, active)
+    camera, poses = layout.unpack(x)
+    timings["total"] = time.perf_counter() - t_start
+    return CalibrationResult(
+        camera=camera,
+        poses=poses,
+        layout=layout,
+        x=x,
+        covariance=cov,
+        sigma=sigma_hat,
+        rmse=rmse,
+        sum_squared_residuals=ssq,
+        n_bap=int(keep_bap.sum()),
+        n_mic=int(keep_mic.sum()),
+        rejected=rejected,
+        downweighted=downweighted,
+        rejected_features=res.bap.select(~keep_bap),
+        kept_bap=res.bap.select(keep_bap),
+        kept_mic=res.mic.select(keep_mic),
+        solver=rep,
+        stages=stages,
+        timings_s=timings,
+        extrinsics=ext,
+        options=opt,
+    )

@@ -1,0 +1,268 @@
+"""Residuals of the cost Θ (paper §5.2) and their sparse-structured Jacobian.
+
+Θ = Σ‖(u, v, ρ)_obs − P_kl(p_w)‖² + Σ‖c_obs − P_kl(O)‖²: the BAP term over every feature
+(eq:completemodel through the feature's micro-lens) and the micro-image-centre (MIC) term over
+every observed centre. Residual vector layout (rows)::
+
+    [ e_u (N) | e_v (N) | e_ρ (N, only with I > 0) | e_mic_u (M) | e_mic_v (M) ]
+
+with e = observed − predicted. Everything is vectorised over all observations; the only Python
+loops run over parameters (finite-difference columns).
+
+Jacobian structure (with respect to the solver's scaled variables, see
+:class:`plenocal.calib.parameters.ParameterLayout`):
+
+- intrinsics: dense columns ``J_int`` of shape (n_rows, n_free_intrinsics); columns of
+  parameters that do not move the micro-image centres (F, distortion, f_i) are zero on MIC rows
+  and are not evaluated there;
+- poses: each BAP row depends only on the 6 pose entries of its own frame, stored as
+  ``J_pose`` of shape (n_terms, N, 6) (terms u, v[, ρ]); MIC rows do not depend on poses. The
+  same pose component of all frames is perturbed in one residual evaluation (they touch disjoint
+  rows).
+
+Derivatives are central finite differences with steps of 1e-3 of each parameter's scale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from plenocal.calib.parameters import MIC_PARAMETERS, MLA_PARAMETERS, ParameterLayout
+from plenocal.errors import DataError
+from plenocal.model.camera import PlenopticCamera, lattice_corner
+from plenocal.model.geometry import rodrigues
+from plenocal.model.observations import BapFeatures, MicroImageCentres
+from plenocal.model.projection import blur_radius_mm, depth_in_mla, virtual_points
+from plenocal.model.target import Checkerboard
+
+FloatArray = NDArray[np.float64]
+
+FD_RELATIVE_STEP = 1e-3
+"""Finite-difference step, as a fraction of each parameter's scale (central differences)."""
+
+
+@dataclass(frozen=True)
+class JacobianBlocks:
+    """Sparse-structured Jacobian ∂e/∂z at one point.
+
+    Attributes
+    ----------
+    intrinsics : ndarray, shape (n_rows, n_free_intrinsics)
+    poses : ndarray, shape (n_terms_bap, N, 6)
+        Derivatives of the BAP rows (term-major: u, v[, ρ]) w.r.t. their own frame's pose.
+    pose_free : ndarray of bool, shape (n_frames, 6)
+        Which pose entries are free (columns of frozen entries are zero).
+    """
+
+    intrinsics: FloatArray
+    poses: FloatArray
+    pose_free: NDArray[np.bool_]
+
+
+class Residuals:
+    """The residual function of one calibration problem.
+
+    Parameters
+    ----------
+    layout : ParameterLayout
+    bap : BapFeatures
+        Linked features (``node`` >= 0) of the layout's frames.
+    mic : MicroImageCentres
+        Observed micro-image centres (may be empty: held-out evaluation).
+    board : Checkerboard
+    use_rho : bool
+        Include the ρ term (forced off when the layout has I = 0).
+    """
+
+    def __init__(
+        self,
+        layout: ParameterLayout,
+        bap: BapFeatures,
+        mic: MicroImageCentres,
+        board: Checkerboard,
+        *,
+        use_rho: bool = True,
+    ) -> None:
+        self.layout = layout
+        self.board = board
+        frames = np.asarray(layout.frames)
+        if np.any(bap.node < 0) or np.any(bap.node >= board.n_nodes):
+            raise DataError("BAP features must be linked to board nodes (0 <= node < n_nodes)")
+        pos = {f: i for i, f in enumerate(layout.frames)}
+        if not np.all(np.isin(bap.frame, frames)):
+            raise DataError("BAP features refer to frames without a pose in the layout")
+        fidx = np.array([pos[int(f)] for f in np.unique(bap.frame)], dtype=np.int64)
+        lut = np.zeros(int(bap.frame.max(initial=0)) + 1, dtype=np.int64)
+        lut[np.unique(bap.frame)] = fidx
+        frame_index = lut[bap.frame] if len(bap) else np.zeros(0, dtype=np.int64)
+        order = np.argsort(frame_index, kind="stable")
+        self.order = order
+        """Row permutation: internal BAP row i is input feature ``order[i]``."""
+        self.bap = bap.select(order)
+        self.frame_index = frame_index[order]
+        n_frames = len(layout.frames)
+        self.frame_start = np.searchsorted(self.frame_index, np.arange(n_frames + 1))
+        # Unique (frame, node) points: the pose and the main lens act on these only.
+        key = self.frame_index * board.n_nodes + self.bap.node.astype(np.int64)
+        ukey, self.point_of_row = np.unique(key, return_inverse=True)
+        self.point_frame = ukey // board.n_nodes
+        self.point_world = board.node_points(ukey % board.n_nodes)
+        lattice = layout.template.mla.lattice
+        self.k = self.bap.k.astype(np.int64)
+        self.l = self.bap.l.astype(np.int64)
+        self.unit_gx, self.unit_gy = lattice.positions(self.k, self.l, (1.0, 1.0))
+        self.types = layout.template.mla.types.type_of(self.k, self.l)
+        self.mic = mic
+        self.mic_gx, self.mic_gy = lattice.positions(mic.k.astype(np.int64), mic.l.astype(np.int64), (1.0, 1.0))
+        self.use_rho = bool(use_rho and layout.n_types > 0)
+        self.n_bap = len(self.bap)
+        self.n_mic = len(mic)
+        self.n_terms_bap = 3 if self.use_rho else 2
+        obs = [self.bap.u, self.bap.v] + ([self.bap.rho] if self.use_rho else []) + [mic.u, mic.v]
+        self.observed = np.concatenate(obs)
+        self.n_rows = self.observed.size
+        # BAP rows reordered frame-major (frame, term, feature): per-frame blocks are contiguous.
+        t_idx = np.arange(self.n_terms_bap)[None, :, None]
+        self.frame_major_rows = np.concatenate(
+            [(t_idx * self.n_bap + np.arange(a, b)[None, None, :]).reshape(-1)
+             for a, b in zip(self.frame_start[:-1], self.frame_start[1:], strict=True)]
+        ) if self.n_bap else np.zeros(0, dtype=np.int64)
+
+    # --- row bookkeeping -------------------------------------------------------------------
+    def term_slices(self) -> dict[str, slice]:
+        """Row ranges of each term: ``u``, ``v``, ``rho`` (if used), ``mic_u``, ``mic_v``."""
+        N, M = self.n_bap, self.n_mic
+        names = ["u", "v"] + (["rho"] if self.use_rho else [])
+        out = {n: slice(i * N, (i + 1) * N) for i, n in enumerate(names)}
+        b = len(names) * N
+        out["mic_u"] = slice(b, b + M)
+        out["mic_v"] = slice(b + M, b + 2 * M)
+        return out
+
+    # --- predictions ---------------------------------------------------------------------
+    def lens_centres(self, camera: PlenopticCamera, gx: FloatArray, gy: FloatArray) -> FloatArray:
+        """C(k, l) from unit lattice positions (same as ``micro_lens_centres``), shape (n, 3)."""
+        mla = camera.mla
+        p0, p1 = mla.pitch_mm
+        cx, cy = lattice_corner(mla.lattice, mla.pitch_mm)
+        R = mla.rotation
+        lx, ly = cx - p0 * gx, cy - p1 * gy
+        t = mla.translation_mm
+        return np.stack(
+            [t[0] + R[0, 0] * lx + R[0, 1] * ly, t[1] + R[1, 0] * lx + R[1, 1] * ly, t[2] + R[2, 0] * lx + R[2, 1] * ly],
+            axis=-1,
+        )
+
+    def predict_bap(
+        self,
+        camera: PlenopticCamera,
+        rotvecs: FloatArray,
+        translations: FloatArray,
+        centres: FloatArray | None = None,
+    ) -> list[FloatArray]:
+        """Predicted u, v[, ρ] of every (sorted) feature (paper eq:completemodel).
+
+        Parameters
+        ----------
+        rotvecs, translations : ndarray, shape (n_frames, 3)
+            cam_from_world rotation vectors (rad) and translations (mm).
+        centres : ndarray, shape (N, 3), optional
+            Cached micro-lens centres of the rows.
+
+        Returns
+        -------
+        list of ndarray, each shape (N,)
+        """
+        R = rodrigues(rotvecs) if len(rotvecs) else np.zeros((0, 3, 3))
+        fi = self.point_frame
+        pc = np.einsum("nij,nj->ni", R[fi], self.point_world) + translations[fi]
+        pu = virtual_points(camera, pc)
+        rows = self.point_of_row
+        P = pu[rows]
+        C = self.lens_centres(camera, self.unit_gx, self.unit_gy) if centres is None else centres
+        zs = -camera.sensor.distance_mm
+        t = (zs - C[:, 2]) / (P[:, 2] - C[:, 2])
+        s = camera.sensor.pixel_size_mm
+        u0, v0 = camera.sensor.principal_point_px
+        u = u0 - (C[:, 0] + t * (P[:, 0] - C[:, 0])) / s
+        v = v0 - (C[:, 1] + t * (P[:, 1] - C[:, 1])) / s
+        out = [u, v]
+        if self.use_rho:
+            a = depth_in_mla(camera, pu)[rows]
+            out.append(blur_radius_mm(camera, a, self.types) / s)
+        return out
+
+    def predict_mic(self, camera: PlenopticCamera) -> list[FloatArray]:
+        """Predicted micro-image centres (O through C(k, l) onto the sensor), [u, v] each (M,)."""
+        C = self.lens_centres(camera, self.mic_gx, self.mic_gy)
+        scale = -camera.sensor.distance_mm / C[:, 2]
+        s = camera.sensor.pixel_size_mm
+        u0, v0 = camera.sensor.principal_point_px
+        return [u0 - C[:, 0] * scale / s, v0 - C[:, 1] * scale / s]
+
+    def predict(self, x: FloatArray) -> FloatArray:
+        """All predictions in row order, shape (n_rows,)."""
+        camera = self.layout.unpack_camera(x)
+        rv, tr = self.layout.pose_arrays(x)
+        return np.concatenate(self.predict_bap(camera, rv, tr) + self.predict_mic(camera))
+
+    def residuals(self, x: FloatArray) -> FloatArray:
+        """e = observed − predicted at the full parameter vector ``x``, shape (n_rows,)."""
+        return self.observed - self.predict(x)
+
+    # --- Jacobian ------------------------------------------------------------------------
+    def jacobian(self, x: FloatArray) -> JacobianBlocks:
+        """Central-difference Jacobian of the residuals w.r.t. the scaled free variables.
+
+        Cost: two BAP evaluations per free intrinsic (plus two MIC evaluations for the ones in
+        :data:`MIC_PARAMETERS`) and 12 BAP evaluations for all poses together.
+        """
+        lay = self.layout
+        free = lay.free_mask
+        scale = lay.scale
+        names = lay.intrinsic_names
+        n_int = lay.n_intrinsics
+        free_int = np.flatnonzero(free[:n_int])
+        N, M, nt = self.n_bap, self.n_mic, self.n_terms_bap
+        J_int = np.zeros((self.n_rows, free_int.size))
+        camera0 = lay.unpack_camera(x)
+        rv0, tr0 = lay.pose_arrays(x)
+        C0 = self.lens_centres(camera0, self.unit_gx, self.unit_gy)
+        for col, j in enumerate(free_int):
+            h = FD_RELATIVE_STEP * scale[j]
+            xp, xm = x.copy(), x.copy()
+            xp[j] += h
+            xm[j] -= h
+            cp, cm = lay.unpack_camera(xp), lay.unpack_camera(xm)
+            moves_c = names[j] in MLA_PARAMETERS
+            bp = self.predict_bap(cp, rv0, tr0, None if moves_c else C0)
+            bm = self.predict_bap(cm, rv0, tr0, None if moves_c else C0)
+            # e = obs − pred, derivative w.r.t. z_j = x_j / scale_j: −Δpred/(2h)·scale = −Δpred/(2·step).
+            f = -1.0 / (2.0 * FD_RELATIVE_STEP)
+            for t in range(nt):
+                J_int[t * N : (t + 1) * N, col] = f * (bp[t] - bm[t])
+            if names[j] in MIC_PARAMETERS and M:
+                mp, mm = self.predict_mic(cp), self.predict_mic(cm)
+                J_int[nt * N : nt * N + M, col] = f * (mp[0] - mm[0])
+                J_int[nt * N + M :, col] = f * (mp[1] - mm[1])
+        n_frames = len(lay.frames)
+        pose_free = free[n_int:].reshape(n_frames, 6) if n_frames else np.zeros((0, 6), bool)
+        J_pose = np.zeros((nt, N, 6))
+        for c in range(6):
+            if not pose_free[:, c].any():
+                continue
+            h = FD_RELATIVE_STEP * scale[n_int + c]
+            p0 = np.concatenate([rv0, tr0], axis=1)
+            pp, pm = p0.copy(), p0.copy()
+            pp[:, c] += h
+            pm[:, c] -= h
+            bp = self.predict_bap(camera0, pp[:, :3], pp[:, 3:], C0)
+            bm = self.predict_bap(camera0, pm[:, :3], pm[:, 3:], C0)
+            f = -1.0 / (2.0 * FD_RELATIVE_STEP)
+            free_rows = pose_free[self.frame_index, c]
+            for t in range(nt):
+                J_pose[t, :, c] = np.where(free_rows, f * (bp[t] - bm[t]), 0.0)
+        return JacobianBlocks(J_int, J_pose, pose_free)

@@ -1,0 +1,362 @@
+"""Levenberg–Marquardt on the block-structured normal equations, with an optional robust loss.
+
+The unknowns are the scaled free variables of a :class:`~plenocal.calib.parameters.ParameterLayout`
+(intrinsics + one pose per frame). The normal matrix JᵀWJ is assembled from the dense intrinsic
+columns and the per-frame 6-column pose blocks (:class:`~plenocal.calib.residuals.JacobianBlocks`),
+so its size is (n_free_intrinsics + 6·n_frames)² whatever the number of observations.
+
+Robust loss (iteratively reweighted Gauss–Newton): residuals are grouped into *units* — the (u, v)
+pair of a BAP feature, its ρ, the (u, v) pair of a MIC — each normalised by the noise level σ_t of
+its term; the cost is ``½ Σ φ(s²)`` with ``s = ‖e‖/σ_t`` and φ the loss (``linear``: φ(z) = z;
+``huber``: z for z ≤ c², 2c√z − c² beyond).
+
+Convergence is not an iteration count: the solver stops when the Gauss–Newton model predicts that
+one more (undamped) step lowers the cost by less than ``ftol`` relative, when the gradient is zero
+to numerical precision, or when no step can lower the cost any more (reported as such).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+from plenocal.calib.residuals import JacobianBlocks, Residuals
+from plenocal.errors import ModelError
+
+FloatArray = NDArray[np.float64]
+
+LOSSES = ("linear", "huber")
+
+
+@dataclass
+class SolverReport:
+    """Convergence diagnostics of one solve."""
+
+    converged: bool
+    termination: str
+    iterations: int
+    cost_history: list[float] = field(default_factory=list)
+    gradient_norm: float = float("nan")
+    predicted_relative_decrease: float = float("nan")
+    n_evaluations: int = 0
+    jacobian_time_s: float = 0.0
+    normal_time_s: float = 0.0
+    residual_time_s: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "converged": self.converged,
+            "termination": self.termination,
+            "iterations": self.iterations,
+            "cost_history": [float(c) for c in self.cost_history],
+            "gradient_norm": float(self.gradient_norm),
+            "predicted_relative_decrease": float(self.predicted_relative_decrease),
+            "n_evaluations": self.n_evaluations,
+        }
+
+
+class Units:
+    """Grouping of the residual rows into units (a feature's (u, v), its ρ, a MIC's (u, v)).
+
+    Parameters
+    ----------
+    residuals : Residuals
+    sigma : dict
+        Noise level (px) of each term: ``uv``, ``rho``, ``mic``.
+    """
+
+    def __init__(self, residuals: Residuals, sigma: dict[str, float]) -> None:
+        self.res = residuals
+        self.sigma = dict(sigma)
+        sl = residuals.term_slices()
+        self.slices = sl
+
+    def norms(self, r: FloatArray) -> dict[str, FloatArray]:
+        """Normalised unit residual norms s per term."""
+        sl = self.slices
+        out = {"uv": np.hypot(r[sl["u"]], r[sl["v"]]) / self.sigma["uv"]}
+        if "rho" in sl:
+            out["rho"] = np.abs(r[sl["rho"]]) / self.sigma["rho"]
+        out["mic"] = np.hypot(r[sl["mic_u"]], r[sl["mic_v"]]) / self.sigma["mic"]
+        return out
+
+    def cost_and_weights(
+        self, r: FloatArray, loss: str, c: float, active: FloatArray
+    ) -> tuple[float, FloatArray, dict[str, FloatArray]]:
+        """Robust cost ½Σφ(s²) over active rows and IRLS row weights φ'(s²)/σ_t².
+
+        ``active`` is a 0/1 row mask (rejected observations are 0).
+        """
+        sl = self.slices
+        s = self.norms(r)
+        w = np.empty_like(r)
+        cost = 0.0
+        unit_w: dict[str, FloatArray] = {}
+        rows = {"uv": ("u", "v"), "rho": ("rho",), "mic": ("mic_u", "mic_v")}
+        for term, sv in s.items():
+            act = active[sl[rows[term][0]]]
+            z = sv * sv
+            if loss == "huber":
+                big = z > c * c
+                phi = np.where(big, 2.0 * c * np.sqrt(z) - c * c, z)
+                dphi = np.where(big, c / np.maximum(sv, 1e-300), 1.0)
+            else:
+                phi, dphi = z, np.ones_like(z)
+            cost += 0.5 * float(np.sum(act * phi))
+            uw = act * dphi
+            unit_w[term] = uw
+            for name in rows[term]:
+                w[sl[name]] = uw / self.sigma[term] ** 2
+        return cost, w, unit_w
+
+
+def normal_equations(
+    residuals: Residuals, J: JacobianBlocks, r: FloatArray, w: FloatArray
+) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
+    """H = JᵀWJ and g = JᵀWr over the free variables.
+
+    Returns
+    -------
+    H : ndarray, shape (n, n)
+    g : ndarray, shape (n,)
+    pose_cols : ndarray of int
+        Indices (into frame·6 + component) of the free pose columns, in the order used.
+    """
+    Ji = J.intrinsics
+    p_i = Ji.shape[1]
+    n_frames = J.pose_free.shape[0]
+    nt, N = residuals.n_terms_bap, residuals.n_bap
+    nb = nt * N
+    # MIC rows: intrinsics only.
+    Jm = Ji[nb:]
+    Jmw = Jm * w[nb:, None]
+    H_ii = Jmw.T @ Jm
+    g_i = Jmw.T @ r[nb:]
+    H_pp = np.zeros((n_frames, 6, 6))
+    H_ip = np.zeros((p_i, n_frames, 6))
+    g_p = np.zeros((n_frames, 6))
+    if N:
+        # BAP rows, frame-major: [intrinsics | own pose] blocks, one Gram matrix per frame.
+        perm = residuals.frame_major_rows
+        A = np.concatenate([Ji[:nb], J.poses.reshape(nb, 6)], axis=1)[perm]
+        wr = w[:nb][perm]
+        Aw = A * wr[:, None]
+        rr = r[:nb][perm]
+        starts = residuals.frame_start * nt
+        for f in range(n_frames):
+            a, b = starts[f], starts[f + 1]
+            if a == b:
+                continue
+            G = Aw[a:b].T @ A[a:b]
+            gf = Aw[a:b].T @ rr[a:b]
+            H_ii += G[:p_i, :p_i]
+            H_ip[:, f, :] = G[:p_i, p_i:]
+            H_pp[f] = G[p_i:, p_i:]
+            g_i += gf[:p_i]
+            g_p[f] = gf[p_i:]
+    pose_cols = np.flatnonzero(J.pose_free.reshape(-1))
+    n = p_i + pose_cols.size
+    H = np.zeros((n, n))
+    H[:p_i, :p_i] = H_ii
+    Hip = H_ip.reshape(p_i, 6 * n_frames)[:, pose_cols]
+    H[:p_i, p_i:] = Hip
+    H[p_i:, :p_i] = Hip.T
+    # Block-diagonal pose part.
+    full_pp = np.zeros((6 * n_frames, 6 * n_frames))
+    for f in range(n_frames):
+        full_pp[6 * f : 6 * f + 6, 6 * f : 6 * f + 6] = H_pp[f]
+    H[p_i:, p_i:] = full_pp[np.ix_(pose_cols, pose_cols)]
+    g = np.concatenate([g_i, g_p.reshape(-1)[pose_cols]])
+    return H, g, pose_cols
+
+
+def _solve_spd(A: FloatArray, b: FloatArray) -> FloatArray:
+    try:
+        return cho_solve(cho_factor(A, lower=False, check_finite=False), b, check_finite=False)
+    except LinAlgError:
+        return np.linalg.lstsq(A, b, rcond=None)[0]
+
+
+def levenberg_marquardt(
+    residuals: Residuals,
+    x0: FloatArray,
+    *,
+    sigma: dict[str, float],
+    loss: str = "linear",
+    loss_scale: float = 2.0,
+    active: FloatArray | None = None,
+    ftol: float = 1e-13,
+    max_iterations: int = 500,
+) -> tuple[FloatArray, SolverReport]:
+    """Minimise ½Σφ(‖e‖²/σ_t²) over the layout's free variables.
+
+    Parameters
+    ----------
+    residuals : Residuals
+    x0 : ndarray, shape (layout.size,)
+        Start, full vector in natural units (frozen entries stay at these values).
+    sigma : dict
+        Noise level per term (``uv``, ``rho``, ``mic``), px.
+    loss : {"linear", "huber"}
+    loss_scale : float
+        Huber threshold c in units of σ_t.
+    active : ndarray, shape (n_rows,), optional
+        0/1 row mask (rejected observations 0).
+    ftol : float
+        Stop when the Gauss–Newton model predicts a relative cost decrease below ``ftol`` for one
+        more undamped step.
+    max_iterations : int
+        A safety net only; reaching it is reported as not converged.
+
+    Returns
+    -------
+    x : ndarray, shape (layout.size,)
+    report : SolverReport
+    """
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    lay = residuals.layout
+    units = Units(residuals, sigma)
+    act = np.ones(residuals.n_rows) if active is None else np.asarray(active, dtype=np.float64)
+    free = lay.free_mask
+    n_int = lay.n_intrinsics
+    scale = lay.scale
+    x = np.array(x0, dtype=np.float64, copy=True)
+    rep = SolverReport(converged=False, termination="", iterations=0)
+
+    def evaluate(xv: FloatArray) -> tuple[FloatArray, float, FloatArray]:
+        t0 = time.perf_counter()
+        try:
+            rv = residuals.residuals(xv)
+        except ModelError:  # a trial step left the physical domain (d <= 0, f <= 0, ...)
+            rv = np.full(residuals.n_rows, np.nan)
+        if not np.all(np.isfinite(rv)):
+            rep.residual_time_s += time.perf_counter() - t0
+            return rv, np.inf, np.zeros_like(rv)
+        c, wv, _ = units.cost_and_weights(rv, loss, loss_scale, act)
+        rep.n_evaluations += 1
+        rep.residual_time_s += time.perf_counter() - t0
+        return rv, c, wv
+
+    r, cost, w = evaluate(x)
+    rep.cost_history.append(cost)
+    mu = None
+    nu = 2.0
+    free_int = np.flatnonzero(free[:n_int])
+    while True:
+        t0 = time.perf_counter()
+        J = residuals.jacobian(x)
+        rep.jacobian_time_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        H, g, pose_cols = normal_equations(residuals, J, r, w)
+        rep.normal_time_s += time.perf_counter() - t0
+        rep.gradient_norm = float(np.max(np.abs(g))) if g.size else 0.0
+        diag = np.maximum(np.diag(H), 1e-12 * max(np.max(np.diag(H)), 1e-300))
+        gn = _solve_spd(H + 1e-12 * np.diag(diag), g)
+        pred_gn = 0.5 * float(g @ gn)
+        rep.predicted_relative_decrease = pred_gn / max(cost, 1e-300)
+        if rep.predicted_relative_decrease < ftol:
+            rep.converged, rep.termination = True, "predicted relative decrease < ftol"
+            break
+        if rep.gradient_norm == 0.0:
+            rep.converged, rep.termination = True, "gradient is zero"
+            break
+        if rep.iterations >= max_iterations:
+            rep.termination = "maximum number of iterations reached (safety net)"
+            break
+        if mu is None:
+            mu = 1e-4
+        accepted = False
+        while True:
+            # r = obs − pred and J = ∂r/∂z: the step solves (H + μD)δ = −g with g = JᵀWr.
+            delta = -_solve_spd(H + mu * np.diag(diag), g)
+            x_new = x.copy()
+            step = np.zeros(lay.size)
+            step[free_int] = delta[: free_int.size]
+            step[n_int + pose_cols] = delta[free_int.size :]
+            x_new[free] += (step * scale)[free]
+            r_new, cost_new, w_new = evaluate(x_new)
+            pred = -(g @ delta + 0.5 * delta @ H @ delta)
+            if np.isfinite(cost_new) and cost_new < cost:
+                ratio = (cost - cost_new) / pred if pred > 0 else 0.0
+                mu *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
+                nu = 2.0
+                accepted = True
+                break
+            if cost_new == cost:
+                break
+            mu *= nu
+            nu *= 2.0
+            if mu > 1e20:
+                break
+        rep.iterations += 1
+        if not accepted:
+            # No step lowers the cost: the gradient is zero to numerical precision.
+            rep.converged = True
+            rep.termination = "no step lowers the cost (gradient zero to numerical precision)"
+            break
+        x, r, cost, w = x_new, r_new, cost_new, w_new
+        rep.cost_history.append(cost)
+    return x, rep
+
+
+def covariance(
+    residuals: Residuals,
+    x: FloatArray,
+    *,
+    sigma: dict[str, float],
+    active: FloatArray | None = None,
+) -> tuple[FloatArray, dict[str, float]]:
+    """Covariance of the free variables (natural units) at an optimum of the weighted plain cost.
+
+    With per-term weights W = 1/σ_t² the estimator's covariance is the sandwich
+    H⁻¹ (Σ_t σ̂_t²/σ_t⁴ · J_tᵀJ_t) H⁻¹ with H = JᵀWJ and σ̂_t² the residual variance of term t
+    (Σe²/(n_t·(1 − p/n)), the degrees of freedom shared pro rata); it reduces to
+    (JᵀJ)⁻¹·σ̂² for a single term, and to H⁻¹ when the weights match the residual variances.
+
+    Returns
+    -------
+    cov : ndarray, shape (layout.size, layout.size)
+        Zero rows and columns for frozen entries.
+    sigma_hat : dict
+        Residual standard deviation σ̂_t per term (px).
+    """
+    lay = residuals.layout
+    act = np.ones(residuals.n_rows) if active is None else np.asarray(active, dtype=np.float64)
+    r = residuals.residuals(x) * act
+    J = residuals.jacobian(x)
+    sl = residuals.term_slices()
+    groups = {"uv": ("u", "v"), "rho": ("rho",), "mic": ("mic_u", "mic_v")}
+    groups = {k: v for k, v in groups.items() if v[0] in sl}
+    n_active = float(act.sum())
+    n_par = int(lay.free_mask.sum())
+    H = None
+    M = None
+    sigma_hat: dict[str, float] = {}
+    for term, names in groups.items():
+        mask = np.zeros(residuals.n_rows)
+        for n in names:
+            mask[sl[n]] = act[sl[n]]
+        n_t = float(mask.sum())
+        if n_t == 0:
+            continue
+        s2 = float(np.sum((r * mask) ** 2)) / (n_t * max(1.0 - n_par / n_active, 1e-9))
+        sigma_hat[term] = float(np.sqrt(s2))
+        Ht, _, pose_cols = normal_equations(residuals, J, r, mask)
+        wt = 1.0 / sigma[term] ** 2
+        H = Ht * wt if H is None else H + Ht * wt
+        M = Ht * (wt * wt * s2) if M is None else M + Ht * (wt * wt * s2)
+    assert H is not None and M is not None
+    Hinv = np.linalg.pinv(H, rcond=1e-15, hermitian=True)
+    cz = Hinv @ M @ Hinv
+    free = lay.free_mask
+    idx = np.flatnonzero(free[: lay.n_intrinsics])
+    idx = np.concatenate([idx, lay.n_intrinsics + pose_cols])
+    cov = np.zeros((lay.size, lay.size))
+    s = lay.scale[idx]
+    cov[np.ix_(idx, idx)] = cz * np.outer(s, s)
+    return cov, sigma_hat
