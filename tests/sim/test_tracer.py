@@ -248,3 +248,37 @@ def test_pinhole_micro_lenses_are_rejected(r12a_small):
     mla = dataclasses.replace(camera.mla, focal_lengths_mm=(), types=TypeLayout(0))
     with pytest.raises(ModelError, match="I >= 1"):
         build_optics(camera.replace(mla=mla))
+
+
+def test_rgb_texture_plate_scales_the_white_image(r12a_small):
+    """A uniformly coloured texture filling the view gives (r, g, b) × the white image."""
+    from plenocal.sim.scene import TexturePlate
+
+    camera = r12a_small.camera
+    texture = np.ones((4, 6, 3), dtype=np.float32) * np.array([0.2, 0.4, 0.8], dtype=np.float32)
+    plate = TexturePlate(texture, Pose(np.eye(3), [-300.0, -200.0, 500.0]), 600.0, 400.0)
+    roi = (400, 300, 600, 450)
+    rgb = render(camera, Scene((plate,), background=0.0), rays=16, roi=roi, seed=9)
+    white = render(camera, WhiteDiffuser(), rays=16, roi=roi, seed=9)
+    assert rgb.shape == (800, 1000, 3)
+    lit = white > 0.2
+    for c, level in enumerate((0.2, 0.4, 0.8)):
+        np.testing.assert_allclose(rgb[..., c][lit], level * white[lit], atol=0.02)
+        assert rgb[..., c][lit].sum() / white[lit].sum() == pytest.approx(level, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_full_scale_r12a_frame_is_thread_count_independent():
+    """Full-scale R12-A checkerboard frame, 1 vs 2 threads: byte-identical (benchmarks time it)."""
+    camera = preset("r12-a").camera
+    board = Checkerboard(9, 5, 10.0, 5.0)
+    scene = Scene((CheckerboardPlate(board, Pose.from_rotvec([0.2, 0.1, 0.0], [-40, -20, 250])),), 0.3)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = render(camera, scene, rays=30, seed=1)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = render(camera, scene, rays=30, seed=1)
+    finally:
+        numba.set_num_threads(before)
+    assert one.tobytes() == two.tobytes()
