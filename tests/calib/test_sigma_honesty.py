@@ -1,0 +1,25 @@
+"""σ honesty over many seeds (slow: ~4 s per seed; run with `pytest -m slow`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plenocal.calib.calibrate import calibrate
+from plenocal.calib.synthetic import perturbed_camera, synthetic_observations
+
+KEY = ("F_mm", "D_mm", "d_mm", "f1_mm", "f2_mm", "f3_mm", "u0_px", "v0_px")
+
+
+@pytest.mark.slow
+def test_sigma_honesty_40_seeds(r12a_camera, r12a_poses, r12a_board):
+    est, sds = [], []
+    for seed in range(40):
+        o, _ = synthetic_observations(r12a_camera, r12a_poses, r12a_board, seed=1000 + seed)
+        r = calibrate(o, perturbed_camera(r12a_camera, seed=1000 + seed), r12a_board)
+        assert r.converged
+        idx = [r.layout.index[n] for n in KEY]
+        est.append(r.x[idx])
+        sds.append(r.std[idx])
+    ratio = np.array(est).std(axis=0, ddof=1) / np.array(sds).mean(axis=0)
+    assert np.all((ratio > 0.7) & (ratio < 1.4)), dict(zip(KEY, ratio.round(3), strict=True))
