@@ -83,7 +83,7 @@ def agreement() -> dict:
             "upc-s": (preset("upc-s", small=True).camera, 5.6, (350, 250, 650, 550)),
             "orthogonal": (_ortho_camera(), 8.0, (60, 60, 360, 260))}
     for key, (cam, n, roi) in cams.items():
-        img = render(cam, WhiteDiffuser(), f_number=n, rays=256, roi=roi, seed=3)
+        img = render(cam, WhiteDiffuser(), f_number=n, rays=1024, roi=roi, seed=3)
         half = cam.grid.diameter_px / 2.0
         _, _, c = _interior_lenses(cam, roi, half + 1)
         err = np.array([_moments(img, ci, half)[1] - ci for ci in c])
