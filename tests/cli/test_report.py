@@ -1,0 +1,132 @@
+"""``plenocal report``: one self-contained HTML page from partial and full stage outputs; it loads in
+headless Chromium with every image and no console error."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plenocal.cli.main import main
+from plenocal.viz import save_figure
+from plenocal.viz.calibration import kappa_figure
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _kappa_doc() -> dict:
+    k = np.linspace(0.0, 2.0, 21)
+    return {
+        "format": "plenocal-kappa", "version": 1, "plenocal_version": "0.1.0", "kappa": 0.6371,
+        "cost": 238.2, "cost_no_blur": 390.0, "n_pairs": 459,
+        "per_frame": {"1": {"kappa": 0.61, "n_pairs": 200, "cost": 1.0}, "3": {"kappa": 0.65, "n_pairs": 259, "cost": 1.0}},
+        "spread": {"mean": 0.63, "std": 0.028, "min": 0.61, "max": 0.65},
+        "curve": {"kappa": k.tolist(), "cost": (390 * (1 - 0.4 * np.exp(-((k - 0.64) ** 2) / 0.2))).tolist()},
+        "inputs": {"camera": {"path": "camera.json", "sha256": "ab" * 32}},
+        "settings": {"window_px": 9},
+    }
+
+
+@pytest.fixture
+def full_out(tmp_path, libpleno_src, r12a_camera):
+    """OUT with every stage's output: calibration, camera, poses, observations, evaluation, κ, profile."""
+    ds = tmp_path / "dataset"
+    assert main(["import-libpleno", str(libpleno_src), "-o", str(ds)]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("camera.json", "poses.json", "observations.npz"):
+        shutil.copy(ds / name, out / name)
+    names = ["F", "D", "d", "f0"]
+    corr = np.eye(4)
+    corr[0, 1] = corr[1, 0] = 0.97
+    corr[2, 3] = corr[3, 2] = -0.5
+    calib = {
+        "rmse": {"uv_px": 0.31, "rho_px": 0.08, "mic_px": 0.34}, "sum_squared_residuals": 412.5, "n_bap": 2160,
+        "n_mic": 456, "converged": True, "iterations": 12, "wall_time_s": 3.2,
+        "parameters": {"F": {"value": 49.71, "std": 0.01}, "D": {"value": 56.7, "std": 0.02},
+                       "d": {"value": 0.3248, "std": 1e-4}, "f0": {"value": 0.578, "std": None, "frozen": True}},
+        "correlation": {"names": names, "matrix": corr.tolist()},
+        "inputs": {"dataset": str(ds)},
+        "options": {"loss": "huber"},
+    }
+    (out / "report.json").write_text(json.dumps(calib))
+    (out / "eval").mkdir()
+    evaluation = {
+        "format": "plenocal-evaluation", "version": 1, "plenocal_version": "0.1.0",
+        "rmse": {"uv_px": 0.4, "rho_px": 0.1},
+        "per_frame": {str(f): {"n_bap": 10, "rmse": {"uv_px": 0.3 + 0.01 * f, "rho_px": 0.1, "bap_px": 0.35}} for f in range(5)},
+        "translation": {"by_displacement": [{"displacement_mm": 10.0 * i, "mean_percent": 1.0 / i, "std_percent": 0.1, "n_pairs": 3}
+                                            for i in range(1, 6)]},
+    }
+    (out / "eval" / "report.json").write_text(json.dumps(evaluation))
+    (out / "kappa.json").write_text(json.dumps(_kappa_doc()))
+    save_figure(kappa_figure(_kappa_doc()), out / "kappa", formats=("png",))
+    assert main(["profile", str(out / "camera.json"), "-o", str(out)]) == 0
+    return out
+
+
+def test_full_report_embeds_every_figure_and_flags_correlations(full_out, capsys):
+    assert main(["report", str(full_out)]) == 0
+    page = (full_out / "report.html").read_text()
+    imgs = re.findall(r'<img src="([^"]+)"', page)
+    # residual map, histograms, poses 3-D, per-frame RMSE, ε_z, kappa.png, profile.png
+    assert len(imgs) == 7
+    assert all(src.startswith("data:image/png;base64,") for src in imgs)
+    assert "http://" not in page and "https://" not in page
+    assert page.count("|r| &gt; 0.9") == 2  # F and D
+    assert "+0.9700" in page and "-0.5000" not in page
+    assert "0.6371" in page and "14.4" in page
+    assert "calibration summary omitted" not in page
+    assert "huber" in page  # settings
+
+
+def test_partial_report_notes_what_is_missing(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "kappa.json").write_text(json.dumps(_kappa_doc()))
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert "no calibration report" in page and "no evaluation report" in page and "no profile.json" in page
+    assert len(re.findall(r"<img ", page)) == 0
+
+
+def test_report_of_an_empty_folder_is_one_line_and_writes_nothing(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"plenocal report: error: {tmp_path}: holds no plenocal stage output (precalibration.json, report.json, kappa.json, profile.json, ...)"
+    assert not (tmp_path / "report.html").exists()
+
+
+def _chromium_dom(page: Path) -> tuple[str, str]:
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--enable-logging=stderr", "--v=0",
+         "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    return proc.stdout, proc.stderr
+
+
+def _console_errors(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_report_loads_in_headless_chromium_with_every_image(full_out, tmp_path):
+    assert main(["report", str(full_out)]) == 0
+    dom, err = _chromium_dom(full_out / "report.html")
+    m = re.search(r'<body[^>]*data-broken-images="(\d+)"[^>]*data-images="(\d+)"', dom)
+    assert m is not None, dom[:500]
+    assert (int(m.group(1)), int(m.group(2))) == (0, 7)
+    assert _console_errors(err) == []
+    # The check can fail: a broken image and a script error are seen.
+    bad = tmp_path / "bad.html"
+    page = (full_out / "report.html").read_text().replace("</body>", '<img src="data:image/png;base64,AAAA"><script>undefinedCall();</script></body>')
+    bad.write_text(page)
+    dom, err = _chromium_dom(bad)
+    assert 'data-broken-images="1"' in dom
+    assert any("undefinedCall" in ln for ln in _console_errors(err))
