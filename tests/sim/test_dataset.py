@@ -141,3 +141,23 @@ def test_r12a_preset_is_the_reference_camera(r12a_camera):
     assert cam.d_mm == pytest.approx(r12a_camera.d_mm, abs=1e-12)
     p = np.array([[37.72664, -3.23458, 241.78777]])
     np.testing.assert_allclose(project_bap(cam, p, [156], [69]), project_bap(r12a_camera, p, [156], [69]), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["r12-a", "r12-b", "r12-c", "upc-s"])
+@pytest.mark.parametrize("small", [False, True])
+def test_presets_are_labelled_like_precalibration_indexes_them(name, small):
+    """Pre-calibration's grid fit on the true micro-image centres gives the presets' own labels."""
+    from plenocal.model import micro_image_centres
+    from plenocal.precalib.grid import fit_grid
+    from plenocal.sim.presets import preset
+
+    cam = preset(name, small=small).camera
+    k, l = cam.mla.lattice.all_indices()
+    c = micro_image_centres(cam, k, l)
+    r = cam.grid.diameter_px / 2
+    W, H = cam.sensor.width_px, cam.sensor.height_px
+    vis = (c[:, 0] - r >= 0) & (c[:, 0] + r <= W - 1) & (c[:, 1] - r >= 0) & (c[:, 1] + r <= H - 1)
+    fit = fit_grid(c[vis], cam.mla.lattice, (H, W))
+    truth = {tuple(np.round(p, 6)): (a, b) for p, a, b in zip(c[vis], k[vis], l[vis], strict=True)}
+    wrong = sum(truth[tuple(np.round(p, 6))] != (a, b) for p, a, b in zip(fit.uv, fit.k, fit.l, strict=True))
+    assert wrong == 0 and len(fit.uv) == vis.sum()

@@ -314,6 +314,94 @@ def crop_camera(
     return small, (i0, j0), (k0, l0)
 
 
+def conventional_labelling(camera: PlenopticCamera) -> tuple[PlenopticCamera, tuple[int, int]]:
+    """The same physical camera with micro-lenses labelled by plenocal's observable convention.
+
+    Pre-calibration indexes micro-images from the image alone (``precalib.grid``): row 0 is the
+    topmost lattice row whose centres lie at v ≥ −(row spacing)/2 and (0, 0) is that row's leftmost
+    node with u ≥ −p/2 (row 0 even on hexagonal lattices). The ground truth must use the same
+    labels, so the preset's lattice is re-indexed (and extended or trimmed) to exactly the nodes
+    whose micro-image centre lies within the image grown by half a pitch — an MLA that covers the
+    sensor, as in the real camera. A camera already labelled by the convention is returned as is. Lens positions are unchanged; the MLA translation, the type
+    layout's row shift and the order of the focal lengths are adapted so that every physical
+    lens keeps its position and focal length (type 0 stays the lens at k ≡ 0 on row 0).
+
+    Returns
+    -------
+    camera, (dk, dl) : the relabelled camera and the shift of lens (0, 0) in the old labels.
+    """
+    mla, grid = camera.mla, camera.grid
+    lattice = mla.lattice
+    kind = lattice.kind
+    W, H = camera.sensor.width_px, camera.sensor.height_px
+    pitch = grid.diameter_px
+    # Candidate old indices beyond the array too (the affine grid extends the lattice).
+    pad = 8
+    kk, ll = np.meshgrid(np.arange(-pad, lattice.width + pad), np.arange(-pad, lattice.height + pad))
+    kk, ll = kk.ravel(), ll.ravel()
+    cols = kind is LatticeKind.HEX_COLS
+    c = grid.centres(kk, ll)
+    along, across = (c[:, 1], c[:, 0]) if cols else (c[:, 0], c[:, 1])
+    n_along, n_across = (H, W) if cols else (W, H)
+    row_of, pos_of = (kk, ll) if cols else (ll, kk)
+    rows = np.unique(row_of)
+    row_across = np.array([np.median(across[row_of == r]) for r in rows])
+    row_spacing = float(np.median(np.diff(row_across)))
+    r0 = int(rows[np.argmax(row_across >= -row_spacing / 2.0)])
+    in_r0 = row_of == r0
+    first = np.flatnonzero(in_r0 & (along >= -pitch / 2.0))
+    p0 = int(pos_of[first[np.argmin(along[first])]])
+    hexa = kind is not LatticeKind.ORTHOGONAL
+    new_row = row_of - r0
+    new_pos = pos_of - p0
+    if hexa and r0 % 2 == 1:
+        new_pos = new_pos + (row_of % 2 == 0)
+    visible = (along >= -pitch / 2.0) & (along <= n_along - 1 + pitch / 2.0)
+    visible &= (across >= -row_spacing / 2.0) & (across <= n_across - 1 + row_spacing / 2.0)
+    if np.any(new_row[visible] < 0) or np.any(new_pos[visible] < 0):
+        raise ModelError("conventional labelling produced negative indices")
+    n_rows = int(new_row[visible].max()) + 1
+    n_pos = int(new_pos[visible].max()) + 1
+    k_new, l_new = (new_row, new_pos) if cols else (new_pos, new_row)
+    k_old, l_old = kk, ll
+    if r0 == 0 and p0 == 0 and (not hexa or r0 % 2 == 0):
+        return camera, (0, 0)  # already labelled by the convention: keep the array as it is
+    new_lattice = Lattice(kind, n_rows, n_pos) if cols else Lattice(kind, n_pos, n_rows)
+    # Reference lens: new (0, 0) = old (k_ref, l_ref).
+    ref = np.flatnonzero((k_new == 0) & (l_new == 0))[0]
+    k_ref, l_ref = int(k_old[ref]), int(l_old[ref])
+    g_old = np.array(lattice.positions(np.array([k_ref]), np.array([l_ref]), mla.pitch_mm))[:, 0]
+    g_new = np.array(new_lattice.positions(np.array([0]), np.array([0]), mla.pitch_mm))[:, 0]
+    const = np.array([g_old[0] - g_new[0], g_old[1] - g_new[1], 0.0])
+    c_old = np.array([*lattice_corner(lattice, mla.pitch_mm), 0.0])
+    c_new = np.array([*lattice_corner(new_lattice, mla.pitch_mm), 0.0])
+    t_new = np.asarray(mla.translation_mm) + mla.rotation @ (c_old - c_new - const)
+    types, focal = mla.types, mla.focal_lengths_mm
+    if mla.n_types > 1:
+        period = len(types.row_shift)
+        period = math.lcm(period, 2) if hexa else period
+        shift = []
+        for j in range(period):
+            sel = np.flatnonzero((l_new if not cols else k_new) == j)[:1]
+            if kind is LatticeKind.HEX_COLS:
+                sel = np.flatnonzero(l_new == j)[:1]
+            i = int(sel[0])
+            old_t = int(types.type_of(k_old[i], l_old[i]))
+            shift.append((old_t - int(k_new[i])) % mla.n_types)
+        s0 = shift[0]
+        new_shift = tuple((x - s0) % mla.n_types for x in shift)
+        order = [0] * mla.n_types
+        for t_old in range(mla.n_types):
+            order[(t_old - s0) % mla.n_types] = t_old
+        types = TypeLayout(mla.n_types, new_shift)
+        focal = tuple(focal[order[t]] for t in range(mla.n_types))
+    new_mla = dataclasses.replace(
+        mla, lattice=new_lattice, translation_mm=tuple(float(x) for x in t_new), types=types, focal_lengths_mm=focal
+    )
+    relabelled = camera.replace(mla=new_mla, mia=None)
+    return relabelled, (k_ref, l_ref)
+
+
 def preset(name: str, *, small: bool = False, tilt_scale: float = TILT_SCALE) -> Preset:
     """A named preset (see the module docstring).
 
@@ -347,8 +435,14 @@ def preset(name: str, *, small: bool = False, tilt_scale: float = TILT_SCALE) ->
         factor = min(
             camera.sensor.width_px / full.sensor.width_px, camera.sensor.height_px / full.sensor.height_px
         )
-        square *= factor
-        border *= factor
+        # A smaller board with squares half the paper's: it fits the crop, and each micro-image
+        # still sees at most one corner (squares scaled by the crop factor would put several
+        # corners in one micro-image at close range, which the paper's target design avoids).
+        cols, rows = max(2, round(cols * factor * 2)), max(2, round(rows * factor * 2))
+        square *= 0.5
+        border *= 0.5
+    camera, relabel = conventional_labelling(camera)
+    origin_lens = (origin_lens[0] + relabel[0], origin_lens[1] + relabel[1])
     plan = DatasetPlan(
         board=Checkerboard(cols, rows, square, border),
         calibration_range_mm=cal,
