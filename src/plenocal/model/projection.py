@@ -8,6 +8,16 @@
 
 (u, v) follow the chief ray through the micro-lens centre; ρ is the paper's blur radius
 (eq:blurradius with A = λ·Δc, the "legacy" form of reference §4.7), signed.
+
+**Pupil vignetting (beyond the paper, opt-in).** A pixel at offset e from its micro-image centre
+receives light only through the part of the micro-lens disc whose rays pass the main-lens
+aperture: in image units the intersection of the lens disc (radius R_b = |q_i|/s) with the
+aperture's preimage (radius R_a = |m|/(N·s)) centred e away — the same overlap that shapes white
+micro-images (disc ⊗ disc). The centroid of that lit part is off the lens centre, so a defocused
+feature is seen displaced radially: the observed offset e_o solves
+``e_o = e − ρ·g(e_o)/R_b`` with g the centroid offset of the lit part (:func:`pupil_shift`).
+At the matched f-number (R_a ≈ R_b) this reaches ~1.5 px for |ρ| ≈ 3.5 px, and ray-traced
+images show it (see ``docs/model-notes.md``). ``project_bap(..., pupil_vignetting=True)`` adds it.
 """
 
 from __future__ import annotations
@@ -113,8 +123,109 @@ def blur_radius_mm(camera: PlenopticCamera, a_mm: ArrayLike, types: ArrayLike) -
     return A * (d / 2.0) * (1.0 / f - 1.0 / a - 1.0 / d)
 
 
+def disc_intersection_centroid(e: ArrayLike, r1: ArrayLike, r2: ArrayLike) -> FloatArray:
+    """Offset, along the line of centres, of the centroid of disc(0, r1) ∩ disc(e, r2) (e ≥ 0).
+
+    Two circular segments cut by the common chord at x0 = (e² + r1² − r2²)/(2e); a segment of a
+    disc of radius R cut at distance h has area R²·acos(h/R) − h·√(R² − h²) and centroid
+    (2/3)(R² − h²)^{3/2}/area from its centre. Where one disc holds the other, the centroid is
+    that disc's centre. Beyond r1 + r2 (no overlap) the value is r1 (the limit).
+    """
+    e = np.asarray(e, dtype=np.float64)
+    r1 = np.broadcast_to(np.asarray(r1, dtype=np.float64), e.shape)
+    r2 = np.broadcast_to(np.asarray(r2, dtype=np.float64), e.shape)
+    out = np.zeros(e.shape)
+    inside2 = e <= r1 - r2  # disc 2 inside disc 1
+    out[inside2] = e[inside2]
+    part = (e > np.abs(r1 - r2)) & (e < r1 + r2)
+    ee, a, b = e[part], r1[part], r2[part]
+    x0 = (ee**2 + a**2 - b**2) / (2.0 * ee)
+    s1 = np.clip(a * a - x0 * x0, 0.0, None)
+    A1 = a * a * np.arccos(np.clip(x0 / a, -1.0, 1.0)) - x0 * np.sqrt(s1)
+    h2 = ee - x0
+    s2 = np.clip(b * b - h2 * h2, 0.0, None)
+    A2 = b * b * np.arccos(np.clip(h2 / b, -1.0, 1.0)) - h2 * np.sqrt(s2)
+    m1 = (2.0 / 3.0) * s1**1.5
+    m2 = ee * A2 - (2.0 / 3.0) * s2**1.5
+    out[part] = (m1 + m2) / np.maximum(A1 + A2, 1e-300)
+    far = e >= r1 + r2
+    out[far] = r1[far]
+    return out
+
+
+def pupil_shift(
+    camera: PlenopticCamera,
+    uv: FloatArray,
+    rho: FloatArray,
+    k: ArrayLike,
+    l: ArrayLike,
+    *,
+    f_number: float | None = None,
+    iterations: int = 40,
+) -> FloatArray:
+    """Observed (u, v) of chief-ray features under pupil vignetting (module docstring).
+
+    Parameters
+    ----------
+    uv : (N, 2) chief-ray positions; rho : (N,) signed blur radii (px); k, l : (N,) indices.
+    f_number : main-lens N (default the camera's).
+
+    Returns
+    -------
+    ndarray, shape (N, 2)
+    """
+    from plenocal.model.white import radius_law  # white imports camera only: no cycle
+
+    N = camera.main_lens.f_number if f_number is None else float(f_number)
+    s = camera.sensor.pixel_size_mm
+    m, q = radius_law(camera)
+    ra = abs(m) / N / s
+    types = camera.mla.types.type_of(k, l)
+    rb = np.abs(np.asarray(q, dtype=np.float64))[types] / s
+    mic = micro_image_centres(camera, k, l)
+    e = uv - mic
+    en = np.hypot(e[:, 0], e[:, 1])
+    gain = -np.asarray(rho, dtype=np.float64) / rb
+    eo = en.copy()
+    limit = ra + rb - 1e-6
+    for _ in range(iterations):
+        eo = np.minimum(en + gain * disc_intersection_centroid(eo, rb, ra), limit)
+    scale = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
+    return mic + e * scale[:, None]
+
+
+def pupil_unshift(
+    uv: FloatArray,
+    rho: FloatArray,
+    mic_uv: FloatArray,
+    radius_aperture_px: float,
+    radius_lens_px: FloatArray,
+) -> FloatArray:
+    """Chief-ray positions of observed (pupil-vignetted) features: the inverse of :func:`pupil_shift`.
+
+    ``e = e_o + ρ·g(e_o)/R_b`` is explicit in the observed offset e_o from the micro-image centre.
+
+    Parameters
+    ----------
+    uv : (N, 2) observed positions; rho : (N,) signed blur radii (px);
+    mic_uv : (N, 2) micro-image centres; radius_aperture_px : R_a = |m|/(N·s);
+    radius_lens_px : (N,) R_b = |q_i|/s of each observation's type.
+    """
+    e = np.asarray(uv, dtype=np.float64) - mic_uv
+    eo = np.hypot(e[:, 0], e[:, 1])
+    rb = np.asarray(radius_lens_px, dtype=np.float64)
+    en = eo + np.asarray(rho, dtype=np.float64) * disc_intersection_centroid(eo, rb, radius_aperture_px) / rb
+    scale = np.where(eo > 1e-12, en / np.maximum(eo, 1e-12), 1.0)
+    return mic_uv + e * scale[:, None]
+
+
 def project_bap(
-    camera: PlenopticCamera, points_cam: ArrayLike, k: ArrayLike, l: ArrayLike
+    camera: PlenopticCamera,
+    points_cam: ArrayLike,
+    k: ArrayLike,
+    l: ArrayLike,
+    *,
+    pupil_vignetting: bool = False,
 ) -> FloatArray:
     """BAP features (u, v, ρ) of camera-frame points through micro-lenses (k, l).
 
@@ -128,6 +239,9 @@ def project_bap(
         Points in the camera frame, mm, z > F.
     k, l : array_like of int, shape (N,)
         Micro-lens indices.
+    pupil_vignetting : bool
+        Displace (u, v) by the vignetting of the micro-lens pupil by the main aperture
+        (:func:`pupil_shift`; beyond the paper, off by default).
 
     Returns
     -------
@@ -151,6 +265,9 @@ def project_bap(
         types = camera.mla.types.type_of(k, l)
         a = depth_in_mla(camera, pu)
         rho = blur_radius_mm(camera, a, types) / camera.sensor.pixel_size_mm
+        if pupil_vignetting:
+            shifted = pupil_shift(camera, np.stack([u, v], axis=-1), rho, k, l)
+            u, v = shifted[:, 0], shifted[:, 1]
     return np.stack([u, v, rho], axis=-1)
 
 
