@@ -84,6 +84,10 @@ class CalibrationOptions:
         Include the MIC term of Θ.
     ftol : float
         Convergence: predicted relative decrease of one more Gauss–Newton step.
+    pupil_vignetting : bool
+        BAP (u, v) predicted with the main aperture's vignetting of the micro-lens pupil
+        (:func:`plenocal.model.projection.pupil_shift`; beyond the paper, off by default to stay
+        comparable with the paper and the reference). Ignored with pinhole micro-lenses.
     """
 
     freeze: tuple[str, ...] = ()
@@ -95,6 +99,7 @@ class CalibrationOptions:
     weighting: str = "noise"
     use_mic: bool = True
     ftol: float = 1e-13
+    pupil_vignetting: bool = False
 
     def __post_init__(self) -> None:
         if self.loss not in ("huber", "linear"):
@@ -379,7 +384,8 @@ def _calibrate(
     poses_t = plenoptic_poses(cam_now, bap, board, layout.unpack_poses(x))
     x = layout.pack(cam_now, poses_t)
     lay_p = layout.with_frozen(set(layout.frozen) | {"intrinsics"})
-    res_p = Residuals(lay_p, bap, MicroImageCentres.empty(), board, use_rho=False)
+    res_p = Residuals(lay_p, bap, MicroImageCentres.empty(), board, use_rho=False,
+                      pupil_vignetting=opt.pupil_vignetting)
     r = res_p.residuals(x)
     sig_p = _term_sigma(res_p, r, np.ones_like(r), robust=True)
     sig_p["mic"] = 1.0
@@ -389,7 +395,7 @@ def _calibrate(
     timings["poses"] = time.perf_counter() - t0
 
     # 4. Robust joint stage.
-    res = Residuals(layout, bap, mic, board)
+    res = Residuals(layout, bap, mic, board, pupil_vignetting=opt.pupil_vignetting)
     active = np.ones(res.n_rows)
     downweighted: dict[str, int] = {}
     rejected: dict[str, int] = {"bap": 0, "mic": 0, "uv": 0, "rho": 0}

@@ -35,13 +35,63 @@ from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera, lattice_corner
 from plenocal.model.geometry import rodrigues
 from plenocal.model.observations import BapFeatures, MicroImageCentres
-from plenocal.model.projection import blur_radius_mm, depth_in_mla, virtual_points
+from plenocal.model.projection import blur_radius_mm, depth_in_mla, disc_intersection_centroid, virtual_points
 from plenocal.model.target import Checkerboard
+from plenocal.model.white import radius_law
 
 FloatArray = NDArray[np.float64]
 
 FD_RELATIVE_STEP = 1e-3
 """Finite-difference step, as a fraction of each parameter's scale (central differences)."""
+
+
+def vignetted_offset(
+    en: FloatArray,
+    gain: FloatArray,
+    ra: float,
+    rb: FloatArray,
+    *,
+    start: FloatArray | None = None,
+    tol_px: float = 1e-11,
+    max_iterations: int = 30,
+) -> FloatArray:
+    """Observed radial offset e_o of features under pupil vignetting, by Newton's method.
+
+    Solves e_o = e + gain·g(e_o) (``plenocal.model.projection`` module docstring; g is the
+    centroid offset of disc(0, r_b) ∩ disc(e_o, r_a), :func:`disc_intersection_centroid`), the
+    same fixed point as :func:`plenocal.model.projection.pupil_shift` but to ``tol_px`` in a few
+    iterations (quadratic convergence), so that the residuals are a smooth function of Θ for the
+    finite-difference Jacobian.
+
+    Parameters
+    ----------
+    en : ndarray, shape (N,)
+        Chief-ray distance to the micro-image centre e (px).
+    gain : ndarray, shape (N,)
+        −ρ/r_b (ρ the signed blur radius, px).
+    ra : float
+        Radius of the main aperture's preimage |m|/(N·s) (px).
+    rb : ndarray, shape (N,)
+        Micro-lens disc radius |q_i|/s of each row's type (px).
+    start : ndarray, shape (N,), optional
+        Warm start (e.g. the solution at a nearby parameter vector).
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    limit = ra + rb - 1e-6
+    eo = np.minimum(en.copy() if start is None or start.shape != en.shape else start.copy(), limit)
+    n = en.size
+    for _ in range(max_iterations):
+        h = 1e-6 * np.maximum(eo, 1.0)
+        c = disc_intersection_centroid(np.concatenate([eo, eo + h]), np.concatenate([rb, rb]), ra)
+        g, dg = c[:n], (c[n:] - c[:n]) / h
+        step = (eo - en - gain * g) / (1.0 - gain * dg)
+        eo = np.minimum(eo - step, limit)
+        if not np.any(np.abs(step) > tol_px):
+            break
+    return eo
 
 
 @dataclass(frozen=True)
@@ -75,6 +125,9 @@ class Residuals:
     board : Checkerboard
     use_rho : bool
         Include the ρ term (forced off when the layout has I = 0).
+    pupil_vignetting : bool
+        Predict (u, v) with the pupil-vignetting shift (:func:`vignetted_offset`; ignored for
+        I = 0).
     """
 
     def __init__(
@@ -85,8 +138,11 @@ class Residuals:
         board: Checkerboard,
         *,
         use_rho: bool = True,
+        pupil_vignetting: bool = False,
     ) -> None:
         self.layout = layout
+        self.pupil_vignetting = bool(pupil_vignetting and layout.n_types > 0)
+        self._eo_warm: FloatArray | None = None
         self.board = board
         frames = np.asarray(layout.frames)
         if np.any(bap.node < 0) or np.any(bap.node >= board.n_nodes):
@@ -189,11 +245,37 @@ class Residuals:
         u0, v0 = camera.sensor.principal_point_px
         u = u0 - (C[:, 0] + t * (P[:, 0] - C[:, 0])) / s
         v = v0 - (C[:, 1] + t * (P[:, 1] - C[:, 1])) / s
+        if self.use_rho or self.pupil_vignetting:
+            a = depth_in_mla(camera, pu)[rows]
+            rho = blur_radius_mm(camera, a, self.types) / s
+        if self.pupil_vignetting:
+            u, v = self._vignetted(camera, u, v, rho, C)
         out = [u, v]
         if self.use_rho:
-            a = depth_in_mla(camera, pu)[rows]
-            out.append(blur_radius_mm(camera, a, self.types) / s)
+            out.append(rho)
         return out
+
+    def _vignetted(
+        self, camera: PlenopticCamera, u: FloatArray, v: FloatArray, rho: FloatArray, C: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """(u, v) displaced radially within their micro-image by pupil vignetting, each (N,).
+
+        Depends on Θ through the micro-image centres (O through C(k, l)), the radius law
+        m = ∓dF/(2D), q_i = Δ_C·d/(2 f_i) − Δc/2 and the fixed f-number N.
+        """
+        s = camera.sensor.pixel_size_mm
+        u0, v0 = camera.sensor.principal_point_px
+        sc = -camera.sensor.distance_mm / C[:, 2]
+        mu, mv = u0 - C[:, 0] * sc / s, v0 - C[:, 1] * sc / s
+        m, q = radius_law(camera)
+        ra = abs(m) / camera.main_lens.f_number / s
+        rb = np.abs(np.asarray(q, dtype=np.float64))[self.types] / s
+        eu, ev = u - mu, v - mv
+        en = np.hypot(eu, ev)
+        eo = vignetted_offset(en, -rho / rb, ra, rb, start=self._eo_warm)
+        self._eo_warm = eo
+        f = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
+        return mu + eu * f, mv + ev * f
 
     def predict_mic(self, camera: PlenopticCamera) -> list[FloatArray]:
         """Predicted micro-image centres (O through C(k, l) onto the sensor), [u, v] each (M,)."""

@@ -45,6 +45,7 @@ def bap_features(
     *,
     margin_px: float = 4.5,
     search_pitches: int = 8,
+    pupil_vignetting: bool = False,
 ) -> BapFeatures:
     """Noise-free BAP features of every board node in every frame.
 
@@ -58,6 +59,8 @@ def bap_features(
     search_pitches : int
         Half-size, in micro-image pitches, of the index window searched around each node's
         central projection.
+    pupil_vignetting : bool
+        (u, v) with the pupil-vignetting shift (``project_bap(..., pupil_vignetting=True)``).
 
     Returns
     -------
@@ -84,7 +87,7 @@ def bap_features(
         node = np.repeat(nodes, dk.size)
         keep = lattice.contains(k, l)
         k, l, node = k[keep], l[keep], node[keep]
-        feat = project_bap(camera, pc[node], k, l)
+        feat = project_bap(camera, pc[node], k, l, pupil_vignetting=pupil_vignetting)
         mic = micro_image_centres(camera, k, l)
         r_type = radius[camera.mla.types.type_of(k, l)] if camera.n_types else np.full(k.shape, radius[0])
         dist = np.hypot(feat[:, 0] - mic[:, 0], feat[:, 1] - mic[:, 1])
@@ -119,6 +122,7 @@ def synthetic_observations(
     noise: NoiseLevels | None = None,
     seed: int = 0,
     margin_px: float = 4.5,
+    pupil_vignetting: bool = False,
 ) -> tuple[Observations, Observations]:
     """Noisy and noise-free observations of ``board`` seen from ``poses``.
 
@@ -130,6 +134,8 @@ def synthetic_observations(
         σ of the Gaussian noise on (u, v), ρ and the MICs (px). Default 0.3, 0.05, 0.1.
     seed : int
         Seed of the noise (``numpy.random.default_rng``).
+    pupil_vignetting : bool
+        Features displaced by the pupil vignetting (beyond the paper's chief-ray model).
 
     Returns
     -------
@@ -138,7 +144,7 @@ def synthetic_observations(
     """
     noise = noise or NoiseLevels()
     rng = np.random.default_rng(seed)
-    bap = bap_features(camera, poses, board, margin_px=margin_px)
+    bap = bap_features(camera, poses, board, margin_px=margin_px, pupil_vignetting=pupil_vignetting)
     k, l = camera.mla.lattice.all_indices()
     c = micro_image_centres(camera, k, l)
     mic = MicroImageCentres(k=k, l=l, u=c[:, 0], v=c[:, 1])

@@ -1,0 +1,364 @@
+"""``plenocal calibrate DATASET -o OUT``: BAP calibration of the intrinsics and poses (paper §5).
+
+Inputs (everything is read and validated before anything is written):
+
+- observations: ``--observations`` or the dataset's ``observations.npz`` — BAP features (linked
+  to nodes or with detector cluster ids) and micro-image centres (MICs). Only the frames of
+  images with role ``calibration`` are used when the manifest lists checkerboard images; all
+  frames otherwise. When the observations hold no MIC, those of a precalibration output
+  (``--initial OUT_OF_PRECALIBRATE``) are used.
+- initial camera (paper §3.3), the first that applies:
+
+  1. ``--initial CAMERA`` (a ``camera.json``, or a ``plenocal precalibrate`` output folder);
+  2. ``DATASET/camera.json`` (unless ``--from-omega``);
+  3. from Ω (``DATASET/camera.json``'s ``internal_parameters``, else
+     ``DATASET/internal_parameters.json``) with :func:`plenocal.model.white.initial_camera` and
+     the manifest's ``camera_spec`` (F, h, configuration, sensor, lattice, types); the
+     micro-image grid is the dataset camera's, else fitted to the MICs
+     (:func:`plenocal.precalib.grid.fit_grid`).
+
+Outputs: ``OUT/camera.json`` (with Ω, ``uncertainty`` {name: σ} and ``provenance``),
+``OUT/poses.json``, ``OUT/report.json`` (``docs/formats.md``) and, with ``--ablation-table``,
+``OUT/ablation.json`` and ``OUT/ablation.md`` (paper Table ablation: configurations 1–8 and
+NOUR). A parameter table is printed to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plenocal import __version__
+from plenocal.calib.calibrate import ABLATION_CONFIGURATIONS, CalibrationOptions, CalibrationResult, calibrate
+from plenocal.errors import DataError, InputFileError, ModelError
+from plenocal.io._json import write_document
+from plenocal.io.camera import read_camera_file, read_internal_parameters, write_camera
+from plenocal.io.dataset import Dataset, ImageRole, read_dataset
+from plenocal.io.observations import read_observations
+from plenocal.io.poses import write_poses
+from plenocal.model.camera import MicroImageGrid, PlenopticCamera
+from plenocal.model.observations import Observations
+from plenocal.model.white import InternalParameters
+
+HELP = "calibrate the intrinsics and poses from BAP features and micro-image centres (BAP, paper §5)"
+REPORT_FORMAT = "plenocal-calibration"
+ABLATION_FORMAT = "plenocal-ablation"
+
+_GROUP_NAMES = ("tilt", "pitch", "distortion")
+
+
+@dataclasses.dataclass
+class Inputs:
+    """Everything read from disk, validated."""
+
+    dataset: Dataset
+    observations: Observations
+    camera: PlenopticCamera
+    omega: InternalParameters | None
+    frames: tuple[int, ...]
+    initial_source: str
+    files: dict[str, Path]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("calibrate", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
+    p.add_argument("dataset", type=Path, metavar="DATASET", help="plenocal dataset folder")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="output folder")
+    p.add_argument("--initial", type=Path, default=None, metavar="CAMERA",
+                   help="initial camera.json, or a 'plenocal precalibrate' output folder (default: the dataset's)")
+    p.add_argument("--from-omega", action="store_true",
+                   help="build the initial camera from Ω and the camera spec even if DATASET/camera.json exists")
+    p.add_argument("--observations", type=Path, default=None, help="observations.npz (default: the dataset's)")
+    p.add_argument("--loss", choices=("huber", "linear"), default="huber",
+                   help="robust Huber loss with outlier rejection (default) or plain least squares")
+    p.add_argument("--freeze", default="", metavar="GROUP[,GROUP...]",
+                   help="parameter groups or names held at their initial value (e.g. tilt,pitch)")
+    p.add_argument("--two-pitches", action="store_true", help="optimise two MLA pitches (p0, p1)")
+    p.add_argument("--pinhole", action="store_true", help="pinhole micro-lenses, I = 0, no ρ (NOUR baseline)")
+    p.add_argument("--ablation", type=int, choices=range(1, 9), default=None, metavar="N",
+                   help="paper Table ablation configuration 1..8 (tilt/pitch/distortion kept or frozen)")
+    p.add_argument("--ablation-table", action="store_true",
+                   help="also run configurations 1..8 and NOUR; write ablation.json and ablation.md")
+    p.add_argument("--pupil-vignetting", action="store_true",
+                   help="model the main-aperture vignetting of the micro-lens pupil in (u, v) (beyond the paper)")
+    p.add_argument("--no-mic", action="store_true", help="leave the micro-image-centre term out of Θ")
+    p.set_defaults(func=run)
+
+
+# --- inputs ------------------------------------------------------------------------------------
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _calibration_frames(dataset: Dataset, obs: Observations, obs_path: Path) -> tuple[int, ...]:
+    """Frames of the calibration-role images (all observed frames when no checkerboard image is listed)."""
+    m = dataset.manifest
+    roles = (ImageRole.CALIBRATION, ImageRole.EVALUATION, ImageRole.TRANSLATION)
+    listed = [e for e in m.images if e.role in roles and e.frame is not None]
+    observed = {int(f) for f in np.unique(obs.bap.frame)}
+    if not listed:
+        frames = observed
+    else:
+        frames = {int(e.frame) for e in listed if e.role is ImageRole.CALIBRATION and e.frame is not None} & observed
+    if not frames:
+        raise InputFileError(obs_path, "no BAP features in calibration frames" if observed else "no BAP features")
+    return tuple(sorted(frames))
+
+
+def _fit_mia(spec_lattice: Any, obs: Observations, shape: tuple[int, int], path: Path) -> MicroImageGrid:
+    """MIA grid fitted to the MICs; their labels must agree with the observations' (k, l)."""
+    from plenocal.precalib.grid import fit_grid
+
+    mic = obs.mic
+    uv = np.stack([mic.u, mic.v], axis=1)
+    try:
+        fit = fit_grid(uv, spec_lattice, shape)
+    except DataError as exc:
+        raise InputFileError(path, f"cannot fit a micro-image grid to the centres: {exc}") from None
+    # The fit labels the centres itself (docs/conventions.md); check against the imported labels.
+    key_obs = {(float(a), float(b)): (int(k), int(l)) for a, b, k, l in zip(mic.u, mic.v, mic.k, mic.l, strict=True)}
+    agree = sum(key_obs.get((float(a), float(b))) == (int(k), int(l))
+                for (a, b), k, l in zip(fit.uv, fit.k, fit.l, strict=True))
+    if agree < 0.9 * len(fit.uv):
+        raise InputFileError(path, f"micro-image centre labels (k, l) disagree with the fitted grid's "
+                                   f"({agree} of {len(fit.uv)} agree): cannot build the initial camera from Ω")
+    return fit.grid
+
+
+def _camera_from_omega(dataset: Dataset, obs: Observations, obs_path: Path, omega: InternalParameters,
+                       omega_path: Path, mia: MicroImageGrid | None) -> PlenopticCamera:
+    from plenocal.model.white import initial_camera
+
+    spec = dataset.manifest.camera_spec
+    manifest = dataset.folder / "manifest.json"
+    if spec.main_lens_focal_length_mm is None:
+        raise InputFileError(manifest, "camera_spec has no main-lens focal length: the initial camera cannot be built from Ω")
+    if spec.configuration is None:
+        raise InputFileError(manifest, "camera_spec has no configuration: the initial camera cannot be built from Ω")
+    if spec.lattice is None:
+        raise InputFileError(manifest, "camera_spec has no lattice: the initial camera cannot be built from Ω")
+    if mia is None:
+        if len(obs.mic) < 10:
+            raise InputFileError(obs_path, "no micro-image grid known and too few micro-image centres to fit one")
+        mia = _fit_mia(spec.lattice, obs, (spec.height_px, spec.width_px), obs_path)
+    f_numbers = {e.f_number for e in dataset.manifest.with_role(ImageRole.CALIBRATION) if e.f_number is not None}
+    n = float(f_numbers.pop()) if len(f_numbers) == 1 else None
+    try:
+        camera, _ = initial_camera(
+            omega, focal_length_mm=spec.main_lens_focal_length_mm, focus_distance_mm=spec.focus_distance_mm,
+            configuration=spec.configuration, sensor_size_px=(spec.width_px, spec.height_px), mia=mia,
+            type_layout=spec.type_layout, f_number=n,
+        )
+    except ModelError as exc:
+        raise InputFileError(omega_path, f"cannot build the initial camera from Ω: {exc}") from None
+    return camera
+
+
+def read_inputs(args: argparse.Namespace) -> Inputs:
+    """Read and validate the dataset, observations and initial camera (see the module docstring)."""
+    dataset = read_dataset(args.dataset)
+    files: dict[str, Path] = {"manifest": dataset.folder / "manifest.json"}
+    obs_path = args.observations if args.observations is not None else dataset.observations_path
+    if obs_path is None:
+        raise InputFileError(dataset.folder, "no observations in the dataset (observations.npz); pass --observations")
+    obs = read_observations(obs_path)
+    files["observations"] = Path(obs_path)
+    frames = _calibration_frames(dataset, obs, Path(obs_path))
+
+    initial_cam_path: Path | None = None
+    if args.initial is not None:
+        initial_cam_path = args.initial / "camera.json" if args.initial.is_dir() else args.initial
+        if args.initial.is_dir() and len(obs.mic) == 0 and (args.initial / "observations.npz").is_file():
+            pre = read_observations(args.initial / "observations.npz")
+            obs = Observations(obs.bap, pre.mic)
+            files["initial_observations"] = args.initial / "observations.npz"
+    initial_file = read_camera_file(initial_cam_path) if initial_cam_path is not None else None
+    ds_file = read_camera_file(dataset.camera_path) if dataset.camera_path is not None else None
+    if initial_file is not None:
+        assert initial_cam_path is not None
+        files["initial_camera"] = initial_cam_path
+        camera, omega, source = initial_file.camera, initial_file.internal_parameters, str(initial_cam_path)
+    elif ds_file is not None and not args.from_omega:
+        assert dataset.camera_path is not None
+        files["initial_camera"] = dataset.camera_path
+        camera, omega, source = ds_file.camera, ds_file.internal_parameters, str(dataset.camera_path)
+    else:
+        if ds_file is not None and ds_file.internal_parameters is not None:
+            assert dataset.camera_path is not None
+            omega, omega_path = ds_file.internal_parameters, dataset.camera_path
+        elif dataset.internal_parameters_path is not None:
+            omega_path = dataset.internal_parameters_path
+            omega = read_internal_parameters(omega_path)
+        else:
+            raise InputFileError(dataset.folder, "no initial camera: no camera.json and no Ω "
+                                 "(internal_parameters.json); run 'plenocal precalibrate' and pass --initial")
+        files["internal_parameters"] = omega_path
+        mia = ds_file.camera.grid if ds_file is not None else None
+        camera = _camera_from_omega(dataset, obs, Path(obs_path), omega, omega_path, mia)
+        source = f"Ω of {omega_path}" + ("" if mia is not None else " + micro-image grid fitted to the centres")
+    if not args.no_mic and len(obs.mic) == 0:
+        raise InputFileError(obs_path, "no micro-image centres (the MIC term of Θ needs them); "
+                             "pass --initial PRECALIBRATION_OUT or --no-mic")
+    if camera.n_types == 0 and not args.pinhole:
+        raise InputFileError(Path(files.get("initial_camera", obs_path)),
+                             "the initial camera has no micro-lens types (I = 0); use --pinhole")
+    return Inputs(dataset, obs, camera, omega, frames, source, files)
+
+
+# --- options -----------------------------------------------------------------------------------
+def options_from_args(args: argparse.Namespace) -> CalibrationOptions:
+    freeze = [g.strip() for g in args.freeze.split(",") if g.strip()]
+    if args.ablation is not None:
+        freeze += list(ABLATION_CONFIGURATIONS[args.ablation])
+    return CalibrationOptions(
+        freeze=tuple(dict.fromkeys(freeze)),
+        two_pitches=args.two_pitches,
+        pinhole_micro_lenses=args.pinhole,
+        loss=args.loss,
+        use_mic=not args.no_mic,
+        pupil_vignetting=args.pupil_vignetting,
+    )
+
+
+def _finite(x: Any) -> Any:
+    """JSON-safe copy: NaN/inf → None, numpy scalars → Python."""
+    if isinstance(x, dict):
+        return {str(k): _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _finite(x.tolist())
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, float | np.floating):
+        return float(x) if math.isfinite(float(x)) else None
+    return x
+
+
+def _run(obs: Observations, camera: PlenopticCamera, board: Any, frames: tuple[int, ...],
+         opt: CalibrationOptions, where: Path) -> CalibrationResult:
+    try:
+        return calibrate(obs, camera, board, options=opt, frames=frames)
+    except (DataError, ModelError) as exc:
+        raise DataError(f"{where}: {exc}") from None
+
+
+def ablation_rows(inputs: Inputs, base: CalibrationOptions) -> list[dict[str, Any]]:
+    """Configurations 1..8 of paper Table ablation and NOUR, each from the same initial camera."""
+    rows = []
+    board = inputs.dataset.manifest.target
+    configs: list[tuple[str, CalibrationOptions]] = [
+        (str(n), dataclasses.replace(base, freeze=tuple(dict.fromkeys(base.freeze + fr)), pinhole_micro_lenses=False))
+        for n, fr in ABLATION_CONFIGURATIONS.items()
+    ]
+    configs.append(("NOUR", dataclasses.replace(base, pinhole_micro_lenses=True)))
+    for name, opt in configs:
+        fr = set(opt.freeze)
+        row: dict[str, Any] = {"configuration": name}
+        row.update({g: ("removed" if g in fr else "kept") for g in _GROUP_NAMES})
+        if name == "NOUR":
+            row.update({g: "kept" for g in _GROUP_NAMES})
+        try:
+            r = _run(inputs.observations, inputs.camera, board, inputs.frames, opt, inputs.files["observations"])
+        except DataError as exc:
+            row.update(converged=False, error=str(exc))
+            rows.append(row)
+            continue
+        p = {q.name: q for q in r.parameters()}
+        row.update(
+            converged=r.converged, termination=r.solver.termination, iterations=r.solver.iterations,
+            rmse=dict(r.rmse), n_bap=r.n_bap, n_mic=r.n_mic, rejected=dict(r.rejected),
+            wall_time_s=r.timings_s.get("total"),
+            parameters={n: {"value": p[n].value, "std": p[n].std} for n in
+                        ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "theta_x_rad", "theta_y_rad", "pitch_mm")
+                        if n in p},
+        )
+        rows.append(row)
+    return rows
+
+
+def ablation_markdown(rows: list[dict[str, Any]]) -> str:
+    def f(x: Any) -> str:
+        return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4f}"
+
+    lines = ["| config | tilt | pitch | distortion | converged | RMSE uv (px) | RMSE ρ (px) | RMSE MIC (px) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        rm = r.get("rmse", {})
+        mark = {"kept": "✓", "removed": "✗"}
+        lines.append(
+            f"| {r['configuration']} | {mark[r['tilt']]} | {mark[r['pitch']]} | {mark[r['distortion']]} | "
+            f"{'yes' if r.get('converged') else 'no'} | {f(rm.get('uv_px'))} | {f(rm.get('rho_px'))} | {f(rm.get('mic_px'))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def build_report(result: CalibrationResult, inputs: Inputs, *, wall_s: float, read_s: float) -> dict[str, Any]:
+    rep = result.report()
+    doc: dict[str, Any] = {"format": REPORT_FORMAT, "version": 1, "plenocal_version": __version__,
+                           "dataset": str(inputs.dataset.folder), "initial_camera": inputs.initial_source,
+                           "inputs": {k: str(v) for k, v in inputs.files.items()}, "frames": list(inputs.frames)}
+    doc.update(rep)
+    timings = dict(rep["timings_s"])  # type: ignore[arg-type]
+    timings["read_inputs"] = read_s
+    doc["timings_s"] = timings
+    doc["command_wall_time_s"] = wall_s
+    return _finite(doc)
+
+
+def run(args: argparse.Namespace) -> int:
+    t_start = time.perf_counter()
+    inputs = read_inputs(args)
+    read_s = time.perf_counter() - t_start
+    opt = options_from_args(args)
+    board = inputs.dataset.manifest.target
+    result = _run(inputs.observations, inputs.camera, board, inputs.frames, opt, inputs.files["observations"])
+    rows = ablation_rows(inputs, dataclasses.replace(opt, freeze=tuple(g for g in opt.freeze if g not in
+                                                                       ("tilt", "pitch", "distortion"))))\
+        if args.ablation_table else None
+    out = Path(args.output)
+    uncertainty = {p.name: p.std for p in result.parameters() if not p.frozen}
+    provenance = {
+        "stage": "calibrate",
+        "plenocal_version": __version__,
+        "settings": _finite(dataclasses.asdict(opt)),
+        "initial_camera": inputs.initial_source,
+        "inputs": {k: {"path": str(v), "sha256": _sha256(v)} for k, v in inputs.files.items()},
+    }
+    report = build_report(result, inputs, wall_s=time.perf_counter() - t_start, read_s=read_s)
+    # Everything computed: now write.
+    written = [
+        write_camera(out / "camera.json", result.camera, internal_parameters=inputs.omega,
+                     uncertainty=_finite(uncertainty), provenance=provenance),
+        write_poses(out / "poses.json", result.poses),
+        write_document(out / "report.json", report),
+    ]
+    if rows is not None:
+        written.append(write_document(out / "ablation.json", _finite(
+            {"format": ABLATION_FORMAT, "version": 1, "plenocal_version": __version__, "configurations": rows})))
+        md = out / "ablation.md"
+        from plenocal.io.atomic import atomic_write_text
+
+        written.append(atomic_write_text(md, ablation_markdown(rows)))
+    print(result.parameter_table())
+    rm = result.rmse
+    print(
+        f"rmse uv {rm['uv_px']:.4g} px, rho {rm['rho_px']:.4g} px, mic {rm['mic_px']:.4g} px; "
+        f"{result.n_bap} features, {result.n_mic} centres, {len(result.poses)} frames; "
+        f"{'converged' if result.converged else 'NOT converged'} ({result.solver.termination}) "
+        f"in {result.timings_s['total']:.2f} s; wrote {', '.join(p.name for p in written)} to {out}"
+    )
+    if rows is not None:
+        print(ablation_markdown(rows), end="")
+    return 0
