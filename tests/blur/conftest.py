@@ -12,13 +12,13 @@ from plenocal.sim.presets import preset
 from plenocal.sim.scene import CheckerboardPlate, Scene, WhiteDiffuser
 from plenocal.sim.tracer import build_optics, render
 
-N_FRAMES = 3
+N_FRAMES = 8
 RAYS = 64
 
 
 @pytest.fixture(scope="session")
 def traced_r12a():
-    """(camera, devignetted images by frame, true features) for 3 free-hand frames."""
+    """(camera, devignetted images by frame, true features) for 8 free-hand frames."""
     p = preset("r12-a", small=True)
     camera = p.camera
     oracle = FeatureOracle(camera)

@@ -126,11 +126,11 @@ def test_kappa_on_ray_traced_r12a_frames(traced_r12a):
     camera, images, feats = traced_r12a
     eligible = central_features(camera, feats, default_max_offset_px(camera))
     res = calibrate_kappa(images, feats, camera.mla.types, eligible=eligible)
-    assert res.n_pairs > 200
+    assert res.n_pairs > 100
     assert 0.55 < res.kappa < 0.72
     assert not res.at_bound
     assert res.spread["std"] < 0.06
-    assert len(res.per_frame) == 3 and sum(f.n_pairs for f in res.per_frame.values()) == res.n_pairs
+    assert len(res.per_frame) >= 5 and sum(f.n_pairs for f in res.per_frame.values()) == res.n_pairs
     # Adding blur explains the sharper views: the cost drops by > 30 %.
     assert res.cost < 0.77 * res.cost_no_blur
     # Without the central selection, windows reach the dark gaps and κ runs away.
