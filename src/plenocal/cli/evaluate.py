@@ -1,8 +1,18 @@
-"""``plenocal evaluate DATASET --camera CAMERA --poses POSES -o OUT``: reprojection RMSEs.
+"""``plenocal evaluate DATASET --camera CAMERA [--poses POSES] -o OUT``: reprojection, held-out, ε_z.
 
-Writes ``OUT/report.json``. The report is assembled from independent sections (see
-:func:`build_report`), so further evaluations (held-out frames with re-estimated poses, ε_z on
-translation sequences) can add their own section without touching this one.
+Writes ``OUT/report.json``, assembled from independent sections (see :func:`build_report`):
+
+- reprojection (top-level keys ``rmse``, ``per_frame``, ...): the camera and the given poses on
+  the observations (when poses are available: ``--poses`` or ``DATASET/poses.json``);
+- ``holdout``: frames of images with role ``evaluation`` — each pose re-estimated with the
+  intrinsics fixed (:mod:`plenocal.evaluate.holdout`), RMSE per term, per lens type, per frame
+  (reference §9.1);
+- ``translation``: frames of images with role ``translation`` (manifest ``sequence`` and
+  ``displacement_mm``) — poses re-estimated the same way, then ε_z over all pairs of each
+  sequence, grouped by ground-truth displacement, and per step (paper §7.3,
+  :mod:`plenocal.evaluate.translation`).
+
+The frames' features come from the observations file (all roles, with frame numbers).
 """
 
 from __future__ import annotations
@@ -11,16 +21,23 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from plenocal import __version__
-from plenocal.errors import InputFileError
+from plenocal.errors import DataError, InputFileError
+from plenocal.evaluate.holdout import evaluate_holdout
 from plenocal.evaluate.metrics import EvaluationReport, evaluate_observations
+from plenocal.evaluate.translation import translation_errors
 from plenocal.io._json import write_document
 from plenocal.io.camera import read_camera
-from plenocal.io.dataset import Dataset, read_dataset
+from plenocal.io.dataset import Dataset, ImageRole, read_dataset
 from plenocal.io.observations import read_observations
 from plenocal.io.poses import read_poses
+from plenocal.model.camera import PlenopticCamera
+from plenocal.model.observations import Observations
 
-HELP = "reprojection RMSEs (u, v, ρ, micro-image centres) of a camera and poses on a dataset's observations"
+HELP = ("reprojection RMSEs (u, v, ρ, micro-image centres) of a camera and poses on a dataset's observations; "
+        "held-out frames (poses re-estimated, intrinsics fixed) and ε_z on translation sequences")
 REPORT_FORMAT = "plenocal-evaluation"
 REPORT_NAME = "report.json"
 
@@ -29,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("evaluate", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
     p.add_argument("dataset", type=Path, metavar="DATASET", help="plenocal dataset folder")
     p.add_argument("--camera", type=Path, default=None, help="camera.json (default: DATASET/camera.json)")
-    p.add_argument("--poses", type=Path, default=None, help="poses.json (default: DATASET/poses.json)")
+    p.add_argument("--poses", type=Path, default=None,
+                   help="poses.json for the reprojection section (default: DATASET/poses.json)")
     p.add_argument("--observations", type=Path, default=None, help="observations.npz (default: the dataset's)")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="folder for report.json")
     p.set_defaults(func=run)
@@ -56,30 +74,95 @@ def build_report(inputs: dict[str, str], sections: list[dict[str, Any]]) -> dict
     return doc
 
 
+def _frames_with_role(dataset: Dataset, role: ImageRole, observations: Observations) -> list[int]:
+    observed = {int(f) for f in np.unique(observations.bap.frame)}
+    return sorted({int(e.frame) for e in dataset.manifest.with_role(role) if e.frame is not None} & observed)
+
+
+def holdout_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations,
+                    frames: list[int], where: Path) -> dict[str, Any]:
+    """``holdout``: RMSEs of the evaluation frames with re-estimated poses (reference §9.1)."""
+    try:
+        res = evaluate_holdout(camera, observations, dataset.manifest.target, frames=frames)
+    except DataError as exc:
+        raise DataError(f"{where}: evaluation frames {frames}: {exc}") from None
+    return {"holdout": res.to_json()}
+
+
+def translation_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations,
+                        frames: list[int], where: Path) -> dict[str, Any]:
+    """``translation``: ε_z over all pairs grouped by ground-truth displacement, and per step."""
+    entries = {int(e.frame): e for e in dataset.manifest.with_role(ImageRole.TRANSLATION) if e.frame is not None}
+    missing = [f for f in frames if entries[f].displacement_mm is None]
+    if missing:
+        raise InputFileError(dataset.folder / "manifest.json",
+                             f"translation images of frames {missing} have no displacement_mm")
+    try:
+        res = evaluate_holdout(camera, observations, dataset.manifest.target, frames=frames)
+        errs = translation_errors(
+            res.poses,
+            {f: float(entries[f].displacement_mm) for f in frames},  # type: ignore[arg-type]
+            {f: int(entries[f].sequence or 0) for f in frames},
+        )
+    except DataError as exc:
+        raise DataError(f"{where}: translation frames {frames}: {exc}") from None
+    out = errs.to_json()
+    out["frames_evaluated"] = sorted(res.poses)
+    out["frames_failed"] = [{"frame": f.frame, "reason": f.reason} for f in res.extrinsics.frames if not f.ok]
+    out["rmse"] = res.evaluation.to_json()["rmse"]
+    return {"translation": out}
+
+
 def run(args: argparse.Namespace) -> int:
     dataset = read_dataset(args.dataset)
     camera_path = _input(args.camera, dataset.camera_path, dataset, "camera.json", "--camera")
-    poses_path = _input(args.poses, dataset.poses_path, dataset, "poses.json", "--poses")
     obs_path = _input(args.observations, dataset.observations_path, dataset, "observations", "--observations")
     camera = read_camera(camera_path)
-    poses = read_poses(poses_path)
     observations = read_observations(obs_path)
-    report = evaluate_observations(camera, poses, dataset.manifest.target, observations)
+    eval_frames = _frames_with_role(dataset, ImageRole.EVALUATION, observations)
+    trans_frames = _frames_with_role(dataset, ImageRole.TRANSLATION, observations)
+    # The reprojection section needs poses; without any, held-out and translation frames may
+    # still be evaluated (their poses are re-estimated).
+    if args.poses is None and dataset.poses_path is None and (eval_frames or trans_frames):
+        poses_path = None
+    else:
+        poses_path = _input(args.poses, dataset.poses_path, dataset, "poses.json", "--poses")
+    poses = read_poses(poses_path) if poses_path is not None else None
+    sections: list[dict[str, Any]] = []
+    report = None
+    if poses is not None:
+        report = evaluate_observations(camera, poses, dataset.manifest.target, observations)
+        sections.append(reprojection_section(report))
+    if eval_frames:
+        sections.append(holdout_section(camera, dataset, observations, eval_frames, Path(obs_path)))
+    if trans_frames:
+        sections.append(translation_section(camera, dataset, observations, trans_frames, Path(obs_path)))
     inputs = {
         "dataset": str(dataset.folder),
         "camera": str(camera_path),
-        "poses": str(poses_path),
+        "poses": str(poses_path) if poses_path is not None else None,
         "observations": str(obs_path),
     }
-    out = write_document(Path(args.output) / REPORT_NAME, build_report(inputs, [reprojection_section(report)]))
-    o = report.overall
+    out = write_document(Path(args.output) / REPORT_NAME, build_report(inputs, sections))
 
     def fmt(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.4g}"
 
-    skipped = sum(report.skipped_no_pose.values())
-    print(
-        f"uv {fmt(o.uv_px)} px, rho {fmt(o.rho_px)} px, mic {fmt(o.mic_px)} px "
-        f"({o.n_bap} features, {o.n_mic} centres, {skipped} without pose); wrote {out}"
-    )
+    lines = []
+    if report is not None:
+        o = report.overall
+        skipped = sum(report.skipped_no_pose.values())
+        lines.append(
+            f"uv {fmt(o.uv_px)} px, rho {fmt(o.rho_px)} px, mic {fmt(o.mic_px)} px "
+            f"({o.n_bap} features, {o.n_mic} centres, {skipped} without pose)"
+        )
+    for sec in sections:
+        if "holdout" in sec:
+            r = sec["holdout"]["rmse"]
+            lines.append(f"held-out ({len(sec['holdout']['frames_evaluated'])} frames, poses re-estimated): "
+                         f"uv {fmt(r['uv_px'])} px, rho {fmt(r['rho_px'])} px")
+        if "translation" in sec:
+            t = sec["translation"]["epsilon_z_percent"]
+            lines.append(f"epsilon_z {t['mean']:.3g} ± {t['std']:.3g} % over {t['n_pairs']} pairs")
+    print("; ".join(lines) + f"; wrote {out}")
     return 0

@@ -1,0 +1,122 @@
+"""``plenocal evaluate``: held-out frames (poses re-estimated, intrinsics fixed) and ε_z on a
+translation sequence, on synthetic observations with known truth (R12-A fixture camera)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plenocal.calib.synthetic import synthetic_observations
+from plenocal.cli.main import main
+from plenocal.io.camera import write_camera
+from plenocal.io.dataset import ImageEntry, ImageRole, Manifest, write_manifest
+from plenocal.io.observations import write_observations
+from plenocal.io.poses import write_poses
+from plenocal.model.geometry import Pose
+from plenocal.model.observations import BapFeatures, Observations
+from plenocal.model.spec import CameraSpec
+from plenocal.sim.poses import translation_poses
+
+CAL = (0, 4, 9)
+EVAL = {100: 2, 101: 7}  # evaluation frame → fixture pose it is derived from
+DIST = (260.0, 270.0, 280.0, 295.0, 310.0)  # translation sequence: board distances, mm
+
+
+def _dataset(folder: Path, camera, poses_fix, board, *, scale_camera: float = 1.0) -> dict[int, Pose]:
+    cal = {f: poses_fix[f] for f in CAL}
+    ev = {f: Pose(poses_fix[g].rotation, poses_fix[g].translation + np.array([4.0, -3.0, 6.0])) for f, g in EVAL.items()}
+    tr = {200 + i: p for i, p in enumerate(translation_poses(board, DIST, camera=camera))}
+    allp = cal | ev | tr
+    noisy, _ = synthetic_observations(camera, allp, board, seed=11)
+    images = [ImageEntry(f"cal{f}.png", ImageRole.CALIBRATION, frame=f) for f in CAL]
+    images += [ImageEntry(f"ev{f}.png", ImageRole.EVALUATION, frame=f) for f in EVAL]
+    images += [ImageEntry(f"tr{f}.png", ImageRole.TRANSLATION, frame=f, sequence=0, displacement_mm=DIST[f - 200] - DIST[0])
+               for f in tr]
+    s = camera.sensor
+    spec = CameraSpec(s.pixel_size_mm, s.width_px, s.height_px, camera.mla.lattice, camera.n_types)
+    write_manifest(folder, Manifest(camera_spec=spec, target=board, images=tuple(images)))
+    write_observations(folder / "observations.npz", noisy)
+    write_camera(folder / "camera.json", camera)
+    write_poses(folder / "poses.json", cal)
+    return allp
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory, r12a_camera, r12a_poses, r12a_board):
+    folder = tmp_path_factory.mktemp("ev")
+    truth = _dataset(folder / "ds", r12a_camera, r12a_poses, r12a_board)
+    assert main(["evaluate", str(folder / "ds"), "-o", str(folder / "out")]) == 0
+    return json.loads((folder / "out" / "report.json").read_text()), truth
+
+
+def test_reprojection_section_kept(evaluated):
+    rep, _ = evaluated
+    # Calibration frames with their given poses; held-out/translation features have no pose there.
+    assert rep["rmse"]["uv_px"] == pytest.approx(0.3 * np.sqrt(2), rel=0.06)
+    assert sorted(int(f) for f in rep["per_frame"]) == list(CAL)
+    assert rep["skipped"]["features_without_pose"] > 0
+
+
+def test_holdout_section(evaluated):
+    rep, _ = evaluated
+    h = rep["holdout"]
+    assert h["frames_evaluated"] == sorted(EVAL) and h["frames_failed"] == []
+    assert h["rmse"]["uv_px"] == pytest.approx(0.3 * np.sqrt(2), rel=0.06)
+    assert h["rmse"]["rho_px"] == pytest.approx(0.05, rel=0.1)
+    assert h["rmse"]["mic_px"] is None and h["n_mic"] == 0
+    assert set(h["per_frame"]) == {str(f) for f in EVAL} and set(h["per_type"]) == {"0", "1", "2"}
+    assert h["solver"]["converged"]
+
+
+def test_translation_section(evaluated):
+    rep, _ = evaluated
+    t = rep["translation"]
+    assert t["frames_evaluated"] == [200, 201, 202, 203, 204]
+    assert t["epsilon_z_percent"]["n_pairs"] == 10
+    # True camera, 0.3 px noise on ~1000 features per frame: t_z to a few 0.01 mm, so ε_z ≪ 1 %.
+    assert 0 < t["epsilon_z_percent"]["mean"] < 0.5
+    by = {g["displacement_mm"]: g["n_pairs"] for g in t["by_displacement"]}
+    assert by[10.0] == 2 and by[50.0] == 1 and sum(by.values()) == 10
+    assert [s["frame_i"] for s in t["per_step"]] == [200, 201, 202, 203]
+
+
+def test_wrong_focal_length_shows_in_epsilon_z(tmp_path, r12a_camera, r12a_poses, r12a_board, capsys):
+    """A camera whose F and D are 3 % off (the rest fixed) measures displacements wrong."""
+    from plenocal.calib.synthetic import perturbed_camera
+
+    _dataset(tmp_path / "ds", r12a_camera, r12a_poses, r12a_board)
+    bad = perturbed_camera(r12a_camera, relative=0.03, principal_point_px=0.0, seed=0)
+    write_camera(tmp_path / "bad.json", bad)
+    assert main(["evaluate", str(tmp_path / "ds"), "--camera", str(tmp_path / "bad.json"), "-o", str(tmp_path / "o")]) == 0
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert rep["translation"]["epsilon_z_percent"]["mean"] > 1.0
+    assert rep["holdout"]["rmse"]["rho_px"] > 0.2  # 0.05 px with the true camera: the pose cannot absorb it
+    assert "epsilon_z" in capsys.readouterr().out
+
+
+def test_without_poses_only_reestimated_sections(tmp_path, r12a_camera, r12a_poses, r12a_board):
+    _dataset(tmp_path / "ds", r12a_camera, r12a_poses, r12a_board)
+    (tmp_path / "ds" / "poses.json").unlink()
+    assert main(["evaluate", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]) == 0
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert "rmse" not in rep and rep["inputs"]["poses"] is None
+    assert {"holdout", "translation"} <= set(rep)
+
+
+def test_translation_frames_without_features_is_an_error(tmp_path, r12a_camera, r12a_poses, r12a_board, capsys):
+    """Only one translation frame observed: no pair, one-line error naming the observations."""
+    from plenocal.io.observations import read_observations
+
+    _dataset(tmp_path / "ds", r12a_camera, r12a_poses, r12a_board)
+    obs = read_observations(tmp_path / "ds" / "observations.npz")
+    keep = (obs.bap.frame < 201)
+    write_observations(tmp_path / "ds" / "observations.npz",
+                       Observations(BapFeatures(**{k: v[keep] for k, v in obs.bap.columns().items()}), obs.mic))
+    out = tmp_path / "o"
+    assert main(["evaluate", str(tmp_path / "ds"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "observations.npz" in err and "translation frames [200]" in err and "\n" not in err
+    assert not out.exists()
