@@ -179,11 +179,26 @@ def pupil_shift(
     N = camera.main_lens.f_number if f_number is None else float(f_number)
     s = camera.sensor.pixel_size_mm
     m, q = radius_law(camera)
-    ra = abs(m) / N / s
     types = camera.mla.types.type_of(k, l)
     rb = np.abs(np.asarray(q, dtype=np.float64))[types] / s
     mic = micro_image_centres(camera, k, l)
-    e = uv - mic
+    return pupil_shift_px(uv, rho, mic, abs(m) / N / s, rb, iterations=iterations)
+
+
+def pupil_shift_px(
+    uv: FloatArray,
+    rho: FloatArray,
+    mic_uv: FloatArray,
+    radius_aperture_px: float,
+    radius_lens_px: FloatArray,
+    *,
+    iterations: int = 40,
+) -> FloatArray:
+    """:func:`pupil_shift` in image terms: chief-ray positions ``uv`` (N, 2) with blur ``rho`` in
+    micro-images centred at ``mic_uv``, R_a = ``radius_aperture_px``, R_b = ``radius_lens_px``."""
+    rb = np.asarray(radius_lens_px, dtype=np.float64)
+    ra = float(radius_aperture_px)
+    e = np.asarray(uv, dtype=np.float64) - mic_uv
     en = np.hypot(e[:, 0], e[:, 1])
     gain = -np.asarray(rho, dtype=np.float64) / rb
     eo = en.copy()
@@ -191,7 +206,7 @@ def pupil_shift(
     for _ in range(iterations):
         eo = np.minimum(en + gain * disc_intersection_centroid(eo, rb, ra), limit)
     scale = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
-    return mic + e * scale[:, None]
+    return mic_uv + e * scale[:, None]
 
 
 def pupil_unshift(

@@ -1,0 +1,225 @@
+"""BAP features of one raw checkerboard image (paper §4): corners → clusters → υ → ρ.
+
+No clicks, no prompts: every micro-image of the grid is examined, rejections are counted, and
+outlier clusters are dropped automatically (reference §6.2–6.5 describe the interactive original).
+Cluster ids are per frame; linking clusters to checkerboard nodes needs a pose
+(:func:`plenocal.calib.extrinsics.initial_extrinsics`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from plenocal.detect.clusters import blur_radii_px, cluster_observations, validate_clusters, virtual_depths
+from plenocal.detect.corners import classify, devignette, fit_corners, refine_symmetric
+from plenocal.model.camera import MicroImageGrid
+from plenocal.model.lattice import TypeLayout
+from plenocal.model.observations import BapFeatures
+from plenocal.model.projection import pupil_unshift
+from plenocal.model.white import InternalParameters
+
+USABLE_RADIUS_FRACTION = 0.85
+"""The devignetted micro-image is usable out to this fraction of its radius |R_i(N)| (the white
+falls to ~10 % of its peak there; beyond, devignetting amplifies noise)."""
+BORDER_MARGIN_PX = 1.0
+MIN_CONTRAST = 0.1
+MIN_LINE_ANGLE_RAD = np.radians(20.0)
+MAX_SIGMA_PX = 8.0
+MAX_RMS = 0.5
+VIRTUAL_DEPTH_ROUNDS = 4
+VIRTUAL_DEPTH_SPREAD = 1.6
+"""Clusters whose υ differs from the frame's median by more than this factor are dropped."""
+
+
+@dataclass(frozen=True)
+class FrameDetection:
+    features: BapFeatures
+    """(u, v, ρ, k, l, cluster) of accepted observations; node = −1 (not linked yet)."""
+    virtual_depth: NDArray[np.float64]
+    """(K,) per cluster."""
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def detect_frame(
+    image: NDArray,
+    white: NDArray,
+    *,
+    grid: MicroImageGrid,
+    omega: InternalParameters,
+    layout: TypeLayout,
+    frame: int = 0,
+    pupil_vignetting: bool = True,
+) -> FrameDetection:
+    """BAP features of one raw checkerboard image.
+
+    Parameters
+    ----------
+    image, white : (H, W) grey raw checkerboard image and the white at the same f-number.
+    grid : micro-image grid (pre-calibration).
+    omega : Ω (m, q'_i, Δc, λ, N) from pre-calibration.
+    layout : micro-lens type layout.
+    pupil_vignetting : estimate υ from positions corrected for the pupil-vignetting shift (the
+        reported (u, v) stay as observed).
+    """
+    H, W = np.asarray(image).shape[:2]
+    dv, weight = devignette(image, white)
+    smooth = cv2.GaussianBlur(dv.astype(np.float32), (0, 0), 1.0).astype(np.float64)
+    k_all, l_all = grid.lattice.all_indices()
+    centres = grid.centres(k_all, l_all)
+    n_types = max(layout.n_types, 1)
+    types = layout.type_of(k_all, l_all) if layout.n_types else np.zeros(len(k_all), dtype=np.int64)
+    q = np.asarray(omega.q_mm if omega.q_mm else (0.0,), dtype=np.float64)
+    radius = np.abs(omega.m_mm / omega.f_number + q[np.clip(types, 0, n_types - 1)]) / omega.pixel_size_mm
+    usable = USABLE_RADIUS_FRACTION * radius
+    margin = np.ceil(radius) + 2
+    on = (centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin) & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin)
+    idx_on = np.flatnonzero(on)
+    cand = classify(smooth, centres[on], usable[on])
+    idx = idx_on[cand.index]
+    fit = fit_corners(dv, weight, centres[idx], usable[idx], cand.corner, cand.angles)
+    corner, sym_radius = refine_symmetric(dv, weight, centres[idx], usable[idx], fit.corner)
+    # Near the border the symmetric window vanishes: keep the X-junction fit there.
+    corner = np.where((sym_radius > 0)[:, None], corner, fit.corner)
+    dist = np.hypot(*(corner - centres[idx]).T)
+    ok_conv = fit.converged
+    ok_border = dist <= usable[idx] - BORDER_MARGIN_PX
+    ok_photo = (fit.contrast > MIN_CONTRAST) & (fit.angle_between_rad > MIN_LINE_ANGLE_RAD) & (fit.sigma_px < MAX_SIGMA_PX) & (fit.rms < MAX_RMS)
+    accept = ok_conv & ok_border & ok_photo
+    counts = {f"class_{k}": v for k, v in cand.counts.items()}
+    counts.update(
+        {
+            "micro_images": int(on.sum()),
+            "rejected_not_converged": int((~ok_conv).sum()),
+            "rejected_border": int((ok_conv & ~ok_border).sum()),
+            "rejected_photometric": int((ok_conv & ok_border & ~ok_photo).sum()),
+            "corners": int(accept.sum()),
+        }
+    )
+    sel = idx[accept]
+    uv = corner[accept]
+    angles = fit.angles[accept]
+    clusters = cluster_observations(uv, grid.diameter_px)
+    counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
+    ra = abs(omega.m_mm) / omega.f_number / omega.pixel_size_mm
+    rb_all = np.abs(q[np.clip(types, 0, n_types - 1)]) / omega.pixel_size_mm
+    vig = pupil_vignetting and layout.n_types > 0
+
+    def estimate(sel, uv, labels0):
+        """Validate clusters, υ and ρ from chief-ray positions (observed features are displaced
+        radially by the vignetting of the micro-lens pupil, model.projection.pupil_shift; undo it
+        with the current ρ and re-estimate: a fixed point converging in a few rounds)."""
+        t = types[sel]
+        mic_sel = centres[sel]
+        chief = uv
+        labels, fit_counts = labels0, {}
+        for _ in range(VIRTUAL_DEPTH_ROUNDS if vig else 1):
+            labels, fit_counts = validate_clusters(chief, mic_sel, labels0, lambda_=omega.lambda_)
+            v_obs, v_cluster = virtual_depths(chief, mic_sel, labels, micro_image_pitch_px=grid.diameter_px, lambda_=omega.lambda_)
+            rho = blur_radii_px(v_obs, t, omega) if layout.n_types else np.full(len(sel), np.nan)
+            if vig:
+                chief = pupil_unshift(uv, np.nan_to_num(rho), mic_sel, ra, rb_all[sel])
+        # A planar target at the paper's tilts spans a limited range of virtual depths: clusters
+        # far from the frame's median υ are scene points that are not target corners (e.g. the
+        # printed area's outer corners seen at close range).
+        finite = np.isfinite(v_cluster)
+        n_off = 0
+        if finite.sum() >= 3:
+            med = float(np.median(np.abs(v_cluster[finite])))
+            off = finite & (np.abs(np.log(np.abs(v_cluster) / med)) > np.log(VIRTUAL_DEPTH_SPREAD))
+            n_off = int(off.sum())
+            labels = np.where(np.isin(labels, np.flatnonzero(off)), -1, labels)
+            v_obs = np.where(labels >= 0, v_obs, np.nan)
+            v_cluster = np.where(off, np.nan, v_cluster)
+        fit_counts["clusters_virtual_depth_outliers"] = n_off
+        return labels, v_obs, v_cluster, rho, chief, fit_counts
+
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, clusters.labels)
+    # Guided detection: every valid cluster predicts where its corner must appear in all the
+    # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
+    # there from that start and keep fits that land on the prediction.
+    g_sel, g_uv, _g_ang, g_lab = _guided(
+        dv, weight, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra, rb_all, vig, layout
+    )
+    counts["guided_added"] = len(g_sel)
+    if len(g_sel):
+        sel = np.concatenate([sel, g_sel])
+        uv = np.concatenate([uv, g_uv])
+        labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, np.concatenate([labels, g_lab]))
+    counts.update(fit_counts)
+    keep = (labels >= 0) & np.isfinite(v_obs)
+    n = int(keep.sum())
+    feats = BapFeatures(
+        frame=np.full(n, frame),
+        k=k_all[sel][keep],
+        l=l_all[sel][keep],
+        u=uv[keep, 0],
+        v=uv[keep, 1],
+        rho=rho[keep],
+        node=np.full(n, -1),
+        cluster=labels[keep],
+    )
+    counts["features"] = n
+    return FrameDetection(feats, v_cluster, counts)
+
+
+GUIDED_TOLERANCE_PX = 1.0
+"""A guided fit must land within this distance of its prediction."""
+
+
+def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra, rb_all, vig, layout):
+    """Candidate corners predicted from each cluster's plenoptic model, fitted and checked."""
+    from plenocal.detect.clusters import blur_radii_px
+    from plenocal.model.projection import pupil_shift_px
+
+    taken = set(sel.tolist())
+    cand_idx, cand_pred, cand_ang, cand_lab = [], [], [], []
+    on_idx = np.flatnonzero(on)
+    for c in np.unique(labels[labels >= 0]):  # one prediction per target corner
+        members = np.flatnonzero(labels == c)
+        if len(members) < 2 or not np.isfinite(v_cluster[c]):
+            continue
+        mic = centres[sel[members]]
+        A = np.zeros((2 * len(members), 3))
+        A[0::2, 0], A[1::2, 0] = mic[:, 0], mic[:, 1]
+        A[0::2, 1] = 1.0
+        A[1::2, 2] = 1.0
+        a, kx, ky = np.linalg.lstsq(A, chief[members].reshape(-1), rcond=None)[0]
+        # Micro-images near the cluster whose predicted chief-ray point lies inside their usable disc.
+        centre = chief[members].mean(axis=0)
+        near = on_idx[np.hypot(*(centres[on_idx] - centre).T) < 6.0 * np.abs(v_cluster[c]) * 0.5 * float(np.median(usable)) + 50.0]
+        pred = a * centres[near] + np.array([kx, ky])
+        inside = np.hypot(*(pred - centres[near]).T) <= usable[near] - BORDER_MARGIN_PX
+        near, pred = near[inside], pred[inside]
+        fresh = np.array([j not in taken for j in near], dtype=bool)
+        near, pred = near[fresh], pred[fresh]
+        if not len(near):
+            continue
+        if vig:
+            rho = blur_radii_px(np.full(len(near), v_cluster[c]), types[near], omega)
+            pred = pupil_shift_px(pred, rho, centres[near], ra, rb_all[near])
+        th = np.median(angles[members], axis=0)
+        cand_idx.append(near)
+        cand_pred.append(pred)
+        cand_ang.append(np.repeat(th[None], len(near), axis=0))
+        cand_lab.append(np.full(len(near), c))
+        taken.update(near.tolist())
+    if not cand_idx:
+        z = np.zeros(0, dtype=np.int64)
+        return z, np.zeros((0, 2)), np.zeros((0, 2)), z
+    idx = np.concatenate(cand_idx)
+    pred = np.concatenate(cand_pred)
+    ang = np.concatenate(cand_ang)
+    lab = np.concatenate(cand_lab)
+    fit = fit_corners(dv, weight, centres[idx], usable[idx], pred, ang)
+    corner, sym_radius = refine_symmetric(dv, weight, centres[idx], usable[idx], fit.corner)
+    # Too close to the border for the symmetric refinement: keep the X-junction fit (the
+    # prediction checks it independently).
+    corner = np.where((sym_radius > 0)[:, None], corner, fit.corner)
+    ok = fit.converged & (np.hypot(*(corner - pred).T) <= GUIDED_TOLERANCE_PX)
+    ok &= np.hypot(*(corner - centres[idx]).T) <= usable[idx] - BORDER_MARGIN_PX
+    ok &= (fit.contrast > MIN_CONTRAST) & (fit.angle_between_rad > MIN_LINE_ANGLE_RAD) & (fit.sigma_px < MAX_SIGMA_PX) & (fit.rms < MAX_RMS)
+    return idx[ok], corner[ok], fit.angles[ok], lab[ok]

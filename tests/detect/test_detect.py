@@ -1,0 +1,117 @@
+"""BAP detection on ray-traced small r12-a frames, against the model's ground truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plenocal.cli.main import main
+from plenocal.detect.clusters import validate_clusters, virtual_depths
+from plenocal.detect.pipeline import detect_frame
+from plenocal.io import read_camera, read_dataset, read_observations
+from plenocal.model.projection import pupil_shift
+from plenocal.model.white import internal_parameters
+from plenocal.sim.groundtruth import FeatureOracle
+from plenocal.sim.poses import random_poses
+from plenocal.sim.presets import preset
+from plenocal.sim.scene import CheckerboardPlate, Scene, WhiteDiffuser
+from plenocal.sim.tracer import render
+
+
+@pytest.fixture(scope="module")
+def frames():
+    p = preset("r12-a", small=True)
+    cam, board, N = p.camera, p.plan.board, p.plan.checkerboard_f_number
+    oracle = FeatureOracle(cam)
+    poses = random_poses(cam, board, 3, distance_range_mm=(320.0, 360.0), rng=np.random.default_rng(1), oracle=oracle)
+    white = render(cam, WhiteDiffuser(), f_number=N, rays=48, seed=3, image_id=99)
+    out = []
+    for i, pose in enumerate(poses):
+        img = render(cam, Scene((CheckerboardPlate(board, pose),)), f_number=N, rays=48, seed=3, image_id=i)
+        out.append((img, oracle.board_features(board, pose, frame=i)))
+    return cam, white, out
+
+
+def _match(cam, det, truth):
+    key = {(a, b): j for j, (a, b) in enumerate(zip(truth.k, truth.l, strict=True))}
+    j = np.array([key.get((a, b), -1) for a, b in zip(det.k, det.l, strict=True)], dtype=int)
+    shifted = pupil_shift(cam, np.c_[truth.u, truth.v], truth.rho, truth.k, truth.l)
+    return j, shifted
+
+
+def test_detected_features_agree_with_the_vignetting_aware_model(frames):
+    """Positions vs the model with pupil vignetting, ρ vs the model's ρ; no false detection."""
+    cam, white, data = frames
+    omega = internal_parameters(cam)
+    errs, rho_errs, chief_errs = [], [], []
+    for i, (img, truth) in enumerate(data):
+        det = detect_frame(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types, frame=i).features
+        assert len(det) > 10
+        j, shifted = _match(cam, det, truth)
+        assert np.all(j >= 0), "a detection in a micro-image that sees no corner"
+        errs.append(np.hypot(det.u - shifted[j, 0], det.v - shifted[j, 1]))
+        chief_errs.append(np.hypot(det.u - truth.u[j], det.v - truth.v[j]))
+        rho_errs.append(det.rho - truth.rho[j])
+        # Every cluster is one target corner.
+        for c in np.unique(det.cluster):
+            assert len(set(truth.node[j[det.cluster == c]])) == 1
+    e = np.concatenate(errs)
+    assert e.max() < 1.0
+    assert np.sqrt(np.mean(e**2)) < 0.25
+    # The chief-ray model is clearly worse on the same detections (pupil vignetting).
+    assert np.sqrt(np.mean(np.concatenate(chief_errs) ** 2)) > 1.5 * np.sqrt(np.mean(e**2))
+    assert np.sqrt(np.mean(np.concatenate(rho_errs) ** 2)) < 0.1
+
+
+def test_virtual_depth_and_cluster_model_on_exact_projections():
+    """eq:virtdepth on exact chief-ray projections gives the true υ; an off-model point is rejected."""
+    cam = preset("r12-a", small=True).camera
+    pt = np.array([[1.0, -0.5, 330.0]])
+    oracle = FeatureOracle(cam)
+    f = oracle.features(pt)
+    mic = cam.grid.centres(f.k, f.l)
+    labels = np.zeros(len(f), dtype=np.int64)
+    uv = np.c_[f.u, f.v]
+    _v_obs, v_cl = virtual_depths(uv, mic, labels, micro_image_pitch_px=cam.grid.diameter_px, lambda_=cam.lambda_)
+    from plenocal.model.projection import depth_in_mla, virtual_points
+
+    v_true = -depth_in_mla(cam, virtual_points(cam, pt))[0] / cam.d_mm
+    assert v_cl[0] == pytest.approx(v_true, rel=0.01)
+    uv_bad = uv.copy()
+    uv_bad[0] += 3.0
+    new, counts = validate_clusters(uv_bad, mic, labels, lambda_=cam.lambda_)
+    assert new[0] == -1 and np.all(new[1:] == 0) and counts["observations_off_model"] == 1
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("det")
+    ds = root / "ds"
+    assert main(["simulate", "r12-a", "--small", "-o", str(ds), "--seed", "2", "--rays", "24",
+                 "--frames", "white,devignetting,calibration=4"]) == 0
+    assert main(["precalibrate", str(ds), "-o", str(ds / "precalibration"), "--no-plots"]) == 0
+    return ds
+
+
+def test_detect_cli_links_features_to_the_right_nodes(dataset, tmp_path, capsys):
+    out = tmp_path / "det"
+    assert main(["detect", str(dataset), "-o", str(out), "--overlays", "1", "--csv"]) == 0
+    obs = read_observations(out / "observations.npz")
+    ds = read_dataset(dataset)
+    gt = read_observations(ds.path(ds.manifest.ground_truth.observations)).bap
+    key = {(f, k, l): i for i, (f, k, l) in enumerate(zip(gt.frame, gt.k, gt.l, strict=True))}
+    j = np.array([key.get((f, k, l), -1) for f, k, l in zip(obs.bap.frame, obs.bap.k, obs.bap.l, strict=True)])
+    assert len(obs.bap) > 40 and np.all(j >= 0)
+    assert np.all(obs.bap.node == gt.node[j])
+    assert len(obs.mic) > 1000
+    assert (out / "bap.csv").is_file() and (out / "overlays" / "frame-000.png").is_file()
+    cam = read_camera(ds.path(ds.manifest.ground_truth.camera))
+    assert cam.n_types == 3
+
+
+def test_detect_cli_without_precalibration_is_one_line(dataset, tmp_path, capsys):
+    out = tmp_path / "det"
+    assert main(["detect", str(dataset), "-o", str(out), "--precalibration", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no camera.json from pre-calibration" in err
+    assert not out.exists()
