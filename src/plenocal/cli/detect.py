@@ -32,6 +32,8 @@ from plenocal.io.observations import export_observations_csv, read_observations,
 from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
 
 LINK_MAX_RMSE_FRACTION = 0.1
+LINK_MIN_CLUSTERS = 6
+LINK_MIN_NODE_FRACTION = 0.6
 HELP = "detect BAP features (corners, clusters, virtual depth, blur radius) in the checkerboard images"
 
 
@@ -117,12 +119,23 @@ def run(args: argparse.Namespace) -> int:
     linked = ext.bap if ext.bap is not None else bap
     keep = linked.node >= 0
     status = {r.frame: r for r in ext.frames}
+    # With few clusters a wrong labelling of a symmetric board fits as well as the right one
+    # (PnP has the freedom): do not link frames that see too few of the board's nodes.
+    min_clusters = max(LINK_MIN_CLUSTERS, int(np.ceil(LINK_MIN_NODE_FRACTION * board.n_nodes)))
+    too_few: dict[int, int] = {}
+    for frame in np.unique(linked.frame):
+        rows = linked.frame == frame
+        n_clusters = len(np.unique(linked.node[rows & keep]))
+        if n_clusters and n_clusters < min_clusters:
+            too_few[int(frame)] = n_clusters
+            keep &= ~rows
     for rec in per_frame:
         r = status.get(rec["frame"])
         rows = linked.frame == rec["frame"]
+        few = too_few.get(rec["frame"])
         rec["linking"] = {
-            "ok": bool(r.ok) if r else False,
-            "reason": r.reason if r else "no features",
+            "ok": bool(r.ok) and few is None if r else False,
+            "reason": (f"only {few} linked clusters (need >= {min_clusters})" if few is not None else r.reason) if r else "no features",
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
@@ -143,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         "n_bap": len(obs.bap),
         "n_mic": len(obs.mic),
         "n_frames": len(frames),
-        "n_frames_linked": sum(1 for r in ext.frames if r.ok),
+        "n_frames_linked": sum(1 for r in ext.frames if r.ok and r.frame not in too_few),
         "wall_time_s": time.perf_counter() - t_all,
         "frames": per_frame,
     }

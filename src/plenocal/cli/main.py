@@ -17,7 +17,7 @@ from plenocal import __version__
 from plenocal.errors import PlenocalError
 
 # Subcommand modules, in the order shown by --help. Each exists only once it works.
-SUBCOMMANDS: tuple[str, ...] = ("simulate", "precalibrate", "detect", "import_libpleno", "export_libpleno", "calibrate", "evaluate", "blur", "profile", "report")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "run", "simulate", "precalibrate", "detect", "import_libpleno", "export_libpleno", "calibrate", "evaluate", "blur", "profile", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,218 @@
+"""``plenocal run DATASET -o OUT``: the whole pipeline, resumable.
+
+precalibrate → detect → calibrate → blur → evaluate → profile → report, each stage writing to
+``OUT/<stage>/`` through its own subcommand. A stage is skipped when its outputs exist and its
+fingerprint (its arguments and the size and modification time of every input file, including the
+outputs of the stages it reads, and plenocal's version) is the one recorded in ``OUT/<stage>/stage.json``; ``--force``
+redoes everything. A dataset that already carries observations and no white images (e.g. made by
+``plenocal import-libpleno``) starts at calibration. A final table summarises the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plenocal.errors import PlenocalError
+from plenocal.io._json import write_document
+from plenocal.io.dataset import Dataset, ImageRole, read_dataset
+
+HELP = "run the whole pipeline on a dataset: precalibrate, detect, calibrate, blur, evaluate, profile, report"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("run", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
+    p.add_argument("dataset", type=Path, metavar="DATASET", help="plenocal dataset folder")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="output folder (one sub-folder per stage)")
+    p.add_argument("--force", action="store_true", help="redo every stage even if its outputs are up to date")
+    p.add_argument(
+        "--no-pupil-vignetting", action="store_true",
+        help="use the paper's chief-ray (u, v) model in detection and calibration",
+    )
+    p.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    argv: list[str]
+    inputs: list[Path]
+    outputs: list[Path]
+
+
+def _fingerprint(stage: Stage) -> str:
+    from plenocal import __version__
+
+    h = hashlib.sha256(json.dumps([__version__, *stage.argv]).encode())
+    for p in sorted(stage.inputs, key=str):
+        try:
+            st = p.stat()
+            h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
+        except OSError:
+            h.update(f"{p}:missing".encode())
+    return h.hexdigest()
+
+
+def _up_to_date(stage: Stage, folder: Path) -> bool:
+    record = folder / "stage.json"
+    if not record.is_file() or not all(p.exists() for p in stage.outputs):
+        return False
+    try:
+        return json.loads(record.read_text()).get("fingerprint") == _fingerprint(stage)
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
+    """The stages to run on ``dataset`` (see the module docstring)."""
+    m = dataset.manifest
+    ds = str(dataset.folder)
+    manifest = dataset.folder / "manifest.json"
+    images = [dataset.path(e.path) for e in m.images]
+    has_whites = bool(m.with_role(ImageRole.WHITE))
+    pre, det, cal = out / "precalibration", out / "detection", out / "calibration"
+    stages: list[Stage] = []
+    vig = ["--pupil-vignetting"] if vignetting else []
+    if has_whites:
+        whites = [dataset.path(e.path) for e in m.with_role(ImageRole.WHITE)]
+        stages.append(Stage("precalibrate", ["precalibrate", ds, "-o", str(pre)], [manifest, *whites], [pre / "camera.json", pre / "observations.npz"]))
+        stages.append(
+            Stage(
+                "detect",
+                ["detect", ds, "-o", str(det), "--precalibration", str(pre), *([] if vignetting else ["--no-pupil-vignetting"])],
+                [manifest, *images, pre / "camera.json", pre / "observations.npz"],
+                [det / "observations.npz", det / "detection.json"],
+            )
+        )
+        obs, initial = det / "observations.npz", ["--initial", str(pre)]
+        cal_inputs = [manifest, obs, pre / "camera.json"]
+    else:
+        if dataset.observations_path is None:
+            raise PlenocalError(f"{manifest}: no white images to pre-calibrate and no observations to calibrate from")
+        obs, initial = dataset.observations_path, []
+        cal_inputs = [manifest, obs, *(p for p in (dataset.camera_path, dataset.internal_parameters_path) if p)]
+    stages.append(
+        Stage(
+            "calibrate",
+            ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial, *vig],
+            cal_inputs,
+            [cal / "camera.json", cal / "poses.json", cal / "report.json"],
+        )
+    )
+    camera, poses = cal / "camera.json", cal / "poses.json"
+    if has_whites and m.with_role(ImageRole.DEVIGNETTING):
+        stages.append(
+            Stage(
+                "blur",
+                ["blur", ds, "--camera", str(camera), "--observations", str(obs), "-o", str(out / "blur")],
+                [manifest, *images, camera, obs],
+                [out / "blur" / "kappa.json"],
+            )
+        )
+    stages.append(
+        Stage(
+            "evaluate",
+            ["evaluate", ds, "--camera", str(camera), "--poses", str(poses), "--observations", str(obs), "-o", str(out / "evaluation")],
+            [manifest, camera, poses, obs],
+            [out / "evaluation" / "report.json"],
+        )
+    )
+    stages.append(Stage("profile", ["profile", str(camera), "-o", str(out / "profile")], [camera], [out / "profile" / "profile.json"]))
+    stages.append(
+        Stage(
+            "report",
+            ["report", str(out), "-o", str(out / "report.html")],
+            [p for s in stages for p in s.outputs],
+            [out / "report.html"],
+        )
+    )
+    return stages
+
+
+def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Run (or skip) each stage in order; returns per-stage status and wall time."""
+    from plenocal.cli.main import main as cli_main
+
+    status: dict[str, dict[str, Any]] = {}
+    for stage in stages:
+        folder = stage.outputs[0].parent
+        if not force and _up_to_date(stage, folder):
+            status[stage.name] = {"status": "up to date", "wall_time_s": 0.0}
+            log(f"[{stage.name}] up to date, skipped")
+            continue
+        log(f"[{stage.name}] plenocal {' '.join(stage.argv)}")
+        t0 = time.perf_counter()
+        code = cli_main(stage.argv)
+        wall = time.perf_counter() - t0
+        if code != 0:
+            raise PlenocalError(f"stage '{stage.name}' failed (exit {code}); fix the error above and run again (finished stages are kept)")
+        if stage.name != "report":
+            write_document(folder / "stage.json", {"format": "plenocal-stage", "version": 1, "stage": stage.name, "argv": stage.argv, "fingerprint": _fingerprint(stage), "wall_time_s": wall})
+        status[stage.name] = {"status": "done", "wall_time_s": wall}
+    return status
+
+
+def summary_rows(out: Path) -> list[tuple[str, str]]:
+    """(label, value) pairs of the headline results found in ``out``."""
+    rows: list[tuple[str, str]] = []
+
+    def load(p: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    cal = load(out / "calibration" / "report.json")
+    if cal:
+        r = cal.get("rmse", {})
+        rows.append(("calibration RMSE u,v / ρ / MIC [px]", f"{r.get('uv_px', float('nan')):.3f} / {r.get('rho_px', float('nan')):.4f} / {r.get('mic_px', float('nan')):.3f}"))
+        rows.append(("features / centres / frames", f"{cal.get('n_bap')} / {cal.get('n_mic')} / {cal.get('n_frames')}"))
+        rows.append(("converged (iterations, solve s)", f"{cal.get('converged')} ({cal.get('iterations')}, {cal.get('wall_time_s', float('nan')):.2f})"))
+    ev = load(out / "evaluation" / "report.json")
+    if ev:
+        held = ev.get("holdout") or {}
+        if held.get("rmse"):
+            hr = held["rmse"]
+            n_held = len(held.get("frames_evaluated") or [])
+            rows.append((f"held-out RMSE u,v / ρ [px] ({n_held} frames)", f"{hr.get('uv_px', float('nan')):.3f} / {hr.get('rho_px', float('nan')):.4f}"))
+        tr = ev.get("translation") or {}
+        if tr.get("epsilon_z_percent") is not None:
+            e = tr["epsilon_z_percent"]
+            rows.append(("ε_z [%]", f"{e.get('mean', float('nan')):.2f} ± {e.get('std', float('nan')):.2f}"))
+    kp = load(out / "blur" / "kappa.json")
+    if kp and kp.get("kappa") is not None:
+        rows.append(("κ (σ = κ·ρ)", f"{kp['kappa']:.3f}"))
+    pr = load(out / "profile" / "profile.json")
+    if pr:
+        tot = pr.get("total") or {}
+        if tot.get("dof_object_mm") is not None:
+            rows.append(("total depth of field [mm]", f"{tot['dof_object_mm']:.2f}"))
+    if (out / "report.html").is_file():
+        rows.append(("report", str(out / "report.html")))
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    dataset = read_dataset(args.dataset)
+    out = Path(args.output)
+    stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting)
+    t0 = time.perf_counter()
+    status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
+    table = Table(title=f"plenocal run: {dataset.folder.name} ({time.perf_counter() - t0:.1f} s)")
+    table.add_column("result")
+    table.add_column("value")
+    for label, value in summary_rows(out):
+        table.add_row(label, value)
+    table.add_row("stages", ", ".join(f"{k} {v['wall_time_s']:.1f}s" if v["status"] == "done" else f"{k} (kept)" for k, v in status.items()))
+    console.print(table)
+    return 0

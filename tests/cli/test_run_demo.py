@@ -1,0 +1,68 @@
+"""``plenocal run`` and ``plenocal demo`` end to end on a small simulated dataset (reduced)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from plenocal.cli.main import main
+from plenocal.io import read_camera, read_camera_file, read_dataset
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    import os
+
+    old = os.environ.get("PLENOCAL_CACHE")
+    os.environ["PLENOCAL_CACHE"] = str(root / "cache")
+    try:
+        assert main(["demo", "--quick", "--rays", "16", "-o", str(root / "out")]) == 0
+    finally:
+        if old is None:
+            os.environ.pop("PLENOCAL_CACHE")
+        else:
+            os.environ["PLENOCAL_CACHE"] = old
+    datasets = list((root / "cache").iterdir())
+    assert len(datasets) == 1
+    return datasets[0], root / "out"
+
+
+def test_demo_writes_every_stage_and_the_report(demo):
+    _, out = demo
+    for f in ("precalibration/camera.json", "detection/observations.npz", "calibration/camera.json",
+              "calibration/report.json", "evaluation/report.json", "profile/profile.json", "report.html"):
+        assert (out / f).is_file(), f
+    html = (out / "report.html").read_text()
+    assert "<img" in html and "http://" not in html and "https://" not in html
+
+
+def test_demo_calibration_is_close_to_the_truth(demo):
+    """The calibrated camera is near the true one (tolerances from this small, 6-frame dataset)."""
+    dataset, out = demo
+    ds = read_dataset(dataset)
+    truth = read_camera(ds.path(ds.manifest.ground_truth.camera))
+    cal = read_camera_file(out / "calibration" / "camera.json").camera
+    rep = json.loads((out / "calibration" / "report.json").read_text())
+    assert rep["converged"]
+    assert rep["rmse"]["uv_px"] < 0.6 and rep["rmse"]["rho_px"] < 0.1
+    assert cal.main_lens.focal_length_mm == pytest.approx(truth.main_lens.focal_length_mm, rel=0.05)
+    assert cal.D_mm == pytest.approx(truth.D_mm, rel=0.05)
+    assert cal.d_mm == pytest.approx(truth.d_mm, rel=0.10)
+    np.testing.assert_allclose(cal.mla.focal_lengths_mm, truth.mla.focal_lengths_mm, rtol=0.12)
+
+
+def test_run_is_resumable(demo, capsys):
+    dataset, out = demo
+    assert main(["run", str(dataset), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    for stage in ("precalibrate", "detect", "calibrate", "evaluate", "profile"):
+        assert f"[{stage}] up to date, skipped" in text
+
+
+def test_run_on_a_missing_dataset_is_one_line(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
