@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, peak_memory_mb, time_runs  # noqa: E402
+from _common import machine, peak_memory_mb, time_runs
 
-from plenocal.model import micro_image_centres  # noqa: E402
-from plenocal.model.spec import CameraSpec  # noqa: E402
-from plenocal.model.white import internal_parameters  # noqa: E402
-from plenocal.precalib.pipeline import WhiteImage, precalibrate  # noqa: E402
-from plenocal.sim.presets import preset  # noqa: E402
-from plenocal.sim.scene import WhiteDiffuser  # noqa: E402
-from plenocal.sim.tracer import render  # noqa: E402
+from plenocal.model import micro_image_centres
+from plenocal.model.spec import CameraSpec
+from plenocal.model.white import internal_parameters
+from plenocal.precalib.pipeline import WhiteImage, precalibrate
+from plenocal.sim.presets import preset
+from plenocal.sim.scene import WhiteDiffuser
+from plenocal.sim.tracer import render
 
 
 def whites_for(name: str, rays: int, cache: Path) -> tuple[object, list[WhiteImage]]:
