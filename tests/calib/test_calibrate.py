@@ -90,3 +90,13 @@ def test_ablation_and_pinhole_run(r12a_camera, r12a_board, r12a_synthetic, freez
     assert nour.camera.n_types == 0 and np.isnan(nour.rmse["rho_px"])
     assert nour.layout.n_intrinsics == 16
     assert nour.rmse["uv_px"] < 0.6
+
+
+def test_few_iterations_per_stage(r12a_calibration):
+    """Gauss–Newton-first steps: the narrow valleys (F–D, u0–tx, d–f_i) are crossed in a few
+    iterations, not crept along (the budget behind the ≤ 2 s calibration of R12-A-sized data)."""
+    res = r12a_calibration
+    assert res.solver.iterations <= 6
+    robust = [v["iterations"] for k, v in res.stages.items() if k.startswith("robust")]
+    assert len(robust) == 2 and sum(robust) <= 20
+    assert all(v["termination"] == "predicted relative decrease < ftol" for k, v in res.stages.items() if k.startswith("robust"))

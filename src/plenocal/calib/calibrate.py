@@ -7,13 +7,19 @@ Paper §5 (eq:completemodel, the cost Θ of §5.2), reference §7, DESIGN.md §5
 2. ``mla``: the MLA's in-plane pose and pitch fitted to the micro-image centres alone (MIC term,
    intrinsics otherwise fixed), so that the initial MLA agrees with the observed centres whatever
    the initial principal point.
-3. ``poses``: every pose refined on (u, v, ρ) with the intrinsics fixed.
+3. ``poses``: every pose from triangulated virtual points (:func:`plenoptic_poses`); optionally
+   refined on (u, v) with the intrinsics fixed (``pose_iterations``, off by default).
 4. ``robust``: all free parameters on Θ with a Huber loss on per-term normalised residuals, the
-   noise levels σ_t re-estimated robustly (MAD) between rounds; then observations beyond the
+   noise levels σ_t re-estimated robustly (MAD) before each of ``huber_rounds`` rounds (the
+   first converged loosely, the last tightly); then observations beyond the
    χ² threshold are rejected (``loss="huber"``, the default). With ``loss="linear"`` this stage
    is skipped and nothing is rejected.
 5. ``final``: plain (weighted) least squares on the kept observations to convergence; σ_t from the
-   residuals; covariance of the estimate (sandwich form, see :func:`plenocal.calib.solver.covariance`).
+   residuals (re-solved while they change by more than 2 %); covariance of the estimate (sandwich form, see :func:`plenocal.calib.solver.covariance`).
+
+Every stage starts from the previous stage's damping, and the solver tries the undamped
+Gauss–Newton step first (:func:`plenocal.calib.solver.levenberg_marquardt`): Θ's valleys
+(F–D, u0–t_x, d–f_i) are long and narrow, and damped steps only creep along them.
 
 Weighting: the terms (u, v), ρ and MIC have different noise levels, so by default each is
 weighted by 1/σ̂_t² (``weighting="noise"``) — the maximum-likelihood form of Θ that makes the
@@ -84,6 +90,13 @@ class CalibrationOptions:
         Include the MIC term of Θ.
     ftol : float
         Convergence: predicted relative decrease of one more Gauss–Newton step.
+    huber_rounds : int
+        Rounds of the robust stage (σ_t re-estimated by MAD before each): the first converges
+        loosely from the initial camera, the last to ``1e-10``.
+    pose_iterations : int
+        Iterations of a pose-only stage on (u, v) before the joint stages (0, the default, skips
+        it: with the intrinsics still off the poses only creep, and the joint stage's
+        Gauss–Newton steps do better from the triangulated poses).
     pupil_vignetting : bool
         BAP (u, v) predicted with the main aperture's vignetting of the micro-lens pupil
         (:func:`plenocal.model.projection.pupil_shift`; beyond the paper, off by default to stay
@@ -99,6 +112,8 @@ class CalibrationOptions:
     weighting: str = "noise"
     use_mic: bool = True
     ftol: float = 1e-13
+    huber_rounds: int = 2
+    pose_iterations: int = 0
     pupil_vignetting: bool = False
 
     def __post_init__(self) -> None:
@@ -383,15 +398,17 @@ def _calibrate(
     cam_now = layout.unpack_camera(x)
     poses_t = plenoptic_poses(cam_now, bap, board, layout.unpack_poses(x))
     x = layout.pack(cam_now, poses_t)
-    lay_p = layout.with_frozen(set(layout.frozen) | {"intrinsics"})
-    res_p = Residuals(lay_p, bap, MicroImageCentres.empty(), board, use_rho=False,
-                      pupil_vignetting=opt.pupil_vignetting)
-    r = res_p.residuals(x)
-    sig_p = _term_sigma(res_p, r, np.ones_like(r), robust=True)
-    sig_p["mic"] = 1.0
-    x, rep_p = levenberg_marquardt(res_p, x, sigma=sig_p, loss="huber", loss_scale=opt.huber_threshold,
-                                   ftol=1e-6, max_iterations=30)
-    stages["poses"] = rep_p.to_dict()
+    mu: float | None = None
+    if opt.pose_iterations > 0:
+        lay_p = layout.with_frozen(set(layout.frozen) | {"intrinsics"})
+        res_p = Residuals(lay_p, bap, MicroImageCentres.empty(), board, use_rho=False,
+                          pupil_vignetting=opt.pupil_vignetting)
+        r = res_p.residuals(x)
+        sig_p = _term_sigma(res_p, r, np.ones_like(r), robust=True)
+        sig_p["mic"] = 1.0
+        x, rep_p = levenberg_marquardt(res_p, x, sigma=sig_p, loss="huber", loss_scale=opt.huber_threshold,
+                                       ftol=1e-6, max_iterations=opt.pose_iterations)
+        stages["poses"] = rep_p.to_dict()
     timings["poses"] = time.perf_counter() - t0
 
     # 4. Robust joint stage.
@@ -401,13 +418,15 @@ def _calibrate(
     rejected: dict[str, int] = {"bap": 0, "mic": 0, "uv": 0, "rho": 0}
     t0 = time.perf_counter()
     if opt.loss == "huber":
-        for rnd in range(3):
+        n_rounds = max(1, opt.huber_rounds)
+        for rnd in range(n_rounds):
             r = res.residuals(x)
             sig = _term_sigma(res, r, active, robust=True)
             if opt.weighting == "none":
                 sig = {k: 1.0 for k in sig}
             x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
-                                           ftol=1e-9 if rnd < 2 else 1e-11)
+                                           ftol=1e-6 if rnd < n_rounds - 1 else 1e-10, mu0=mu)
+            mu = rep_r.damping
             stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig}
         r = res.residuals(x)
         sig = _term_sigma(res, r, active, robust=True)
@@ -441,7 +460,8 @@ def _calibrate(
         sig = _term_sigma(res, r, active, robust=False)
         if opt.weighting == "none":
             sig = {k: 1.0 for k in sig}
-        x, rep = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=opt.ftol)
+        x, rep = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=opt.ftol, mu0=mu)
+        mu = rep.damping
         r = res.residuals(x)
         new = _term_sigma(res, r, active, robust=False)
         if opt.weighting == "none" or all(abs(new[k] / sig[k] - 1) < 0.02 for k in sig):

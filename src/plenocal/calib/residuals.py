@@ -74,7 +74,10 @@ def vignetted_offset(
     rb : ndarray, shape (N,)
         Micro-lens disc radius |q_i|/s of each row's type (px).
     start : ndarray, shape (N,), optional
-        Warm start (e.g. the solution at a nearby parameter vector).
+        Start of the iteration (default e, as :func:`~plenocal.model.projection.pupil_shift`).
+        The residuals always start from e: where gain·g' > 1 the fixed point is not unique, and
+        a warm start from the previous evaluation would make the residuals depend on the
+        evaluation history (it stalled the solver).
 
     Returns
     -------
@@ -142,7 +145,6 @@ class Residuals:
     ) -> None:
         self.layout = layout
         self.pupil_vignetting = bool(pupil_vignetting and layout.n_types > 0)
-        self._eo_warm: FloatArray | None = None
         self.board = board
         frames = np.asarray(layout.frames)
         if np.any(bap.node < 0) or np.any(bap.node >= board.n_nodes):
@@ -272,8 +274,7 @@ class Residuals:
         rb = np.abs(np.asarray(q, dtype=np.float64))[self.types] / s
         eu, ev = u - mu, v - mv
         en = np.hypot(eu, ev)
-        eo = vignetted_offset(en, -rho / rb, ra, rb, start=self._eo_warm)
-        self._eo_warm = eo
+        eo = vignetted_offset(en, -rho / rb, ra, rb)
         f = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
         return mu + eu * f, mv + ev * f
 

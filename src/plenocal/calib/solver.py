@@ -46,6 +46,8 @@ class SolverReport:
     jacobian_time_s: float = 0.0
     normal_time_s: float = 0.0
     residual_time_s: float = 0.0
+    damping: float = 1e-4
+    """Damping μ (relative to diag(JᵀWJ)) at the end: reusable as the next stage's ``mu0``."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -191,6 +193,7 @@ def levenberg_marquardt(
     active: FloatArray | None = None,
     ftol: float = 1e-13,
     max_iterations: int = 500,
+    mu0: float | None = None,
 ) -> tuple[FloatArray, SolverReport]:
     """Minimise ½Σφ(‖e‖²/σ_t²) over the layout's free variables.
 
@@ -211,6 +214,9 @@ def levenberg_marquardt(
         more undamped step.
     max_iterations : int
         A safety net only; reaching it is reported as not converged.
+    mu0 : float, optional
+        Initial damping (relative to the diagonal of JᵀWJ); e.g. the final damping of a previous
+        stage (``SolverReport.damping``). Default 1e-4.
 
     Returns
     -------
@@ -269,9 +275,22 @@ def levenberg_marquardt(
             rep.termination = "maximum number of iterations reached (safety net)"
             break
         if mu is None:
-            mu = 1e-4
+            mu = 1e-4 if mu0 is None else mu0
         accepted = False
-        while True:
+        # The undamped Gauss–Newton step first: Θ has long, narrow valleys (F–D, u0–tx, d–f_i)
+        # along which damped steps only creep; where the quadratic model holds the full step is
+        # taken and the damping relaxed, otherwise Levenberg–Marquardt as usual.
+        x_new = x.copy()
+        step = np.zeros(lay.size)
+        step[free_int] = -gn[: free_int.size]
+        step[n_int + pose_cols] = -gn[free_int.size :]
+        x_new[free] += (step * scale)[free]
+        r_new, cost_new, w_new = evaluate(x_new)
+        if np.isfinite(cost_new) and cost_new < cost - 0.25 * pred_gn:
+            mu = max(mu / 10.0, 1e-12)
+            nu = 2.0
+            accepted = True
+        while not accepted:
             # r = obs − pred and J = ∂r/∂z: the step solves (H + μD)δ = −g with g = JᵀWr.
             delta = -_solve_spd(H + mu * np.diag(diag), g)
             x_new = x.copy()
@@ -301,6 +320,8 @@ def levenberg_marquardt(
             break
         x, r, cost, w = x_new, r_new, cost_new, w_new
         rep.cost_history.append(cost)
+    if mu is not None:
+        rep.damping = float(mu)
     return x, rep
 
 
