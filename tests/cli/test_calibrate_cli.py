@@ -180,3 +180,29 @@ def test_error_no_initial_camera(tmp_path, r12a_dir, truth, capsys):
     assert main(["calibrate", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "no initial camera" in err and str(tmp_path / "ds") in err
+
+
+def test_ablation_table(calibrated, tmp_path, capsys):
+    """Paper Table ablation from the Ω-initialised camera (no tilt, no distortion, pitch λ·Δc)."""
+    base, _ = calibrated
+    out = tmp_path / "abl"
+    assert main(["calibrate", str(base / "ds"), "-o", str(out), "--ablation-table"]) == 0
+    doc = json.loads((out / "ablation.json").read_text())
+    rows = {r["configuration"]: r for r in doc["configurations"]}
+    assert list(rows) == ["1", "2", "3", "4", "5", "6", "7", "8", "NOUR"]
+    assert all(r["converged"] for r in rows.values())
+    assert [rows[c]["tilt"] for c in "15"] == ["kept", "removed"] and rows["8"]["pitch"] == "removed"
+    mic1, uv1 = rows["1"]["rmse"]["mic_px"], rows["1"]["rmse"]["uv_px"]
+    # The truth has a ~1e-3 rad MLA tilt: without it the centres cannot be fitted (0.14 → 0.2 px).
+    for c in "5678":
+        assert rows[c]["rmse"]["mic_px"] > 1.25 * mic1
+    for c in "1234":
+        assert rows[c]["rmse"]["mic_px"] < 1.05 * mic1
+    # Frozen distortion (truth has some) or pitch (0.04 % off) cost (u, v) accuracy.
+    for c in "2345678":
+        assert rows[c]["rmse"]["uv_px"] >= uv1 * 0.999
+    assert rows["8"]["rmse"]["uv_px"] > 1.08 * uv1
+    assert rows["NOUR"]["rmse"]["rho_px"] is None
+    md = (out / "ablation.md").read_text()
+    assert md.count("\n") == 11 and "| 7 | ✗ | ✗ | ✓ | yes |" in md
+    assert "| NOUR |" in capsys.readouterr().out
