@@ -198,10 +198,15 @@ def _residual_figures(c: Collected, figures: list[tuple[str, str]]) -> None:
 
     if "calibration" not in c.documents:
         return
-    _, doc = c.documents["calibration"]
+    report_path, doc = c.documents["calibration"]
     dataset = _find_key(doc, "dataset")
-    cam_path, poses_path = c.folder / "camera.json", c.folder / "poses.json"
-    obs_candidates = [c.folder / "observations.npz"]
+    # camera.json and poses.json sit beside the calibration report (OUT/ or OUT/calibration/).
+    base = Path(report_path).parent
+    cam_path, poses_path = base / "camera.json", base / "poses.json"
+    obs_candidates = [base / "observations.npz", c.folder / "observations.npz"]
+    recorded = _find_key(doc, "observations")
+    if isinstance(recorded, str):
+        obs_candidates.insert(0, Path(recorded))
     if isinstance(dataset, str):
         obs_candidates.append(Path(dataset) / "observations.npz")
     obs_path = next((p for p in obs_candidates if p.is_file()), None)
