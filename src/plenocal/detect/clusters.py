@@ -111,6 +111,27 @@ CLUSTER_FIT_TOLERANCE_PX = 1.5
 """An observation farther than this from its cluster's plenoptic model is rejected."""
 
 
+def plenoptic_point_fit(uv: FloatArray, mic_uv: FloatArray) -> tuple[float, FloatArray, FloatArray]:
+    """Least-squares ``p_i = a·c_i + K`` of one virtual point's images (a = λ(1 − 1/υ)).
+
+    Parameters
+    ----------
+    uv : (n, 2) chief-ray positions; mic_uv : (n, 2) their micro-image centres.
+
+    Returns
+    -------
+    a, K (2,), residual distances (n,)
+    """
+    A = np.zeros((2 * len(uv), 3))
+    A[0::2, 0], A[1::2, 0] = mic_uv[:, 0], mic_uv[:, 1]
+    A[0::2, 1] = 1.0
+    A[1::2, 2] = 1.0
+    b = np.asarray(uv, dtype=np.float64).reshape(-1)
+    sol = np.linalg.lstsq(A, b, rcond=None)[0]
+    res = np.hypot(*(A @ sol - b).reshape(-1, 2).T)
+    return float(sol[0]), sol[1:], res
+
+
 def validate_clusters(
     uv: FloatArray,
     mic_uv: FloatArray,
@@ -137,13 +158,7 @@ def validate_clusters(
             if len(idx) < 2:
                 labels[idx] = -1
                 continue
-            A = np.zeros((2 * len(idx), 3))
-            A[0::2, 0], A[1::2, 0] = mic_uv[idx, 0], mic_uv[idx, 1]
-            A[0::2, 1] = 1.0
-            A[1::2, 2] = 1.0
-            b = uv[idx].reshape(-1)
-            sol, *_ = np.linalg.lstsq(A, b, rcond=None)
-            res = np.hypot(*(A @ sol - b).reshape(-1, 2).T)
+            _, _, res = plenoptic_point_fit(uv[idx], mic_uv[idx])
             bad = res > tolerance_px
             if bad.all() or len(idx) - bad.sum() < 2:
                 labels[idx] = -1
@@ -159,12 +174,8 @@ def validate_clusters(
     n_bad_v = 0
     for c in np.unique(labels[labels >= 0]):
         idx = np.flatnonzero(labels == c)
-        A = np.zeros((2 * len(idx), 3))
-        A[0::2, 0], A[1::2, 0] = mic_uv[idx, 0], mic_uv[idx, 1]
-        A[0::2, 1] = 1.0
-        A[1::2, 2] = 1.0
-        sol, *_ = np.linalg.lstsq(A, uv[idx].reshape(-1), rcond=None)
-        one_minus = 1.0 - sol[0] / lambda_
+        a, _, _ = plenoptic_point_fit(uv[idx], mic_uv[idx])
+        one_minus = 1.0 - a / lambda_
         if abs(one_minus) < 1e-9 or abs(1.0 / one_minus) <= 1.0:
             labels[idx] = -1
             n_bad_v += 1

@@ -14,7 +14,13 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from plenocal.detect.clusters import blur_radii_px, cluster_observations, validate_clusters, virtual_depths
+from plenocal.detect.clusters import (
+    blur_radii_px,
+    cluster_observations,
+    plenoptic_point_fit,
+    validate_clusters,
+    virtual_depths,
+)
 from plenocal.detect.corners import classify, devignette, fit_corners, refine_symmetric
 from plenocal.model.camera import MicroImageGrid
 from plenocal.model.lattice import TypeLayout
@@ -182,16 +188,11 @@ def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, 
         members = np.flatnonzero(labels == c)
         if len(members) < 2 or not np.isfinite(v_cluster[c]):
             continue
-        mic = centres[sel[members]]
-        A = np.zeros((2 * len(members), 3))
-        A[0::2, 0], A[1::2, 0] = mic[:, 0], mic[:, 1]
-        A[0::2, 1] = 1.0
-        A[1::2, 2] = 1.0
-        a, kx, ky = np.linalg.lstsq(A, chief[members].reshape(-1), rcond=None)[0]
+        a, K, _ = plenoptic_point_fit(chief[members], centres[sel[members]])
         # Micro-images near the cluster whose predicted chief-ray point lies inside their usable disc.
         centre = chief[members].mean(axis=0)
         near = on_idx[np.hypot(*(centres[on_idx] - centre).T) < 6.0 * np.abs(v_cluster[c]) * 0.5 * float(np.median(usable)) + 50.0]
-        pred = a * centres[near] + np.array([kx, ky])
+        pred = a * centres[near] + K
         inside = np.hypot(*(pred - centres[near]).T) <= usable[near] - BORDER_MARGIN_PX
         near, pred = near[inside], pred[inside]
         fresh = np.array([j not in taken for j in near], dtype=bool)
