@@ -56,13 +56,15 @@ def main() -> None:
     ap.add_argument("preset", nargs="?", default="r12-a")
     ap.add_argument("--rays", type=int, default=30)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--infer-configuration", action="store_true", help="leave the configuration out of the spec (to be inferred)")
     args = ap.parse_args()
     cache = Path(os.environ.get("PLENOCAL_BENCH_CACHE", "/tmp/plenocal-bench"))
     p, whites = whites_for(args.preset, args.rays, cache)
     cam = p.camera
     spec = CameraSpec(
         cam.sensor.pixel_size_mm, cam.sensor.width_px, cam.sensor.height_px, cam.mla.lattice, cam.n_types,
-        None, float(np.round(cam.main_lens.focal_length_mm)), cam.focus_distance_mm, cam.configuration,
+        None, float(np.round(cam.main_lens.focal_length_mm)), cam.focus_distance_mm,
+        None if args.infer_configuration else cam.configuration,
     )
     result = {}
 
@@ -99,6 +101,7 @@ def main() -> None:
         "m_rel_error": pc.omega.m_mm / truth.m_mm - 1,
         "q_prime_rel_error": (np.array(pc.omega.q_prime_mm) / np.array(truth.q_prime_mm) - 1).tolist() if cam.n_types else None,
         "configuration": pc.configuration.value,
+        "configuration_inferred": pc.configuration_inferred,
         "initial_rel_error": {
             "d": pc.camera.d_mm / cam.d_mm - 1,
             "D": pc.camera.D_mm / cam.D_mm - 1,
