@@ -22,7 +22,9 @@ def overlay_figure(image: NDArray[np.floating], features: Any, camera: Any, *, s
         ax.imshow(image, cmap="gray")
         ax.set_title("no features")
         return fig
-    cu, cv = float(np.median(features.u)), float(np.median(features.v))
+    ids, counts = np.unique(features.cluster, return_counts=True)
+    densest = features.cluster == ids[np.argmax(counts)]
+    cu, cv = float(np.mean(features.u[densest])), float(np.mean(features.v[densest]))
     u0 = int(np.clip(cu - size_px / 2, 0, max(W - size_px, 0)))
     v0 = int(np.clip(cv - size_px / 2, 0, max(H - size_px, 0)))
     crop = image[v0 : v0 + size_px, u0 : u0 + size_px]
