@@ -45,18 +45,9 @@ def _short(value: Any) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-class Fields:
-    """Typed, validated reads from one JSON object of a file.
-
-    Parameters
-    ----------
-    path : Path
-        The file (named in every error message).
-    doc : Any
-        The JSON value; must be an object.
-    prefix : str
-        Dotted key of ``doc`` inside the file ("" at top level).
-    """
+class FieldsBase:
+    """One JSON object of a file, with its dotted key prefix: access and one-line errors shared by
+    plenocal's :class:`Fields` and libpleno's ``LpFields`` (which differ in number parsing)."""
 
     def __init__(self, path: Path, doc: Any, prefix: str = "") -> None:
         self.path = path
@@ -72,15 +63,29 @@ class Fields:
     def error(self, name: str, problem: str) -> InputFileError:
         return InputFileError(self.path, f"key '{self.key(name)}' {problem}")
 
-    def has(self, name: str) -> bool:
-        return name in self.doc and self.doc[name] is not None
-
     def raw(self, name: str, default: Any = _MISSING) -> Any:
         if name not in self.doc:
             if default is _MISSING:
                 raise InputFileError(self.path, f"missing key '{self.key(name)}'")
             return default
         return self.doc[name]
+
+
+class Fields(FieldsBase):
+    """Typed, validated reads from one JSON object of a file.
+
+    Parameters
+    ----------
+    path : Path
+        The file (named in every error message).
+    doc : Any
+        The JSON value; must be an object.
+    prefix : str
+        Dotted key of ``doc`` inside the file ("" at top level).
+    """
+
+    def has(self, name: str) -> bool:
+        return name in self.doc and self.doc[name] is not None
 
     def sub(self, name: str) -> Fields:
         return Fields(self.path, self.raw(name), self.key(name))

@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 
 from plenocal.errors import InputFileError
-from plenocal.io._json import load_json
+from plenocal.io._json import _MISSING, FieldsBase, load_json
 from plenocal.io.atomic import atomic_write_text
 
 Matrix = tuple[tuple[float, ...], ...]
 """A row-major matrix (``m[i][j]`` = M_ij) as nested tuples (hashable, exact equality)."""
 
-_MISSING: Any = object()
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
@@ -37,32 +36,15 @@ def _short(value: Any) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-class LpFields:
-    """Typed reads from one JSON object of a libpleno file (string or bare numbers)."""
+class LpFields(FieldsBase):
+    """Typed reads from one JSON object of a libpleno file (string or bare numbers).
 
-    def __init__(self, path: Path, doc: Any, prefix: str = "") -> None:
-        self.path = path
-        self.prefix = prefix
-        if not isinstance(doc, dict):
-            where = f"key '{prefix}'" if prefix else "top level"
-            raise InputFileError(path, f"{where} must be a JSON object, got {type(doc).__name__}")
-        self.doc: dict[str, Any] = doc
-
-    def key(self, name: str) -> str:
-        return f"{self.prefix}.{name}" if self.prefix else name
-
-    def error(self, name: str, problem: str) -> InputFileError:
-        return InputFileError(self.path, f"key '{self.key(name)}' {problem}")
+    Shares :class:`plenocal.io._json.FieldsBase`' access and error messages with plenocal's reader; differs in that a key set
+    to null still counts as present (libpleno never writes null) and in number parsing.
+    """
 
     def has(self, name: str) -> bool:
         return name in self.doc
-
-    def raw(self, name: str, default: Any = _MISSING) -> Any:
-        if name not in self.doc:
-            if default is _MISSING:
-                raise InputFileError(self.path, f"missing key '{self.key(name)}'")
-            return default
-        return self.doc[name]
 
     def sub(self, name: str) -> LpFields:
         return LpFields(self.path, self.raw(name), self.key(name))
