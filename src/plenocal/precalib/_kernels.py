@@ -8,6 +8,20 @@ import numba as nb
 import numpy as np
 
 
+@nb.njit(cache=True, fastmath=False)
+def _ring_mean(image, cu, cv, iu, iv, r, inner, outer):  # pragma: no cover - compiled
+    """Mean of the pixels at distance in (inner, outer] from (cu, cv), window (iu ± r, iv ± r)."""
+    total = 0.0
+    n = 0
+    for y in range(iv - r, iv + r + 1):
+        for x in range(iu - r, iu + r + 1):
+            d = np.hypot(x - cu, y - cv)
+            if d > inner and d <= outer:
+                total += image[y, x]
+                n += 1
+    return total / max(n, 1)
+
+
 @nb.njit(parallel=True, cache=True, fastmath=False)
 def refine_centroids_kernel(image, uv, radius, iterations):  # pragma: no cover - compiled
     """Iterated intensity centroids over soft-edged discs; returns (uv_out, mass)."""
@@ -25,15 +39,7 @@ def refine_centroids_kernel(image, uv, radius, iterations):  # pragma: no cover 
             iv = int(np.rint(cv0))
             iu = min(max(iu, r), W - 1 - r)
             iv = min(max(iv, r), H - 1 - r)
-            bg_sum = 0.0
-            bg_n = 0
-            for y in range(iv - r, iv + r + 1):
-                for x in range(iu - r, iu + r + 1):
-                    d = np.hypot(x - cu0, y - cv0)
-                    if d > radius - 1.0 and d <= radius + 0.5:
-                        bg_sum += image[y, x]
-                        bg_n += 1
-            bg = bg_sum / max(bg_n, 1)
+            bg = _ring_mean(image, cu0, cv0, iu, iv, r, radius - 1.0, radius + 0.5)
             m00 = 0.0
             mx = 0.0
             my = 0.0
@@ -80,15 +86,7 @@ def moments_kernel(image, centres, radius):  # pragma: no cover - compiled
         iv = int(np.rint(cv))
         if iu - r < 0 or iu + r > W - 1 or iv - r < 0 or iv + r > H - 1:
             continue
-        bg_sum = 0.0
-        bg_n = 0
-        for y in range(iv - r, iv + r + 1):
-            for x in range(iu - r, iu + r + 1):
-                d = np.hypot(x - cu, y - cv)
-                if d > radius and d <= radius + 1.0:
-                    bg_sum += image[y, x]
-                    bg_n += 1
-        bg = bg_sum / max(bg_n, 1)
+        bg = _ring_mean(image, cu, cv, iu, iv, r, radius, radius + 1.0)
         m00 = 0.0
         sx = 0.0
         sy = 0.0
