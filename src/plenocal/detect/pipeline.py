@@ -178,7 +178,6 @@ GUIDED_TOLERANCE_PX = 1.0
 
 def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra, rb_all, vig, layout):
     """Candidate corners predicted from each cluster's plenoptic model, fitted and checked."""
-    from plenocal.detect.clusters import blur_radii_px
     from plenocal.model.projection import pupil_shift_px
 
     taken = set(sel.tolist())
