@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--overlays", type=int, default=3, metavar="N", help="overlay images for the first N frames (default 3)")
     p.add_argument("--csv", action="store_true", help="also write bap.csv and mic.csv")
-    p.add_argument("--no-pupil-vignetting", action="store_true", help="estimate virtual depth from the raw corner positions")
+    p.add_argument("--no-pupil-vignetting", action="store_true", help="report corners where they appear in the micro-images (the paper's way); by default the "
+                   "main aperture's vignetting of the micro-lens pupil is inverted to chief-ray positions")
     p.set_defaults(func=run)
 
 
@@ -153,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         "dataset": str(dataset.folder),
         "precalibration": str(cam_path),
         "pupil_vignetting": not args.no_pupil_vignetting,
+        "positions": "as-seen" if args.no_pupil_vignetting else "chief-ray",
         "n_bap": len(obs.bap),
         "n_mic": len(obs.mic),
         "n_frames": len(frames),

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="redo every stage even if its outputs are up to date")
     p.add_argument(
         "--no-pupil-vignetting", action="store_true",
-        help="use the paper's chief-ray (u, v) model in detection and calibration",
+        help="detect corners where they appear (the paper's way) instead of inverting the pupil vignetting to chief-ray positions",
     )
     p.set_defaults(func=run)
 
@@ -78,7 +78,6 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
     has_whites = bool(m.with_role(ImageRole.WHITE))
     pre, det, cal = out / "precalibration", out / "detection", out / "calibration"
     stages: list[Stage] = []
-    vig = ["--pupil-vignetting"] if vignetting else []
     if has_whites:
         whites = [dataset.path(e.path) for e in m.with_role(ImageRole.WHITE)]
         stages.append(Stage("precalibrate", ["precalibrate", ds, "-o", str(pre)], [manifest, *whites], [pre / "camera.json", pre / "observations.npz"]))
@@ -100,7 +99,7 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
     stages.append(
         Stage(
             "calibrate",
-            ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial, *vig],
+            ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial],
             cal_inputs,
             [cal / "camera.json", cal / "poses.json", cal / "report.json"],
         )

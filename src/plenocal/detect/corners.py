@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import erf
+
+from plenocal.detect._kernels import render_kernel, symmetric_kernel, xjunction_fit_kernel
 
 FloatArray = NDArray[np.float64]
-SQRT2 = np.sqrt(2.0)
-SQRT2_PI = np.sqrt(2.0 / np.pi)
 
 
 def devignette(raw: NDArray, white: NDArray, *, min_white_fraction: float = 0.1) -> tuple[FloatArray, FloatArray]:
@@ -179,29 +178,23 @@ class CornerFit:
     rms: FloatArray
     """RMS residual / |b|."""
     converged: NDArray[np.bool_]
+    sign: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """sign of b: which pair of opposite quadrants is bright (for rendering the corner)."""
+
+    def select(self, mask: NDArray) -> CornerFit:
+        return CornerFit(*(getattr(self, f)[mask] for f in _FIT_FIELDS))
+
+    @staticmethod
+    def concatenate(parts: list[CornerFit]) -> CornerFit:
+        return CornerFit(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIT_FIELDS))
+
+    @staticmethod
+    def empty() -> CornerFit:
+        z = np.zeros(0)
+        return CornerFit(np.zeros((0, 2)), np.zeros((0, 2)), z, z, z, z, np.zeros(0, dtype=bool), z)
 
 
-def _model(p: FloatArray, x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Model values (M, P) and Jacobian (M, P, 7) of the blurred X-junction."""
-    cx, cy, t1, t2, sg, a, b = (p[:, i, None] for i in range(7))
-    c1, s1, c2, s2 = np.cos(t1), np.sin(t1), np.cos(t2), np.sin(t2)
-    dx, dy = x - cx, y - cy
-    d1 = c1 * dx + s1 * dy
-    d2 = c2 * dx + s2 * dy
-    e1 = erf(d1 / (SQRT2 * sg))
-    e2 = erf(d2 / (SQRT2 * sg))
-    g1 = SQRT2_PI / sg * np.exp(-0.5 * (d1 / sg) ** 2)
-    g2 = SQRT2_PI / sg * np.exp(-0.5 * (d2 / sg) ** 2)
-    f = a + b * e1 * e2
-    J = np.empty((*f.shape, 7))
-    J[..., 0] = b * (-c1 * g1 * e2 - c2 * e1 * g2)
-    J[..., 1] = b * (-s1 * g1 * e2 - s2 * e1 * g2)
-    J[..., 2] = b * g1 * (-s1 * dx + c1 * dy) * e2
-    J[..., 3] = b * e1 * g2 * (-s2 * dx + c2 * dy)
-    J[..., 4] = b * (-g1 * d1 / sg * e2 - e1 * g2 * d2 / sg)
-    J[..., 5] = 1.0
-    J[..., 6] = e1 * e2
-    return f, J
+_FIT_FIELDS = ("corner", "angles", "sigma_px", "contrast", "angle_between_rad", "rms", "converged", "sign")
 
 
 def fit_corners(
@@ -214,7 +207,8 @@ def fit_corners(
     *,
     iterations: int = 30,
 ) -> CornerFit:
-    """Batched LM fit of the blurred X-junction in each micro-image disc (radius ``radii_px``).
+    """Levenberg–Marquardt fit of the blurred X-junction in each micro-image disc (numba, one
+    micro-image per task: :func:`plenocal.detect._kernels.xjunction_fit_kernel`).
 
     Parameters
     ----------
@@ -226,76 +220,21 @@ def fit_corners(
     """
     M = len(centres)
     if M == 0:
-        z = np.zeros(0)
-        return CornerFit(np.zeros((0, 2)), np.zeros((0, 2)), z, z, z, z, np.zeros(0, dtype=bool))
-    r = int(np.ceil(radii_px.max())) + 1
-    offs = np.arange(-r, r + 1)
-    oy, ox = np.meshgrid(offs, offs, indexing="ij")
-    ox, oy = ox.ravel(), oy.ravel()
-    H, W = image.shape
-    cu = np.rint(centres[:, 0]).astype(np.int64)
-    cv = np.rint(centres[:, 1]).astype(np.int64)
-    X = cu[:, None] + ox[None]
-    Y = cv[:, None] + oy[None]
-    inside = (X >= 0) & (X < W) & (Y >= 0) & (Y < H)
-    Xc, Yc = np.clip(X, 0, W - 1), np.clip(Y, 0, H - 1)
-    I = image[Yc, Xc]
-    disc = inside & (np.hypot(X - centres[:, 0, None], Y - centres[:, 1, None]) <= radii_px[:, None])
-    wf = np.sqrt(np.where(disc, weight[Yc, Xc], 0.0))
-    x = X.astype(np.float64)
-    y = Y.astype(np.float64)
-    # Initial photometric parameters by linear least squares given the geometry.
-    p = np.zeros((M, 7))
-    p[:, 0:2] = init_corner
-    p[:, 2:4] = init_angles
-    p[:, 4] = 1.5
-    _, J0 = _model(np.concatenate([p[:, :5], np.zeros((M, 1)), np.ones((M, 1))], axis=1), x, y)
-    e = J0[..., 6]
-    w2 = wf * wf
-    n = w2.sum(axis=1)
-    se, see = (w2 * e).sum(1), (w2 * e * e).sum(1)
-    sI, seI = (w2 * I).sum(1), (w2 * e * I).sum(1)
-    det = n * see - se * se
-    det = np.where(np.abs(det) < 1e-12, 1e-12, det)
-    p[:, 6] = (n * seI - se * sI) / det
-    p[:, 5] = (sI - p[:, 6] * se) / np.maximum(n, 1)
-    lam = np.full(M, 1e-2)
-    f, J = _model(p, x, y)
-    res = (I - f) * wf
-    cost = (res**2).sum(1)
-    converged = np.zeros(M, dtype=bool)
-    for _ in range(iterations):
-        Jw = J * wf[..., None]
-        A = np.einsum("mpi,mpj->mij", Jw, Jw)
-        g = np.einsum("mpi,mp->mi", Jw, res)
-        diag = np.einsum("mii->mi", A)
-        A_d = A + (lam[:, None] * (diag + 1e-9))[:, :, None] * np.eye(7)[None]
-        try:
-            step = np.linalg.solve(A_d, g[..., None])[..., 0]
-        except np.linalg.LinAlgError:
-            step = np.zeros_like(g)
-        step[:, 4] = np.clip(step[:, 4], -0.5 * p[:, 4], 2.0)
-        p_new = p + step
-        p_new[:, 4] = np.maximum(p_new[:, 4], 0.2)
-        f_new, J_new = _model(p_new, x, y)
-        res_new = (I - f_new) * wf
-        cost_new = (res_new**2).sum(1)
-        better = cost_new < cost
-        p = np.where(better[:, None], p_new, p)
-        f = np.where(better[:, None], f_new, f)
-        J = np.where(better[:, None, None], J_new, J)
-        res = np.where(better[:, None], res_new, res)
-        small = np.abs(step[:, :2]).max(axis=1) < 1e-4
-        converged |= better & small
-        cost = np.where(better, cost_new, cost)
-        lam = np.where(better, lam * 0.3, lam * 10.0)
-        if np.all(converged | (lam > 1e6)):
-            break
-    converged |= lam <= 1e6
+        return CornerFit.empty()
+    p, cost, npix, conv = xjunction_fit_kernel(
+        np.ascontiguousarray(image, dtype=np.float64),
+        np.ascontiguousarray(weight, dtype=np.float64),
+        np.ascontiguousarray(centres, dtype=np.float64),
+        np.ascontiguousarray(radii_px, dtype=np.float64),
+        np.ascontiguousarray(init_corner, dtype=np.float64),
+        np.ascontiguousarray(init_angles, dtype=np.float64),
+        int(iterations),
+    )
+    conv &= npix >= 8
     ang = np.abs(np.angle(np.exp(1j * (p[:, 2] - p[:, 3]))))
     ang = np.minimum(ang, np.pi - ang)
-    rms = np.sqrt(cost / np.maximum(n, 1)) / np.maximum(np.abs(p[:, 6]), 1e-9)
-    return CornerFit(p[:, 0:2].copy(), p[:, 2:4].copy(), p[:, 4].copy(), np.abs(p[:, 6]), ang, rms, converged)
+    rms = np.sqrt(cost / np.maximum(npix, 1)) / np.maximum(np.abs(p[:, 6]), 1e-9)
+    return CornerFit(p[:, 0:2].copy(), p[:, 2:4].copy(), p[:, 4].copy(), np.abs(p[:, 6]), ang, rms, conv, np.sign(p[:, 6]))
 
 
 def refine_symmetric(
@@ -321,45 +260,147 @@ def refine_symmetric(
     -------
     corner : (M, 2) refined corners; radius : (M,) symmetry radius used (0 when too small).
     """
-    M = len(corner)
+    if len(corner) == 0:
+        return np.asarray(corner, dtype=np.float64).copy(), np.zeros(0)
+    return symmetric_kernel(
+        np.ascontiguousarray(image, dtype=np.float64),
+        np.ascontiguousarray(weight, dtype=np.float64),
+        np.ascontiguousarray(centres, dtype=np.float64),
+        np.ascontiguousarray(radii_px, dtype=np.float64),
+        np.ascontiguousarray(corner, dtype=np.float64),
+        float(max_radius_px),
+        float(min_radius_px),
+        int(iterations),
+    )
+
+
+def _disc_points(n: int) -> FloatArray:
+    """``n`` (even) equal-area points in the unit disc (Vogel spiral), point-symmetric."""
+    h = n // 2
+    i = np.arange(h) + 0.5
+    r = np.sqrt(i / h)
+    a = i * np.pi * (3.0 - np.sqrt(5.0))
+    p = np.stack([r * np.cos(a), r * np.sin(a)], axis=1)
+    return np.concatenate([p, -p])
+
+
+_SET_SIZES = (16, 32, 64, 128, 256, 512)
+_DISC_POINTS = np.concatenate([_disc_points(n) for n in _SET_SIZES])
+_DISC_OFFSETS = np.cumsum((0, *_SET_SIZES)).astype(np.int64)
+RENDER_SIGMA_PX = 0.3
+"""Edge blur of the rendered sharp image: pixel integration (a 1-px box ≈ Gaussian σ = 1/√12)."""
+
+
+def render_corners(
+    out: FloatArray,
+    centres: FloatArray,
+    radii_px: FloatArray,
+    corner: FloatArray,
+    angles: FloatArray,
+    sign: FloatArray,
+    rho: FloatArray,
+    radius_aperture_px: float,
+    radius_lens_px: FloatArray,
+    *,
+    sigma_px: float = RENDER_SIGMA_PX,
+) -> FloatArray:
+    """Render, in place in ``out``, devignetted micro-images of checkerboard corners whose
+    chief-ray projection is ``corner`` (model.projection.project_bap), blurred by ρ through the
+    micro-lens pupil vignetted by the main aperture (model.projection's module docstring).
+
+    Pixel x of the micro-image centred at c sees the sharp image at x + ρ·z for the unit-disc
+    lens points z with |z − (x − c)/R_b| ≤ R_a/R_b (the rays that pass the main aperture); its
+    devignetted value is their mean. With the aperture wide (R_a ≥ R_b + |x − c|) this is the
+    paper's disc blur of radius |ρ| (eq:blurradius), centred on the chief ray.
+
+    Parameters
+    ----------
+    out : (H, W) image written at the pixels within ``radii_px`` of each centre.
+    centres : (M, 2) micro-image centres; radii_px : (M,) radius to render.
+    corner : (M, 2) chief-ray corners; angles : (M, 2) line-normal angles; sign : (M,) ±1.
+    rho : (M,) signed blur radii (px); radius_aperture_px : R_a = |m|/(N·s);
+    radius_lens_px : (M,) R_b = |q_i|/s.
+    """
+    render_kernel(
+        out, np.ascontiguousarray(centres, dtype=np.float64), np.ascontiguousarray(radii_px, dtype=np.float64),
+        np.ascontiguousarray(radius_lens_px, dtype=np.float64), float(radius_aperture_px),
+        np.ascontiguousarray(rho, dtype=np.float64), np.ascontiguousarray(corner, dtype=np.float64),
+        np.ascontiguousarray(angles, dtype=np.float64), np.ascontiguousarray(sign, dtype=np.float64),
+        float(sigma_px), _DISC_POINTS, _DISC_OFFSETS,
+    )
+    return out
+
+
+def locate_corners(
+    image: FloatArray, weight: FloatArray, centres: FloatArray, radii_px: FloatArray, start: FloatArray, angles: FloatArray
+) -> tuple[FloatArray, CornerFit]:
+    """The corner estimator: X-junction fit, then the centre of point symmetry where the
+    symmetric window fits in the micro-image (the X-junction fit elsewhere)."""
+    fit = fit_corners(image, weight, centres, radii_px, start, angles)
+    corner, sym_radius = refine_symmetric(image, weight, centres, radii_px, fit.corner)
+    return np.where((sym_radius > 0)[:, None], corner, fit.corner), fit
+
+
+def chief_ray_corners(
+    observed: FloatArray,
+    fit: CornerFit,
+    rho: FloatArray,
+    weight: FloatArray,
+    centres: FloatArray,
+    radii_px: FloatArray,
+    radius_aperture_px: float,
+    radius_lens_px: FloatArray,
+    *,
+    iterations: int = 4,
+    tolerance_px: float = 0.02,
+    buffer: FloatArray | None = None,
+) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """Chief-ray corners from observed ones, by inverting the image formation.
+
+    The main aperture vignettes the micro-lens pupil, so a blurred corner appears displaced
+    radially from its chief-ray projection (up to ~2 px near the micro-image border at |ρ| ≈ 3),
+    and the displaced image is no longer point-symmetric. The displacement depends only on
+    quantities known here: the micro-image centre, R_a, R_b (Ω) and ρ (from the cluster's
+    virtual depth). Find K such that the estimator (:func:`locate_corners`) applied to the
+    rendered corner (:func:`render_corners`) lands where it landed on the image:
+    ``e(render(K)) = observed``. This cancels the estimator's bias on vignetted corners to first
+    order, whatever that bias is. Newton-like steps K ← K + J⁻¹(observed − e(render(K))), with J
+    the Jacobian of the first-order model (:func:`plenocal.model.projection.pupil_shift_px`).
+
+    Returns
+    -------
+    chief : (M, 2); converged : (M,) last step below ``tolerance_px``.
+    """
+    from plenocal.model.projection import pupil_shift_px, pupil_unshift
+
+    M = len(observed)
     if M == 0:
-        return corner.copy(), np.zeros(0)
-    gy, gx = np.gradient(image)
-    rmax = int(np.ceil(max_radius_px))
-    offs = np.arange(-rmax, rmax + 1, 0.5)
-    oy, ox = np.meshgrid(offs, offs, indexing="ij")
-    keep = (oy > 0) | ((oy == 0) & (ox > 0))  # half-disc: each pair once
-    ox, oy = ox[keep], oy[keep]
-    rr = np.hypot(ox, oy)
-    c = corner.copy()
-    rad = np.zeros(M)
+        return np.zeros((0, 2)), np.zeros(0, dtype=bool)
+    rb = np.asarray(radius_lens_px, dtype=np.float64)
+    rho = np.asarray(rho, dtype=np.float64)
+    K = pupil_unshift(observed, rho, centres, radius_aperture_px, rb)
+    # Jacobian of the first-order model at the start (it varies slowly).
+    h = 0.05
+    J = np.empty((M, 2, 2))
+    for a in range(2):
+        dp = np.zeros(2)
+        dp[a] = h
+        fp = pupil_shift_px(K + dp, rho, centres, radius_aperture_px, rb)
+        fm = pupil_shift_px(K - dp, rho, centres, radius_aperture_px, rb)
+        J[:, :, a] = (fp - fm) / (2 * h)
+    det = J[:, 0, 0] * J[:, 1, 1] - J[:, 0, 1] * J[:, 1, 0]
+    bad = ~(np.abs(det) > 0.2)
+    J[bad] = np.eye(2)
+    Jinv = np.linalg.inv(J)
+    out = np.zeros_like(weight) if buffer is None else buffer
+    sign = np.where(fit.sign != 0, fit.sign, 1.0)
+    step = np.full((M, 2), np.inf)
     for _ in range(iterations):
-        dist = np.hypot(c[:, 0] - centres[:, 0], c[:, 1] - centres[:, 1])
-        rad = np.clip(radii_px - dist - 0.5, 0.0, max_radius_px)
-        use = (rr[None] <= rad[:, None]) & (rr[None] > 0)
-        up, vp = c[:, 0, None] + ox[None], c[:, 1, None] + oy[None]
-        um, vm = c[:, 0, None] - ox[None], c[:, 1, None] - oy[None]
-        Ip, Im = bilinear(image, up, vp), bilinear(image, um, vm)
-        wp, wm = bilinear(weight, up, vp), bilinear(weight, um, vm)
-        w = np.where(use, wp * wm, 0.0)
-        r = Ip - Im
-        # d r / d c = ∇I(c+x) − ∇I(c−x)
-        jx = bilinear(gx, up, vp) - bilinear(gx, um, vm)
-        jy = bilinear(gy, up, vp) - bilinear(gy, um, vm)
-        a11 = (w * jx * jx).sum(1)
-        a12 = (w * jx * jy).sum(1)
-        a22 = (w * jy * jy).sum(1)
-        b1 = (w * jx * r).sum(1)
-        b2 = (w * jy * r).sum(1)
-        det = a11 * a22 - a12 * a12
-        ok = (det > 1e-12) & (rad >= min_radius_px)
-        det = np.where(ok, det, 1.0)
-        step_x = -(a22 * b1 - a12 * b2) / det
-        step_y = -(-a12 * b1 + a11 * b2) / det
-        step = np.stack([step_x, step_y], axis=1)
-        step = np.where(ok[:, None], np.clip(step, -1.0, 1.0), 0.0)
-        c = c + step
-        if np.all(np.abs(step) < 1e-3):
+        render_corners(out, centres, radii_px + 1.5, K, fit.angles, sign, rho, radius_aperture_px, rb)
+        e, _ = locate_corners(out, weight, centres, radii_px, observed, fit.angles)
+        step = np.einsum("mij,mj->mi", Jinv, observed - e)
+        step = np.clip(step, -1.0, 1.0)
+        K = K + step
+        if np.all(np.abs(step) < tolerance_px):
             break
-    rad = np.where(rad >= min_radius_px, rad, 0.0)
-    return c, rad
+    return K, np.all(np.abs(step) < tolerance_px, axis=1)

@@ -21,7 +21,7 @@ from plenocal.detect.clusters import (
     validate_clusters,
     virtual_depths,
 )
-from plenocal.detect.corners import classify, devignette, fit_corners, refine_symmetric
+from plenocal.detect.corners import CornerFit, chief_ray_corners, classify, devignette, locate_corners
 from plenocal.model.camera import MicroImageGrid
 from plenocal.model.lattice import TypeLayout
 from plenocal.model.observations import BapFeatures
@@ -68,8 +68,10 @@ def detect_frame(
     grid : micro-image grid (pre-calibration).
     omega : Ω (m, q'_i, Δc, λ, N) from pre-calibration.
     layout : micro-lens type layout.
-    pupil_vignetting : estimate υ from positions corrected for the pupil-vignetting shift (the
-        reported (u, v) stay as observed).
+    pupil_vignetting : model the vignetting of the micro-lens pupil by the main aperture, which
+        displaces blurred corners from their chief-ray projection (reported (u, v) are then the
+        chief-ray positions the paper's model predicts, :func:`corners.chief_ray_corners`);
+        False reports the corners where they appear.
     """
     H, W = np.asarray(image).shape[:2]
     dv, weight = devignette(image, white)
@@ -86,10 +88,7 @@ def detect_frame(
     idx_on = np.flatnonzero(on)
     cand = classify(smooth, centres[on], usable[on])
     idx = idx_on[cand.index]
-    fit = fit_corners(dv, weight, centres[idx], usable[idx], cand.corner, cand.angles)
-    corner, sym_radius = refine_symmetric(dv, weight, centres[idx], usable[idx], fit.corner)
-    # Near the border the symmetric window vanishes: keep the X-junction fit there.
-    corner = np.where((sym_radius > 0)[:, None], corner, fit.corner)
+    corner, fit = locate_corners(dv, weight, centres[idx], usable[idx], cand.corner, cand.angles)
     dist = np.hypot(*(corner - centres[idx]).T)
     ok_conv = fit.converged
     ok_border = dist <= usable[idx] - BORDER_MARGIN_PX
@@ -107,27 +106,40 @@ def detect_frame(
     )
     sel = idx[accept]
     uv = corner[accept]
-    angles = fit.angles[accept]
+    fit = fit.select(accept)
     clusters = cluster_observations(uv, grid.diameter_px)
     counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
     ra = abs(omega.m_mm) / omega.f_number / omega.pixel_size_mm
     rb_all = np.abs(q[np.clip(types, 0, n_types - 1)]) / omega.pixel_size_mm
     vig = pupil_vignetting and layout.n_types > 0
 
-    def estimate(sel, uv, labels0):
-        """Validate clusters, υ and ρ from chief-ray positions (observed features are displaced
-        radially by the vignetting of the micro-lens pupil, model.projection.pupil_shift; undo it
-        with the current ρ and re-estimate: a fixed point converging in a few rounds)."""
+    def estimate(sel, uv, labels0, *, rounds, exact=False):
+        """Validate clusters, υ and ρ from chief-ray positions. Observed corners are displaced by
+        the vignetting of the micro-lens pupil (model.projection.pupil_shift): undo it with the
+        current ρ and re-estimate, a fixed point converging in a few rounds; the first-order
+        model (pupil_unshift) while clusters are being formed, the exact inversion
+        (corners.chief_ray_corners) for the final positions."""
         t = types[sel]
         mic_sel = centres[sel]
         chief = uv
         labels, fit_counts = labels0, {}
-        for _ in range(VIRTUAL_DEPTH_ROUNDS if vig else 1):
+        n_chief_failed = 0
+        for r in range(rounds if vig else 1):
             labels, fit_counts = validate_clusters(chief, mic_sel, labels0, lambda_=omega.lambda_)
             v_obs, v_cluster = virtual_depths(chief, mic_sel, labels, micro_image_pitch_px=grid.diameter_px, lambda_=omega.lambda_)
             rho = blur_radii_px(v_obs, t, omega) if layout.n_types else np.full(len(sel), np.nan)
-            if vig:
-                chief = pupil_unshift(uv, np.nan_to_num(rho), mic_sel, ra, rb_all[sel])
+            if not vig:
+                break
+            if exact and r == rounds - 1:
+                break
+            rr = np.nan_to_num(rho)
+            if exact and r == rounds - 2:
+                chief, ok = chief_ray_corners(uv, fit_all, rr, weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
+                bad = ~ok & (labels0 >= 0)
+                n_chief_failed = int(bad.sum())
+                labels0 = np.where(bad, -1, labels0)
+            else:
+                chief = pupil_unshift(uv, rr, mic_sel, ra, rb_all[sel])
         # A planar target at the paper's tilts spans a limited range of virtual depths: clusters
         # far from the frame's median υ are scene points that are not target corners (e.g. the
         # printed area's outer corners seen at close range).
@@ -141,20 +153,27 @@ def detect_frame(
             v_obs = np.where(labels >= 0, v_obs, np.nan)
             v_cluster = np.where(off, np.nan, v_cluster)
         fit_counts["clusters_virtual_depth_outliers"] = n_off
+        if exact:
+            fit_counts["rejected_chief_ray_not_converged"] = n_chief_failed
         return labels, v_obs, v_cluster, rho, chief, fit_counts
 
-    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, clusters.labels)
+    buffer = np.zeros_like(dv)
+    fit_all = fit
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, clusters.labels, rounds=VIRTUAL_DEPTH_ROUNDS)
     # Guided detection: every valid cluster predicts where its corner must appear in all the
     # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
     # there from that start and keep fits that land on the prediction.
-    g_sel, g_uv, _g_ang, g_lab = _guided(
-        dv, weight, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra, rb_all, vig, layout
+    g_sel, g_uv, g_fit, g_lab = _guided(
+        dv, weight, centres, usable, on, types, sel, chief, fit.angles, labels, v_cluster, omega, ra, rb_all, vig, layout
     )
     counts["guided_added"] = len(g_sel)
     if len(g_sel):
         sel = np.concatenate([sel, g_sel])
         uv = np.concatenate([uv, g_uv])
-        labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, np.concatenate([labels, g_lab]))
+        fit_all = CornerFit.concatenate([fit, g_fit])
+        labels = np.concatenate([labels, g_lab])
+    # Final: chief-ray positions by inverting the image formation, then υ and ρ from them.
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, labels, rounds=VIRTUAL_DEPTH_ROUNDS + 2, exact=True)
     counts.update(fit_counts)
     keep = (labels >= 0) & np.isfinite(v_obs)
     n = int(keep.sum())
@@ -162,8 +181,8 @@ def detect_frame(
         frame=np.full(n, frame),
         k=k_all[sel][keep],
         l=l_all[sel][keep],
-        u=uv[keep, 0],
-        v=uv[keep, 1],
+        u=chief[keep, 0],
+        v=chief[keep, 1],
         rho=rho[keep],
         node=np.full(n, -1),
         cluster=labels[keep],
@@ -209,17 +228,13 @@ def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, 
         taken.update(near.tolist())
     if not cand_idx:
         z = np.zeros(0, dtype=np.int64)
-        return z, np.zeros((0, 2)), np.zeros((0, 2)), z
+        return z, np.zeros((0, 2)), CornerFit.empty(), z
     idx = np.concatenate(cand_idx)
     pred = np.concatenate(cand_pred)
     ang = np.concatenate(cand_ang)
     lab = np.concatenate(cand_lab)
-    fit = fit_corners(dv, weight, centres[idx], usable[idx], pred, ang)
-    corner, sym_radius = refine_symmetric(dv, weight, centres[idx], usable[idx], fit.corner)
-    # Too close to the border for the symmetric refinement: keep the X-junction fit (the
-    # prediction checks it independently).
-    corner = np.where((sym_radius > 0)[:, None], corner, fit.corner)
+    corner, fit = locate_corners(dv, weight, centres[idx], usable[idx], pred, ang)
     ok = fit.converged & (np.hypot(*(corner - pred).T) <= GUIDED_TOLERANCE_PX)
     ok &= np.hypot(*(corner - centres[idx]).T) <= usable[idx] - BORDER_MARGIN_PX
     ok &= (fit.contrast > MIN_CONTRAST) & (fit.angle_between_rad > MIN_LINE_ANGLE_RAD) & (fit.sigma_px < MAX_SIGMA_PX) & (fit.rms < MAX_RMS)
-    return idx[ok], corner[ok], fit.angles[ok], lab[ok]
+    return idx[ok], corner[ok], fit.select(ok), lab[ok]

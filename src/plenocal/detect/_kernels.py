@@ -1,0 +1,355 @@
+"""numba kernels of corner detection: one parallel loop over micro-images, the pixels of each
+micro-image in an inner loop. Each micro-image is computed independently, so results do not
+depend on the thread count.
+
+- :func:`xjunction_fit_kernel`: Levenberg–Marquardt fit of the blurred X-junction
+  ``a + b·erf(d1/(√2σ))·erf(d2/(√2σ))`` (``corners.fit_corners``);
+- :func:`symmetric_kernel`: centre of point symmetry (``corners.refine_symmetric``);
+- :func:`render_kernel`: the devignetted image of a checkerboard corner seen through a micro-lens
+  whose pupil is vignetted by the main aperture (``corners.render_corners``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_SQRT2_PI = math.sqrt(2.0 / math.pi)
+
+
+@nb.njit(cache=True)
+def _solve7(A, g, n):  # pragma: no cover - compiled
+    """Solve A x = g (n × n, symmetric positive) by Gaussian elimination with partial pivoting;
+    returns (x, ok). A and g are overwritten."""
+    x = np.zeros(n)
+    for c in range(n):
+        p = c
+        for r in range(c + 1, n):
+            if abs(A[r, c]) > abs(A[p, c]):
+                p = r
+        if abs(A[p, c]) < 1e-300:
+            return x, False
+        if p != c:
+            for k in range(n):
+                A[c, k], A[p, k] = A[p, k], A[c, k]
+            g[c], g[p] = g[p], g[c]
+        for r in range(c + 1, n):
+            f = A[r, c] / A[c, c]
+            for k in range(c, n):
+                A[r, k] -= f * A[c, k]
+            g[r] -= f * g[c]
+    for c in range(n - 1, -1, -1):
+        s = g[c]
+        for k in range(c + 1, n):
+            s -= A[c, k] * x[k]
+        x[c] = s / A[c, c]
+    return x, True
+
+
+@nb.njit(cache=True)
+def _xj_eval(p, X, Y, I, Wt, P, J, res):  # pragma: no cover - compiled
+    """Weighted residuals (I − f)·w and Jacobian of f·w for the X-junction; returns the cost."""
+    cx, cy, t1, t2, sg, a, b = p[0], p[1], p[2], p[3], p[4], p[5], p[6]
+    c1, s1, c2, s2 = math.cos(t1), math.sin(t1), math.cos(t2), math.sin(t2)
+    k = _INV_SQRT2 / sg
+    cost = 0.0
+    for j in range(P):
+        dx = X[j] - cx
+        dy = Y[j] - cy
+        d1 = c1 * dx + s1 * dy
+        d2 = c2 * dx + s2 * dy
+        e1 = math.erf(d1 * k)
+        e2 = math.erf(d2 * k)
+        g1 = _SQRT2_PI / sg * math.exp(-0.5 * (d1 / sg) ** 2)
+        g2 = _SQRT2_PI / sg * math.exp(-0.5 * (d2 / sg) ** 2)
+        w = Wt[j]
+        r = (I[j] - (a + b * e1 * e2)) * w
+        res[j] = r
+        cost += r * r
+        J[j, 0] = w * b * (-c1 * g1 * e2 - c2 * e1 * g2)
+        J[j, 1] = w * b * (-s1 * g1 * e2 - s2 * e1 * g2)
+        J[j, 2] = w * b * g1 * (-s1 * dx + c1 * dy) * e2
+        J[j, 3] = w * b * e1 * g2 * (-s2 * dx + c2 * dy)
+        J[j, 4] = w * b * (-g1 * d1 / sg * e2 - e1 * g2 * d2 / sg)
+        J[j, 5] = w
+        J[j, 6] = w * e1 * e2
+    return cost
+
+
+@nb.njit(parallel=True, cache=True)
+def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles, iterations):  # pragma: no cover
+    """Per micro-image LM fit; returns params (M, 7) [cx, cy, θ1, θ2, σ, a, b], cost (M,),
+    number of pixels (M,) and converged (M,)."""
+    H, W = image.shape
+    M = centres.shape[0]
+    params = np.zeros((M, 7))
+    costs = np.zeros(M)
+    npix = np.zeros(M, dtype=np.int64)
+    conv = np.zeros(M, dtype=np.bool_)
+    rmax = 0
+    for i in range(M):
+        rmax = max(rmax, int(math.ceil(radii[i])) + 1)
+    side = 2 * rmax + 1
+    for i in nb.prange(M):
+        X = np.empty(side * side)
+        Y = np.empty(side * side)
+        I = np.empty(side * side)
+        Wt = np.empty(side * side)
+        cu = int(round(centres[i, 0]))
+        cv = int(round(centres[i, 1]))
+        r = int(math.ceil(radii[i])) + 1
+        P = 0
+        for y in range(cv - r, cv + r + 1):
+            for x in range(cu - r, cu + r + 1):
+                if x < 0 or x >= W or y < 0 or y >= H:
+                    continue
+                if math.hypot(x - centres[i, 0], y - centres[i, 1]) > radii[i]:
+                    continue
+                w = weight[y, x]
+                if w <= 0.0:
+                    continue
+                X[P] = x
+                Y[P] = y
+                I[P] = image[y, x]
+                Wt[P] = math.sqrt(w)
+                P += 1
+        npix[i] = P
+        if P < 8:
+            continue
+        p = np.empty(7)
+        p[0] = init_corner[i, 0]
+        p[1] = init_corner[i, 1]
+        p[2] = init_angles[i, 0]
+        p[3] = init_angles[i, 1]
+        p[4] = 1.5
+        # a, b by linear least squares given the geometry
+        c1, s1 = math.cos(p[2]), math.sin(p[2])
+        c2, s2 = math.cos(p[3]), math.sin(p[3])
+        k = _INV_SQRT2 / p[4]
+        n = 0.0
+        se = 0.0
+        see = 0.0
+        sI = 0.0
+        seI = 0.0
+        for j in range(P):
+            dx = X[j] - p[0]
+            dy = Y[j] - p[1]
+            e = math.erf((c1 * dx + s1 * dy) * k) * math.erf((c2 * dx + s2 * dy) * k)
+            w2 = Wt[j] * Wt[j]
+            n += w2
+            se += w2 * e
+            see += w2 * e * e
+            sI += w2 * I[j]
+            seI += w2 * e * I[j]
+        det = n * see - se * se
+        if abs(det) < 1e-12:
+            det = 1e-12
+        p[6] = (n * seI - se * sI) / det
+        p[5] = (sI - p[6] * se) / max(n, 1e-12)
+        J = np.empty((P, 7))
+        res = np.empty(P)
+        Jn = np.empty((P, 7))
+        resn = np.empty(P)
+        cost = _xj_eval(p, X, Y, I, Wt, P, J, res)
+        lam = 1e-2
+        converged = False
+        A = np.empty((7, 7))
+        g = np.empty(7)
+        pn = np.empty(7)
+        for _ in range(iterations):
+            for a_ in range(7):
+                s = 0.0
+                for j in range(P):
+                    s += J[j, a_] * res[j]
+                g[a_] = s
+                for b_ in range(a_, 7):
+                    s = 0.0
+                    for j in range(P):
+                        s += J[j, a_] * J[j, b_]
+                    A[a_, b_] = s
+                    A[b_, a_] = s
+            for a_ in range(7):
+                A[a_, a_] += lam * (A[a_, a_] + 1e-9)
+            step, ok = _solve7(A, g, 7)
+            if not ok:
+                lam *= 10.0
+                if lam > 1e6:
+                    break
+                continue
+            step[4] = min(max(step[4], -0.5 * p[4]), 2.0)
+            for a_ in range(7):
+                pn[a_] = p[a_] + step[a_]
+            pn[4] = max(pn[4], 0.2)
+            cn = _xj_eval(pn, X, Y, I, Wt, P, Jn, resn)
+            if cn < cost:
+                for a_ in range(7):
+                    p[a_] = pn[a_]
+                J, Jn = Jn, J
+                res, resn = resn, res
+                cost = cn
+                lam *= 0.3
+                if max(abs(step[0]), abs(step[1])) < 1e-4:
+                    converged = True
+                    break
+            else:
+                lam *= 10.0
+                if lam > 1e6:
+                    break
+        conv[i] = converged or lam <= 1e6
+        for a_ in range(7):
+            params[i, a_] = p[a_]
+        costs[i] = cost
+    return params, costs, npix, conv
+
+
+@nb.njit(cache=True)
+def _bilinear3(image, weight, u, v):  # pragma: no cover - compiled
+    """Bilinear samples of image and weight at (u, v), and of the image's central-difference
+    gradient; (0, 0, 0, 0) outside."""
+    H, W = image.shape
+    if u < 1.0 or v < 1.0 or u >= W - 2.0 or v >= H - 2.0:
+        return 0.0, 0.0, 0.0, 0.0
+    u0 = int(math.floor(u))
+    v0 = int(math.floor(v))
+    fu = u - u0
+    fv = v - v0
+    w00 = (1 - fu) * (1 - fv)
+    w10 = fu * (1 - fv)
+    w01 = (1 - fu) * fv
+    w11 = fu * fv
+    val = w00 * image[v0, u0] + w10 * image[v0, u0 + 1] + w01 * image[v0 + 1, u0] + w11 * image[v0 + 1, u0 + 1]
+    wt = w00 * weight[v0, u0] + w10 * weight[v0, u0 + 1] + w01 * weight[v0 + 1, u0] + w11 * weight[v0 + 1, u0 + 1]
+    gx = 0.5 * (
+        w00 * (image[v0, u0 + 1] - image[v0, u0 - 1])
+        + w10 * (image[v0, u0 + 2] - image[v0, u0])
+        + w01 * (image[v0 + 1, u0 + 1] - image[v0 + 1, u0 - 1])
+        + w11 * (image[v0 + 1, u0 + 2] - image[v0 + 1, u0])
+    )
+    gy = 0.5 * (
+        w00 * (image[v0 + 1, u0] - image[v0 - 1, u0])
+        + w10 * (image[v0 + 1, u0 + 1] - image[v0 - 1, u0 + 1])
+        + w01 * (image[v0 + 2, u0] - image[v0, u0])
+        + w11 * (image[v0 + 2, u0 + 1] - image[v0, u0 + 1])
+    )
+    return val, wt, gx, gy
+
+
+@nb.njit(parallel=True, cache=True)
+def symmetric_kernel(image, weight, centres, radii, corner, max_radius, min_radius, iterations):  # pragma: no cover
+    """Gauss–Newton on the centre of point symmetry; returns (corner (M, 2), radius (M,))."""
+    M = corner.shape[0]
+    out = corner.copy()
+    rad_out = np.zeros(M)
+    rmax = int(math.ceil(max_radius))
+    n_side = 4 * rmax + 1
+    for i in nb.prange(M):
+        cx = out[i, 0]
+        cy = out[i, 1]
+        rad = 0.0
+        for _ in range(iterations):
+            dist = math.hypot(cx - centres[i, 0], cy - centres[i, 1])
+            rad = min(max(radii[i] - dist - 0.5, 0.0), max_radius)
+            if rad < min_radius:
+                break
+            a11 = 0.0
+            a12 = 0.0
+            a22 = 0.0
+            b1 = 0.0
+            b2 = 0.0
+            for iy in range(n_side):
+                oy = -rmax + 0.5 * iy
+                if oy < 0:
+                    continue
+                for ix in range(n_side):
+                    ox = -rmax + 0.5 * ix
+                    if oy == 0 and ox <= 0:
+                        continue  # half-disc: each pair once
+                    rr = math.hypot(ox, oy)
+                    if rr > rad:
+                        continue
+                    Ip, wp, gxp, gyp = _bilinear3(image, weight, cx + ox, cy + oy)
+                    Im, wm, gxm, gym = _bilinear3(image, weight, cx - ox, cy - oy)
+                    w = wp * wm
+                    if w <= 0.0:
+                        continue
+                    r = Ip - Im
+                    jx = gxp - gxm
+                    jy = gyp - gym
+                    a11 += w * jx * jx
+                    a12 += w * jx * jy
+                    a22 += w * jy * jy
+                    b1 += w * jx * r
+                    b2 += w * jy * r
+            det = a11 * a22 - a12 * a12
+            if det <= 1e-12:
+                break
+            sx = -(a22 * b1 - a12 * b2) / det
+            sy = -(-a12 * b1 + a11 * b2) / det
+            sx = min(max(sx, -1.0), 1.0)
+            sy = min(max(sy, -1.0), 1.0)
+            cx += sx
+            cy += sy
+            if abs(sx) < 1e-3 and abs(sy) < 1e-3:
+                break
+        dist = math.hypot(cx - centres[i, 0], cy - centres[i, 1])
+        rad = min(max(radii[i] - dist - 0.5, 0.0), max_radius)
+        out[i, 0] = cx
+        out[i, 1] = cy
+        rad_out[i] = rad if rad >= min_radius else 0.0
+    return out, rad_out
+
+
+@nb.njit(parallel=True, cache=True)
+def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, pts, offsets):  # pragma: no cover
+    """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
+
+    Pixel x of micro-image i sees the sharp (chief-ray) image S at x + ρ·z for the lens-disc
+    points z (unit disc, radius R_b on the lens) whose rays pass the main aperture: those with
+    |z − (x − c_i)/R_b| ≤ R_a/R_b. The devignetted value is the mean of S over them:
+    0.5 + 0.5·sign·mean(erf(d1/(√2σ))·erf(d2/(√2σ))). ``pts`` holds equal-area disc point sets
+    of increasing size, ``offsets`` their bounds; ~9ρ² points are used (0.6 px spacing).
+    """
+    M = mic.shape[0]
+    H, W = out.shape
+    k = _INV_SQRT2 / sigma
+    n_sets = offsets.shape[0] - 1
+    for i in nb.prange(M):
+        need = 9.0 * rho[i] * rho[i]
+        j = 0
+        while j < n_sets - 1 and offsets[j + 1] - offsets[j] < need:
+            j += 1
+        s0 = offsets[j]
+        s1 = offsets[j + 1]
+        c1 = math.cos(angles[i, 0])
+        n1 = math.sin(angles[i, 0])
+        c2 = math.cos(angles[i, 1])
+        n2 = math.sin(angles[i, 1])
+        r = radius[i]
+        rr2 = (ra / rb[i]) ** 2
+        x0 = int(math.floor(mic[i, 0] - r))
+        x1 = int(math.ceil(mic[i, 0] + r))
+        y0 = int(math.floor(mic[i, 1] - r))
+        y1 = int(math.ceil(mic[i, 1] + r))
+        for y in range(max(y0, 0), min(y1 + 1, H)):
+            for x in range(max(x0, 0), min(x1 + 1, W)):
+                ex = x - mic[i, 0]
+                ey = y - mic[i, 1]
+                if ex * ex + ey * ey > r * r:
+                    continue
+                zx0 = ex / rb[i]
+                zy0 = ey / rb[i]
+                acc = 0.0
+                cnt = 0
+                for s in range(s0, s1):
+                    dx = pts[s, 0] - zx0
+                    dy = pts[s, 1] - zy0
+                    if dx * dx + dy * dy > rr2:
+                        continue
+                    px = x + rho[i] * pts[s, 0] - corner[i, 0]
+                    py = y + rho[i] * pts[s, 1] - corner[i, 1]
+                    acc += math.erf((c1 * px + n1 * py) * k) * math.erf((c2 * px + n2 * py) * k)
+                    cnt += 1
+                out[y, x] = 0.5 + 0.5 * sign[i] * acc / cnt if cnt > 0 else 0.0
