@@ -281,7 +281,8 @@ def ablation_rows(inputs: Inputs, base: CalibrationOptions) -> list[dict[str, An
             rmse=dict(r.rmse), n_bap=r.n_bap, n_mic=r.n_mic, rejected=dict(r.rejected),
             wall_time_s=r.timings_s.get("total"),
             parameters={n: {"value": p[n].value, "std": p[n].std} for n in
-                        ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "theta_x_rad", "theta_y_rad", "pitch_mm")
+                        ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "theta_x_rad", "theta_y_rad", "pitch_mm",
+                         *sorted(k for k in p if k[0] == "f" and k[1:-3].isdigit() and k.endswith("_mm")))
                         if n in p},
         )
         rows.append(row)

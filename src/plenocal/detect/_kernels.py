@@ -303,21 +303,22 @@ def symmetric_kernel(image, weight, centres, radii, corner, max_radius, min_radi
 
 
 @nb.njit(parallel=True, cache=True)
-def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, pts, offsets):  # pragma: no cover
+def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, pts, offsets):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
 
     Pixel x of micro-image i sees the sharp (chief-ray) image S at x + ρ·z for the lens-disc
     points z (unit disc, radius R_b on the lens) whose rays pass the main aperture: those with
     |z − (x − c_i)/R_b| ≤ R_a/R_b. The devignetted value is the mean of S over them:
     0.5 + 0.5·sign·mean(erf(d1/(√2σ))·erf(d2/(√2σ))). ``pts`` holds equal-area disc point sets
-    of increasing size, ``offsets`` their bounds; ~9ρ² points are used (0.6 px spacing).
+    of increasing size, ``offsets`` their bounds; the first set with at least ``density``·ρ²
+    points is used (spacing ≈ √(π/density) px).
     """
     M = mic.shape[0]
     H, W = out.shape
     k = _INV_SQRT2 / sigma
     n_sets = offsets.shape[0] - 1
     for i in nb.prange(M):
-        need = 9.0 * rho[i] * rho[i]
+        need = density * rho[i] * rho[i]
         j = 0
         while j < n_sets - 1 and offsets[j + 1] - offsets[j] < need:
             j += 1
@@ -329,6 +330,7 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, pt
         n2 = math.sin(angles[i, 1])
         r = radius[i]
         rr2 = (ra / rb[i]) ** 2
+        reach = abs(rho[i]) + 4.5 * sigma  # erf(4.5/√2) = 1 − 7e-6
         x0 = int(math.floor(mic[i, 0] - r))
         x1 = int(math.ceil(mic[i, 0] + r))
         y0 = int(math.floor(mic[i, 1] - r))
@@ -338,6 +340,14 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, pt
                 ex = x - mic[i, 0]
                 ey = y - mic[i, 1]
                 if ex * ex + ey * ey > r * r:
+                    continue
+                # Far from both lines every sample sees the same quadrant: skip the sum.
+                qx = x - corner[i, 0]
+                qy = y - corner[i, 1]
+                a1 = c1 * qx + n1 * qy
+                a2 = c2 * qx + n2 * qy
+                if abs(a1) > reach and abs(a2) > reach:
+                    out[y, x] = 0.5 + 0.5 * sign[i] * (1.0 if a1 * a2 > 0 else -1.0)
                     continue
                 zx0 = ex / rb[i]
                 zy0 = ey / rb[i]

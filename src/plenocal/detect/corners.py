@@ -287,6 +287,8 @@ def _disc_points(n: int) -> FloatArray:
 _SET_SIZES = (16, 32, 64, 128, 256, 512)
 _DISC_POINTS = np.concatenate([_disc_points(n) for n in _SET_SIZES])
 _DISC_OFFSETS = np.cumsum((0, *_SET_SIZES)).astype(np.int64)
+RENDER_DENSITY = 9.0
+"""Lens-disc samples per px² of blur disc: spacing √(π/9) ≈ 0.6 px (sparser samples add ~0.03 px RMS on clean frames)."""
 RENDER_SIGMA_PX = 0.3
 """Edge blur of the rendered sharp image: pixel integration (a 1-px box ≈ Gaussian σ = 1/√12)."""
 
@@ -326,7 +328,7 @@ def render_corners(
         np.ascontiguousarray(radius_lens_px, dtype=np.float64), float(radius_aperture_px),
         np.ascontiguousarray(rho, dtype=np.float64), np.ascontiguousarray(corner, dtype=np.float64),
         np.ascontiguousarray(angles, dtype=np.float64), np.ascontiguousarray(sign, dtype=np.float64),
-        float(sigma_px), _DISC_POINTS, _DISC_OFFSETS,
+        float(sigma_px), float(RENDER_DENSITY), _DISC_POINTS, _DISC_OFFSETS,
     )
     return out
 
@@ -395,12 +397,16 @@ def chief_ray_corners(
     out = np.zeros_like(weight) if buffer is None else buffer
     sign = np.where(fit.sign != 0, fit.sign, 1.0)
     step = np.full((M, 2), np.inf)
+    todo = np.arange(M)
     for _ in range(iterations):
-        render_corners(out, centres, radii_px + 1.5, K, fit.angles, sign, rho, radius_aperture_px, rb)
-        e, _ = locate_corners(out, weight, centres, radii_px, observed, fit.angles)
-        step = np.einsum("mij,mj->mi", Jinv, observed - e)
-        step = np.clip(step, -1.0, 1.0)
-        K = K + step
-        if np.all(np.abs(step) < tolerance_px):
+        # Only the corners not converged yet are rendered and re-estimated.
+        t = todo
+        render_corners(out, centres[t], radii_px[t] + 1.5, K[t], fit.angles[t], sign[t], rho[t], radius_aperture_px, rb[t])
+        e, _ = locate_corners(out, weight, centres[t], radii_px[t], observed[t], fit.angles[t])
+        s = np.clip(np.einsum("mij,mj->mi", Jinv[t], observed[t] - e), -1.0, 1.0)
+        K[t] += s
+        step[t] = s
+        todo = t[np.any(np.abs(s) >= tolerance_px, axis=1)]
+        if not len(todo):
             break
     return K, np.all(np.abs(step) < tolerance_px, axis=1)
