@@ -1,0 +1,82 @@
+"""The rendered vignetted-pupil corner and its inversion (detect.corners.chief_ray_corners)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plenocal.detect.corners import CornerFit, chief_ray_corners, locate_corners, render_corners
+from plenocal.model.projection import pupil_shift_px
+
+RA, RB = 6.47, 5.1  # R12-A at N = 4: aperture and lens radii (px)
+
+
+def _scene(n=24, seed=0):
+    rng = np.random.default_rng(seed)
+    side = int(np.ceil(np.sqrt(n)))
+    centres = np.array([[30.0 + 30 * (i % side) + rng.uniform(-0.5, 0.5), 30.0 + 30 * (i // side) + rng.uniform(-0.5, 0.5)] for i in range(n)])
+    r = rng.uniform(1.0, 6.5, n)
+    phi = rng.uniform(0, 2 * np.pi, n)
+    chief = centres + np.c_[r * np.cos(phi), r * np.sin(phi)]
+    th1 = rng.uniform(0, np.pi, n)
+    angles = np.c_[th1, th1 + rng.uniform(np.radians(50), np.radians(130), n)]
+    rho = rng.choice([-1, 1], n) * rng.uniform(1.0, 3.5, n)
+    sign = rng.choice([-1.0, 1.0], n)
+    shape = (30 * (side + 1), 30 * (side + 1))
+    radius = np.full(n, RA + RB)
+    return centres, chief, angles, rho, sign, shape, radius
+
+
+def _white(shape, centres, usable):
+    w = np.zeros(shape)
+    yy, xx = np.mgrid[0 : shape[0], 0 : shape[1]]
+    for c, u in zip(centres, usable, strict=True):
+        w[np.hypot(xx - c[0], yy - c[1]) <= u + 1.0] = 1.0
+    return w
+
+
+def test_rendering_with_a_wide_aperture_is_the_symmetric_disc_blur():
+    """R_a ≫ R_b: no vignetting, the corner appears at its chief-ray position (paper's model)."""
+    centres, chief, angles, rho, sign, shape, radius = _scene()
+    usable = 0.85 * radius
+    img = np.zeros(shape)
+    render_corners(img, centres, radius + 2, chief, angles, sign, rho, 1e3, np.full(len(rho), RB))
+    seen, fit = locate_corners(img, _white(shape, centres, usable), centres, usable, chief + 0.3, angles)
+    e = np.hypot(*(seen - chief).T)
+    assert np.all(fit.converged)
+    assert e.max() < 0.02
+
+
+def test_vignetted_corners_are_displaced_as_the_first_order_model_says_and_inverted_exactly():
+    centres, chief, angles, rho, sign, shape, radius = _scene(seed=1)
+    usable = 0.85 * radius
+    rb = np.full(len(rho), RB)
+    img = np.zeros(shape)
+    render_corners(img, centres, radius + 2, chief, angles, sign, rho, RA, rb)
+    white = _white(shape, centres, usable)
+    seen, fit = locate_corners(img, white, centres, usable, pupil_shift_px(chief, rho, centres, RA, rb), angles)
+    ok = fit.converged & (np.hypot(*(seen - centres).T) < usable - 1.0)
+    assert ok.sum() >= 15
+    first_order = pupil_shift_px(chief, rho, centres, RA, rb)
+    shift = np.hypot(*(seen - chief).T)[ok]
+    assert shift.max() > 1.0  # the displacement is large...
+    assert np.sqrt(np.mean(np.sum((seen - first_order)[ok] ** 2, 1))) < 0.35 * np.sqrt(np.mean(shift**2))  # ...and mostly first order
+    sel = np.flatnonzero(ok)
+    f = fit.select(ok)
+    K, conv = chief_ray_corners(seen[sel], f, rho[sel], white, centres[sel], usable[sel], RA, rb[sel])
+    assert conv.all()
+    assert np.abs(K - chief[sel]).max() < 0.02
+
+
+def test_cornerfit_select_and_concatenate_keep_fields_aligned():
+    centres, chief, angles, rho, sign, shape, radius = _scene(n=6, seed=2)
+    usable = 0.85 * radius
+    img = np.zeros(shape)
+    render_corners(img, centres, radius + 2, chief, angles, sign, rho, 1e3, np.full(len(rho), RB))
+    _, fit = locate_corners(img, _white(shape, centres, usable), centres, usable, chief, angles)
+    mask = np.array([True, False, True, False, True, True])
+    both = CornerFit.concatenate([fit.select(mask), fit.select(~mask)])
+    order = np.r_[np.flatnonzero(mask), np.flatnonzero(~mask)]
+    np.testing.assert_array_equal(both.corner, fit.corner[order])
+    np.testing.assert_array_equal(both.sign, fit.sign[order])
+    assert np.all(np.abs(fit.sign) == 1.0)
+    np.testing.assert_array_equal(fit.sign, sign)
