@@ -126,3 +126,26 @@ def test_detect_cli_without_precalibration_is_one_line(dataset, tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no camera.json from pre-calibration" in err
     assert not out.exists()
+
+
+def test_unfocused_camera_corners_need_no_vignetting_inversion():
+    """upc-s (q ≈ 0, as pre-calibration infers for unfocused cameras): the aperture holds the
+    whole lens disc, corners sit at their chief-ray positions; no NaN from R_b = 0."""
+    import dataclasses
+
+    p = preset("upc-s", small=True)
+    cam, board, N = p.camera, p.plan.board, p.plan.checkerboard_f_number
+    oracle = FeatureOracle(cam)
+    poses = random_poses(cam, board, 1, distance_range_mm=p.plan.calibration_range_mm, rng=np.random.default_rng(2), oracle=oracle)
+    white = render(cam, WhiteDiffuser(), f_number=N, rays=32, seed=3, image_id=99)
+    img = render(cam, Scene((CheckerboardPlate(board, poses[0]),)), f_number=N, rays=32, seed=3, image_id=0)
+    truth = oracle.board_features(board, poses[0])
+    omega = dataclasses.replace(internal_parameters(cam), q_mm=(-0.0,))
+    det = detect_frame(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types).features
+    assert len(det) > 20
+    assert np.all(np.isfinite(det.u)) and np.all(np.isfinite(det.rho))
+    j, _ = _match(cam, det, truth)
+    assert np.all(j >= 0)
+    e = np.hypot(det.u - truth.u[j], det.v - truth.v[j])
+    print("upc-s small: n", len(det), "rms", np.sqrt(np.mean(e**2)), "max", e.max())
+    assert np.sqrt(np.mean(e**2)) < 0.2

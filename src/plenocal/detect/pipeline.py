@@ -37,6 +37,8 @@ MIN_LINE_ANGLE_RAD = np.radians(20.0)
 MAX_SIGMA_PX = 8.0
 MAX_RMS = 0.5
 VIRTUAL_DEPTH_ROUNDS = 4
+MIN_LENS_RADIUS_PX = 0.05
+"""Below this R_b = |q_i|/s (unfocused cameras) pupil vignetting displaces nothing measurable."""
 VIRTUAL_DEPTH_SPREAD = 1.6
 """Clusters whose υ differs from the frame's median by more than this factor are dropped."""
 
@@ -111,7 +113,9 @@ def detect_frame(
     counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
     ra = abs(omega.m_mm) / omega.f_number / omega.pixel_size_mm
     rb_all = np.abs(q[np.clip(types, 0, n_types - 1)]) / omega.pixel_size_mm
-    vig = pupil_vignetting and layout.n_types > 0
+    # Unfocused cameras (|q| → 0, R_b → 0): the aperture holds the whole lens disc for every pixel
+    # but a strip R_b wide at the micro-image border, so corners are not displaced.
+    vig = pupil_vignetting and layout.n_types > 0 and float(np.min(rb_all)) > MIN_LENS_RADIUS_PX
 
     def estimate(sel, uv, labels0, *, rounds, exact=False):
         """Validate clusters, υ and ρ from chief-ray positions. Observed corners are displaced by
