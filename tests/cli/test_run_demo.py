@@ -66,3 +66,20 @@ def test_run_on_a_missing_dataset_is_one_line(tmp_path, capsys):
     assert main(["run", str(tmp_path / "nope"), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_run_plan_has_no_blur_stage_for_a_single_type_camera(demo, tmp_path):
+    """κ is relative blur between types: an unfocused (one-type) camera skips the stage instead of
+    failing the run (full-scale upc-s did)."""
+    import dataclasses
+
+    from plenocal.cli.run import plan
+    from plenocal.io.dataset import Dataset
+
+    dataset, _ = demo
+    ds = read_dataset(dataset)
+    names = [s.name for s in plan(ds, tmp_path, vignetting=True)]
+    assert "blur" in names
+    one = dataclasses.replace(ds.manifest, camera_spec=dataclasses.replace(ds.manifest.camera_spec, n_types=1, type_row_shift=None))
+    names = [s.name for s in plan(Dataset(ds.folder, one), tmp_path, vignetting=True)]
+    assert "blur" not in names and names[-1] == "report" and "evaluate" in names

@@ -105,7 +105,9 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
         )
     )
     camera, poses = cal / "camera.json", cal / "poses.json"
-    if has_whites and m.with_role(ImageRole.DEVIGNETTING):
+    # κ is relative blur between micro-lens types: a single-type (e.g. unfocused) camera has none.
+    multi_type = m.camera_spec is None or m.camera_spec.n_types is None or m.camera_spec.n_types >= 2
+    if has_whites and m.with_role(ImageRole.DEVIGNETTING) and multi_type:
         stages.append(
             Stage(
                 "blur",
