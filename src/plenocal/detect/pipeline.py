@@ -117,33 +117,35 @@ def detect_frame(
     # but a strip R_b wide at the micro-image border, so corners are not displaced.
     vig = pupil_vignetting and layout.n_types > 0 and float(np.min(rb_all)) > MIN_LENS_RADIUS_PX
 
-    def estimate(sel, uv, labels0, *, rounds, exact=False):
+    def estimate(sel, uv, fit, labels0, *, exact=False):
         """Validate clusters, υ and ρ from chief-ray positions. Observed corners are displaced by
         the vignetting of the micro-lens pupil (model.projection.pupil_shift): undo it with the
         current ρ and re-estimate, a fixed point converging in a few rounds; the first-order
-        model (pupil_unshift) while clusters are being formed, the exact inversion
-        (corners.chief_ray_corners) for the final positions."""
+        model (pupil_unshift) while clusters are being formed, then, with ``exact``, the exact
+        inversion (corners.chief_ray_corners) for the final positions."""
         t = types[sel]
         mic_sel = centres[sel]
-        chief = uv
-        labels, fit_counts = labels0, {}
-        n_chief_failed = 0
-        for r in range(rounds if vig else 1):
-            labels, fit_counts = validate_clusters(chief, mic_sel, labels0, lambda_=omega.lambda_)
+
+        def depths(chief, labels_in):
+            labels, fit_counts = validate_clusters(chief, mic_sel, labels_in, lambda_=omega.lambda_)
             v_obs, v_cluster = virtual_depths(chief, mic_sel, labels, micro_image_pitch_px=grid.diameter_px, lambda_=omega.lambda_)
             rho = blur_radii_px(v_obs, t, omega) if layout.n_types else np.full(len(sel), np.nan)
-            if not vig:
-                break
-            if exact and r == rounds - 1:
-                break
-            rr = np.nan_to_num(rho)
-            if exact and r == rounds - 2:
-                chief, ok = chief_ray_corners(uv, fit_all, rr, weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
+            return labels, fit_counts, v_obs, v_cluster, rho
+
+        chief = uv
+        n_chief_failed = 0
+        if not vig:
+            labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
+        else:
+            for _ in range(VIRTUAL_DEPTH_ROUNDS):
+                labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
+                chief = pupil_unshift(uv, np.nan_to_num(rho), mic_sel, ra, rb_all[sel])
+            if exact:
+                labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
+                chief, ok = chief_ray_corners(uv, fit, np.nan_to_num(rho), weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
                 bad = ~ok & (labels0 >= 0)
                 n_chief_failed = int(bad.sum())
-                labels0 = np.where(bad, -1, labels0)
-            else:
-                chief = pupil_unshift(uv, rr, mic_sel, ra, rb_all[sel])
+                labels, fit_counts, v_obs, v_cluster, rho = depths(chief, np.where(bad, -1, labels0))
         # A planar target at the paper's tilts spans a limited range of virtual depths: clusters
         # far from the frame's median υ are scene points that are not target corners (e.g. the
         # printed area's outer corners seen at close range).
@@ -161,9 +163,8 @@ def detect_frame(
             fit_counts["rejected_chief_ray_not_converged"] = n_chief_failed
         return labels, v_obs, v_cluster, rho, chief, fit_counts
 
-    buffer = np.zeros_like(dv)
-    fit_all = fit
-    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, clusters.labels, rounds=VIRTUAL_DEPTH_ROUNDS)
+    buffer = np.zeros_like(dv) if vig else None
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, fit, clusters.labels)
     # Guided detection: every valid cluster predicts where its corner must appear in all the
     # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
     # there from that start and keep fits that land on the prediction.
@@ -174,10 +175,10 @@ def detect_frame(
     if len(g_sel):
         sel = np.concatenate([sel, g_sel])
         uv = np.concatenate([uv, g_uv])
-        fit_all = CornerFit.concatenate([fit, g_fit])
+        fit = CornerFit.concatenate([fit, g_fit])
         labels = np.concatenate([labels, g_lab])
     # Final: chief-ray positions by inverting the image formation, then υ and ρ from them.
-    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, labels, rounds=VIRTUAL_DEPTH_ROUNDS + 2, exact=True)
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, fit, labels, exact=True)
     counts.update(fit_counts)
     keep = (labels >= 0) & np.isfinite(v_obs)
     n = int(keep.sum())
