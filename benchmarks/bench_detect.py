@@ -34,10 +34,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, peak_memory_mb
 
+from plenocal.detect.clusters import blur_radii_px
 from plenocal.detect.pipeline import detect_frame
 from plenocal.io import read_camera, read_camera_file, read_dataset, read_observations
 from plenocal.io.dataset import ImageRole
 from plenocal.model.projection import pupil_shift
+from plenocal.model.white import internal_parameters
 from plenocal.sim.groundtruth import micro_image_radii_px
 
 
@@ -51,6 +53,7 @@ def main() -> None:
     pre = args.precalibration or (args.dataset / "precalibration")
     cf = read_camera_file(pre / "camera.json")
     truth_cam = read_camera(ds.path(ds.manifest.ground_truth.camera))
+    true_omega = internal_parameters(truth_cam)
     gt = read_observations(ds.path(ds.manifest.ground_truth.observations)).bap
     white = ds.read_image(ds.manifest.with_role(ImageRole.DEVIGNETTING)[0])
     entries = ds.manifest.with_role(ImageRole.CALIBRATION)[: args.frames]
@@ -93,20 +96,17 @@ def main() -> None:
         hit_seen += int(found[sel].sum())
         n_seen += int(sel.sum())
         # Clusters: one target corner each, and each corner in one cluster.
+        clusters_per_node: dict[int, int] = {}
         for c in np.unique(det.cluster[good]):
             nodes = set(g.node[j[good & (det.cluster == c)]].tolist())
             impure += len(nodes) > 1
-            node = next(iter(nodes))
             n_clusters += 1
-            pts = g.node == node
-            tv = _true_virtual_depth(truth_cam, g, pts)
+            for nd in nodes:
+                clusters_per_node[nd] = clusters_per_node.get(nd, 0) + 1
+            tv = _true_virtual_depth(truth_cam, true_omega, g, g.node == next(iter(nodes)))
             if np.isfinite(tv) and np.isfinite(res.virtual_depth[c]):
                 e_vd.append(abs(res.virtual_depth[c]) / abs(tv) - 1.0)
-        nodes_per = {}
-        for c in np.unique(det.cluster[good]):
-            for nd in set(g.node[j[good & (det.cluster == c)]].tolist()):
-                nodes_per[nd] = nodes_per.get(nd, 0) + 1
-        split += sum(v > 1 for v in nodes_per.values())
+        split += sum(v > 1 for v in clusters_per_node.values())
     uv, rho, vd = np.concatenate(e_uv), np.concatenate(e_rho), np.asarray(e_vd)
     print(json.dumps({
         "benchmark": "detect",
@@ -132,15 +132,12 @@ def main() -> None:
     }, indent=2))
 
 
-def _true_virtual_depth(camera, g, rows) -> float:
+def _true_virtual_depth(camera, om, g, rows) -> float:
     """Virtual depth of the node seen in ``rows`` of the truth: from its true ρ and micro-lens
-    type through the model (eq:blurradius inverted, the same relation detection uses)."""
+    type through the model with the true Ω ``om`` (eq:blurradius inverted, the same relation
+    detection uses)."""
     if not rows.any():
         return float("nan")
-    from plenocal.detect.clusters import blur_radii_px
-    from plenocal.model.white import internal_parameters
-
-    om = internal_parameters(camera)
     t = camera.mla.types.type_of(g.k[rows], g.l[rows])
     r1 = blur_radii_px(np.ones(len(t)), t, om)
     r2 = blur_radii_px(np.full(len(t), 2.0), t, om)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
+import os
 import subprocess
 import sys
 import time
@@ -33,21 +33,26 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine  # noqa: E402
+from _common import machine
 
-from plenocal.io import read_camera, read_camera_file, read_dataset  # noqa: E402
-from plenocal.model.white import internal_parameters  # noqa: E402
+from plenocal.io import read_camera, read_camera_file, read_dataset
+from plenocal.model.white import internal_parameters
 
 PRESETS = ("r12-a", "r12-b", "r12-c", "r12-d", "upc-s")
 
 
 def _cli(*args: str) -> tuple[float, float]:
-    """Run ``plenocal ARGS``; return (wall time s, peak RSS of the child MB)."""
+    """Run ``plenocal ARGS``; return (wall time s, peak RSS of that child MB).
+
+    ``os.wait4`` gives the usage of this child alone (RUSAGE_CHILDREN would report the largest
+    of every child so far, e.g. an earlier simulation)."""
     t0 = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    subprocess.run([sys.executable, "-m", "plenocal", *args], check=True, stdout=subprocess.DEVNULL)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return time.perf_counter() - t0, max(peak, before) / 1024.0
+    proc = subprocess.Popen([sys.executable, "-m", "plenocal", *args], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args)
+    return time.perf_counter() - t0, usage.ru_maxrss / 1024.0
 
 
 def _intrinsics(cam: Any) -> dict[str, float]:

@@ -50,7 +50,7 @@ def test_detected_features_agree_with_the_chief_ray_model(frames):
     for i, (img, truth) in enumerate(data):
         det = detect_frame(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types, frame=i).features
         assert len(det) > 10
-        j, shifted = _match(cam, det, truth)
+        j, _ = _match(cam, det, truth)
         assert np.all(j >= 0), "a detection in a micro-image that sees no corner"
         errs.append(np.hypot(det.u - truth.u[j], det.v - truth.v[j]))
         rho_errs.append(det.rho - truth.rho[j])
