@@ -204,7 +204,12 @@ def main() -> int:
     args.root.mkdir(parents=True, exist_ok=True)
     doc = {"benchmark": "paper_tables", "machine": machine(), "datasets": []}
     for name in args.presets.split(","):
-        doc["datasets"].append(one(name.strip(), args.root, rays=args.rays, seed=args.seed, force=args.force))
+        try:
+            doc["datasets"].append(one(name.strip(), args.root, rays=args.rays, seed=args.seed, force=args.force))
+        except subprocess.CalledProcessError as exc:
+            # plenocal printed its one-line error above; finished stages are kept for a re-run.
+            print(f"paper_tables: {name.strip()}: 'plenocal {exc.cmd[3]}' failed (exit {exc.returncode}); fix it and re-run", file=sys.stderr)
+            return 2
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "paper_tables.json").write_text(json.dumps(doc, indent=2))
     (args.output / "paper_tables.md").write_text(markdown(doc))
