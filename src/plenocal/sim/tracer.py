@@ -20,9 +20,15 @@ Optics, for a sample point X on the sensor and a micro-lens of centre C, axis n,
   |L| ≤ F/(2N));
 - main lens: rays converging to X' in the virtual space come from the scene point whose
   thin-lens image (paper eq:thinlens) *distorted* (paper eq:distortion) is X'. The undistorted
-  image p' = Dist⁻¹(X') is found by Newton's method once per (pixel, micro-lens) and linearised
-  over the pixel (error < 1e-10 mm); the scene ray leaves L in direction L·(z' + F) − F·p'
-  (the thin-lens conjugate of p').
+  image p' = Dist⁻¹(X') is found by Newton's method once per (pixel, micro-lens) and Dist⁻¹ is
+  linearised around it, Dist⁻¹(Y) ≈ c + I·Y (over the pixel: error < 1e-10 mm). The image-space
+  ray is the straight line M → X' → L; it is undistorted *as a whole* by that affine map, so the
+  scene ray is the thin-lens conjugate of the line through L~ = c + I·L and p': it leaves
+  the lens plane at L~ in direction L~·(z' + F) − F·p'. The light of a scene point therefore
+  reaches the micro-lenses along the straight cone from its distorted virtual point through the
+  main aperture, which is the paper's blur model (eq:blurradius); undistorting X' alone and
+  leaving from L (the tracer before 2026-11) bent that cone, moved blur discs off the chief ray
+  by ~0.4 % of ρ at R12-A's distortion and biased detection by ~0.01 px.
 
 Pixel value = Σ over micro-lenses of (mean radiance over the n rays sampled on (pixel area ×
 lens disc)); blocked rays count as black, so vignetting by both apertures is physical. Gaps
@@ -479,15 +485,20 @@ def _render_kernel(
                         t = Mz / (Mz * h - Pz)
                         Lx = Mx - t * (Mx * h - Px)
                         Ly = My - t * (My * h - Py)
+                        # Scene ray: the thin-lens conjugate of the image-space ray (L, X')
+                        # undistorted as a whole (module docstring): from L~ = c + I·L towards
+                        # the conjugate of p' = Dist⁻¹(X').
+                        Sx = c_x + i00 * Lx + i01 * Ly
+                        Sy = c_y + i10 * Lx + i11 * Ly
                         w = Pz + F * h
-                        dx = Lx * w - F * (h * c_x + i00 * Px + i01 * Py)
-                        dy = Ly * w - F * (h * c_y + i10 * Px + i11 * Py)
+                        dx = Sx * w - F * (h * c_x + i00 * Px + i01 * Py)
+                        dy = Sy * w - F * (h * c_y + i10 * Px + i11 * Py)
                         dz = -F * Pz
-                        tp = ((cb_t[0] - Lx) * cb_n[0] + (cb_t[1] - Ly) * cb_n[1] + cb_t[2] * cb_n[2]) / (
+                        tp = ((cb_t[0] - Sx) * cb_n[0] + (cb_t[1] - Sy) * cb_n[1] + cb_t[2] * cb_n[2]) / (
                             dx * cb_n[0] + dy * cb_n[1] + dz * cb_n[2]
                         )
-                        wx = Lx + tp * dx - cb_t[0]
-                        wy = Ly + tp * dy - cb_t[1]
+                        wx = Sx + tp * dx - cb_t[0]
+                        wy = Sy + tp * dy - cb_t[1]
                         wz = tp * dz - cb_t[2]
                         bx = cb_ex[0] * wx + cb_ex[1] * wy + cb_ex[2] * wz
                         by = cb_ey[0] * wx + cb_ey[1] * wy + cb_ey[2] * wz
@@ -523,15 +534,17 @@ def _render_kernel(
                     Ly = My - t * (My * h - Py)
                     # Thin main lens: direction towards the conjugate of the undistorted X',
                     # L·(z' + F) − F·p' (times h), oriented towards the scene (+z).
+                    Sx = c_x + i00 * Lx + i01 * Ly
+                    Sy = c_y + i10 * Lx + i11 * Ly
                     w = Pz + F * h
                     qhx = h * c_x + i00 * Px + i01 * Py
                     qhy = h * c_y + i10 * Px + i11 * Py
                     dzr = -F * Pz
                     sgn = 1.0 if dzr >= 0.0 else -1.0
-                    buf[0, r] = Lx
-                    buf[1, r] = Ly
-                    buf[2, r] = sgn * (Lx * w - F * qhx)
-                    buf[3, r] = sgn * (Ly * w - F * qhy)
+                    buf[0, r] = Sx
+                    buf[1, r] = Sy
+                    buf[2, r] = sgn * (Sx * w - F * qhx)
+                    buf[3, r] = sgn * (Sy * w - F * qhy)
                     buf[4, r] = sgn * dzr
                     buf[5, r] = 1.0 if Lx * Lx + Ly * Ly <= r_ap2 else 0.0
                 # Pass 2: nearest plate and its radiance.
