@@ -70,3 +70,27 @@ def test_recovered_with_the_option_biased_without(vignetted, r12a_camera, r12a_b
     # Noise is recovered with the option; the chief-ray model leaves systematic error.
     assert on.sigma["uv"] == pytest.approx(0.3, rel=0.05)
     assert off.rmse["uv_px"] > 1.2 * on.rmse["uv_px"]
+
+
+def test_unfocused_camera_has_no_shift_and_finite_residuals():
+    """upc-s (f = d, R_b = |q|/s = 0.03 px): the shift's R_b → 0 limit is 0, not 0/0."""
+    from plenocal.model.projection import pupil_shift, pupil_unshift
+    from plenocal.sim.dataset import FrameSelection, plan_images
+    from plenocal.sim.groundtruth import FeatureOracle
+    from plenocal.sim.presets import preset
+
+    p = preset("upc-s", small=True)
+    cam = p.camera
+    _, poses = plan_images(p, seed=1, frames=FrameSelection(), oracle=FeatureOracle(cam))
+    frames = sorted(poses)[:2]
+    bap = bap_features(cam, {f: poses[f] for f in frames}, p.plan.board)
+    assert len(bap) > 20
+    uv = bap.uv
+    shifted = pupil_shift(cam, uv, bap.rho, bap.k, bap.l)
+    np.testing.assert_array_equal(shifted, uv)
+    mic = cam.grid.centres(bap.k, bap.l)
+    np.testing.assert_array_equal(pupil_unshift(uv, bap.rho, mic, 5.0, np.full(len(bap), 0.0)), uv)
+    lay = ParameterLayout(cam, tuple(frames))
+    x = lay.pack(cam, {f: poses[f] for f in frames})
+    on = Residuals(lay, bap, MicroImageCentres.empty(), p.plan.board, pupil_vignetting=True).residuals(x)
+    assert np.all(np.isfinite(on)) and np.max(np.abs(on)) < 1e-8

@@ -35,7 +35,13 @@ from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera, lattice_corner
 from plenocal.model.geometry import rodrigues
 from plenocal.model.observations import BapFeatures, MicroImageCentres
-from plenocal.model.projection import blur_radius_mm, depth_in_mla, disc_intersection_centroid, virtual_points
+from plenocal.model.projection import (
+    blur_radius_mm,
+    depth_in_mla,
+    disc_intersection_centroid,
+    lens_radius_gain,
+    virtual_points,
+)
 from plenocal.model.target import Checkerboard
 from plenocal.model.white import radius_law
 
@@ -274,7 +280,7 @@ class Residuals:
         rb = np.abs(np.asarray(q, dtype=np.float64))[self.types] / s
         eu, ev = u - mu, v - mv
         en = np.hypot(eu, ev)
-        eo = vignetted_offset(en, -rho / rb, ra, rb)
+        eo = vignetted_offset(en, lens_radius_gain(rho, rb), ra, rb)
         f = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
         return mu + eu * f, mv + ev * f
 

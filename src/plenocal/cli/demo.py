@@ -22,7 +22,7 @@ DEMO_PRESET = "r12-a"
 DEMO_SEED = 7
 DEMO_FRAMES = "white,devignetting,calibration=16,evaluation=4,translation"
 QUICK_FRAMES = "white,devignetting,calibration=6,evaluation=2,translation=4"
-DEMO_VERSION = 1
+DEMO_VERSION = 2
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

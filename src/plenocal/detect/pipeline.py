@@ -25,7 +25,7 @@ from plenocal.detect.corners import CornerFit, chief_ray_corners, classify, devi
 from plenocal.model.camera import MicroImageGrid
 from plenocal.model.lattice import TypeLayout
 from plenocal.model.observations import BapFeatures
-from plenocal.model.projection import pupil_unshift
+from plenocal.model.projection import MIN_LENS_RADIUS_PX, pupil_unshift
 from plenocal.model.white import InternalParameters
 
 USABLE_RADIUS_FRACTION = 0.85
@@ -37,8 +37,6 @@ MIN_LINE_ANGLE_RAD = np.radians(20.0)
 MAX_SIGMA_PX = 8.0
 MAX_RMS = 0.5
 VIRTUAL_DEPTH_ROUNDS = 4
-MIN_LENS_RADIUS_PX = 0.05
-"""Below this R_b = |q_i|/s (unfocused cameras) pupil vignetting displaces nothing measurable."""
 VIRTUAL_DEPTH_SPREAD = 1.6
 """Clusters whose υ differs from the frame's median by more than this factor are dropped."""
 

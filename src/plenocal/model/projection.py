@@ -153,6 +153,24 @@ def disc_intersection_centroid(e: ArrayLike, r1: ArrayLike, r2: ArrayLike) -> Fl
     return out
 
 
+MIN_LENS_RADIUS_PX = 0.05
+"""Below this micro-lens disc radius R_b = |q_i|/s (unfocused cameras: q_i → 0; upc-s has
+R_b = 0.03 px) the shift is neglected: the aperture holds the whole pupil for every pixel but a
+strip R_b wide at the micro-image border, where nothing is detected, and the gain −ρ/R_b would
+make the fixed point of the shift ill-conditioned there."""
+
+
+def lens_radius_gain(rho: ArrayLike, radius_lens_px: ArrayLike) -> FloatArray:
+    """−ρ/R_b, the gain of the pupil-vignetting shift e_o = e − (ρ/R_b)·g(e_o); 0 where
+    R_b < :data:`MIN_LENS_RADIUS_PX` (the R_b → 0 limit of the shift is 0: g(e_o) ≤ R_b and g = 0
+    unless e_o is within R_b of the aperture's edge)."""
+    rho = np.asarray(rho, dtype=np.float64)
+    rb = np.asarray(radius_lens_px, dtype=np.float64)
+    rho, rb = np.broadcast_arrays(rho, rb)
+    ok = rb >= MIN_LENS_RADIUS_PX
+    return np.divide(-rho, rb, out=np.zeros(rho.shape), where=ok)
+
+
 def pupil_shift(
     camera: PlenopticCamera,
     uv: FloatArray,
@@ -200,7 +218,7 @@ def pupil_shift_px(
     ra = float(radius_aperture_px)
     e = np.asarray(uv, dtype=np.float64) - mic_uv
     en = np.hypot(e[:, 0], e[:, 1])
-    gain = -np.asarray(rho, dtype=np.float64) / rb
+    gain = lens_radius_gain(rho, rb)
     eo = en.copy()
     limit = ra + rb - 1e-6
     for _ in range(iterations):
@@ -228,8 +246,8 @@ def pupil_unshift(
     """
     e = np.asarray(uv, dtype=np.float64) - mic_uv
     eo = np.hypot(e[:, 0], e[:, 1])
-    rb = np.asarray(radius_lens_px, dtype=np.float64)
-    en = eo + np.asarray(rho, dtype=np.float64) * disc_intersection_centroid(eo, rb, radius_aperture_px) / rb
+    rb = np.broadcast_to(np.asarray(radius_lens_px, dtype=np.float64), eo.shape)
+    en = eo - lens_radius_gain(rho, rb) * disc_intersection_centroid(eo, rb, radius_aperture_px)
     scale = np.where(eo > 1e-12, en / np.maximum(eo, 1e-12), 1.0)
     return mic_uv + e * scale[:, None]
 
