@@ -298,3 +298,24 @@ def test_full_scale_r12a_frame_is_thread_count_independent():
     finally:
         numba.set_num_threads(before)
     assert one.tobytes() == two.tobytes()
+
+
+def test_focus_scale_puts_the_conjugate_on_the_board_plane():
+    """The tracer's linearisation centre t·X': the thin-lens conjugate F·p'/(z' + F) of
+    p' = (Dist⁻¹(t·x, t·y), t·z) lies on the board plane n·X = h."""
+    from plenocal.sim.tracer import focus_scale
+
+    dist = Distortion(2.4657e-4, -2.998e-6, 1.0628e-8, -1.4585e-4, -6.34e-5)
+    F = 50.0
+    rng = np.random.default_rng(4)
+    n = np.array([0.2, -0.1, 1.0])
+    n /= np.linalg.norm(n)
+    for x, y, depth in zip(rng.uniform(-10, 10, 10), rng.uniform(-8, 8, 10), rng.uniform(300, 700, 10), strict=True):
+        h = float(n @ np.array([x * depth / F, y * depth / F, depth]))
+        z = -60.0
+        t = focus_scale(x, y, z, F, n, h, dist.q1, dist.q2, dist.q3, dist.p1, dist.p2)
+        ux, uy = undistort_newton(t * x, t * y, dist.q1, dist.q2, dist.q3, dist.p1, dist.p2)[:2]
+        p = np.array([ux, uy, t * z])
+        conj = F * p / (p[2] + F)
+        assert 0.5 < t < 2.0
+        assert float(n @ conj) == pytest.approx(h, abs=1e-8 * abs(h))

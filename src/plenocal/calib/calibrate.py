@@ -114,6 +114,10 @@ class CalibrationOptions:
         BAP (u, v) predicted with the main aperture's vignetting of the micro-lens pupil
         (:func:`plenocal.model.projection.pupil_shift`; beyond the paper, off by default to stay
         comparable with the paper and the reference). Ignored with pinhole micro-lenses.
+    clustered_covariance : bool
+        σ of the parameters with the errors of one target corner's observations in one frame
+        correlated (:func:`plenocal.calib.solver.covariance`); False treats every row as
+        independent (too small σ for detected features, whose ρ share the cluster's υ).
     """
 
     freeze: tuple[str, ...] = ()
@@ -128,6 +132,7 @@ class CalibrationOptions:
     huber_rounds: int = 2
     pose_iterations: int = 0
     pupil_vignetting: bool = False
+    clustered_covariance: bool = True
 
     def __post_init__(self) -> None:
         if self.loss not in ("huber", "linear"):
@@ -168,6 +173,9 @@ class CalibrationResult:
     timings_s: dict[str, float] = field(default_factory=dict)
     extrinsics: ExtrinsicsInit | None = None
     options: CalibrationOptions = field(default_factory=CalibrationOptions)
+    intra_cluster_correlation: dict[str, float] = field(default_factory=dict)
+    """Per BAP term, the correlation of the errors of one target corner's observations in one
+    frame, used in the covariance (:func:`plenocal.calib.solver.covariance`)."""
 
     @property
     def converged(self) -> bool:
@@ -233,6 +241,7 @@ class CalibrationResult:
             "wall_time_s": float(self.timings_s.get("total", float("nan"))),
             "timings_s": {k: float(v) for k, v in self.timings_s.items()},
             "noise_sigma_px": {k: float(v) for k, v in self.sigma.items()},
+            "intra_cluster_correlation": {k: float(v) for k, v in self.intra_cluster_correlation.items()},
             "rejected": dict(self.rejected),
             "downweighted": dict(self.downweighted),
             "parameters": {
@@ -482,7 +491,7 @@ def _calibrate(
     assert rep is not None
     timings["final"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    cov, sigma_hat = covariance(res, x, sigma=sig, active=active)
+    cov, sigma_hat, icc = covariance(res, x, sigma=sig, active=active, clustered=opt.clustered_covariance)
     timings["covariance"] = time.perf_counter() - t0
     r = res.residuals(x)
     rmse, ssq = _rmse(res, r, active)
@@ -510,4 +519,5 @@ def _calibrate(
         timings_s=timings,
         extrinsics=ext,
         options=opt,
+        intra_cluster_correlation=icc,
     )

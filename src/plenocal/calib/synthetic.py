@@ -123,6 +123,7 @@ def synthetic_observations(
     seed: int = 0,
     margin_px: float = 4.5,
     pupil_vignetting: bool = False,
+    rho_per_cluster: bool = False,
 ) -> tuple[Observations, Observations]:
     """Noisy and noise-free observations of ``board`` seen from ``poses``.
 
@@ -136,6 +137,9 @@ def synthetic_observations(
         Seed of the noise (``numpy.random.default_rng``).
     pupil_vignetting : bool
         Features displaced by the pupil vignetting (beyond the paper's chief-ray model).
+    rho_per_cluster : bool
+        One ρ error per (frame, node), shared by its observations (as detection has it: every ρ
+        of a cluster comes from the cluster's virtual depth, paper eq:radiusfinal).
 
     Returns
     -------
@@ -152,6 +156,9 @@ def synthetic_observations(
     n, m = len(bap), len(mic)
     duv = rng.normal(0.0, noise.uv_px, size=(n, 2))
     drho = rng.normal(0.0, noise.rho_px, size=n)
+    if rho_per_cluster and n:
+        _, point = np.unique(np.stack([bap.frame, bap.node]), axis=1, return_inverse=True)
+        drho = drho[np.unique(point.reshape(-1), return_index=True)[1]][point.reshape(-1)]
     dmic = rng.normal(0.0, noise.mic_px, size=(m, 2))
     rho = bap.rho + drho if camera.n_types else bap.rho
     noisy_bap = BapFeatures(

@@ -18,17 +18,21 @@ Optics, for a sample point X on the sensor and a micro-lens of centre C, axis n,
   needs no special case;
 - the ray through the disc point M meets the main-lens plane z = 0 at L (vignetting test
   |L| ≤ F/(2N));
-- main lens: rays converging to X' in the virtual space come from the scene point whose
-  thin-lens image (paper eq:thinlens) *distorted* (paper eq:distortion) is X'. The undistorted
-  image p' = Dist⁻¹(X') is found by Newton's method once per (pixel, micro-lens) and Dist⁻¹ is
-  linearised around it, Dist⁻¹(Y) ≈ c + I·Y (over the pixel: error < 1e-10 mm). The image-space
-  ray is the straight line M → X' → L; it is undistorted *as a whole* by that affine map, so the
-  scene ray is the thin-lens conjugate of the line through L~ = c + I·L and p': it leaves
-  the lens plane at L~ in direction L~·(z' + F) − F·p'. The light of a scene point therefore
-  reaches the micro-lenses along the straight cone from its distorted virtual point through the
-  main aperture, which is the paper's blur model (eq:blurradius); undistorting X' alone and
-  leaving from L (the tracer before 2026-11) bent that cone, moved blur discs off the chief ray
-  by ~0.4 % of ρ at R12-A's distortion and biased detection by ~0.01 px.
+- main lens: the distortion (paper eq:distortion) acts on points of the virtual space, so the
+  image-space ray, the straight line M → X' → L, is undistorted *as a whole*: Dist⁻¹ is
+  linearised once per (pixel, micro-lens), Dist⁻¹(Y) ≈ c + I·Y (Newton's method), and the scene
+  ray is the thin-lens conjugate (paper eq:thinlens) of the undistorted line through
+  L~ = c + I·L and p' = c + I·X': it leaves the lens plane at L~ in direction L~·(z' + F) − F·p'.
+  A scene point is then seen along the straight cone from its distorted virtual point through
+  the main aperture, which is the paper's blur model (eq:blurradius). The linearisation point is
+  where the pixel's central ray (main-lens centre → X') crosses the image of the checkerboard
+  (:func:`focus_scale`; X' itself for other scenes), so the map is exact to second order in the
+  bundle's spread where it meets the target.
+
+  History (2026-11): the tracer first undistorted X' alone and sent every scene ray from L,
+  which bends the cone; blur discs sat ~0.4 % of ρ off the chief ray at R12-A's distortion and
+  detection was biased by ~0.01 px. Linearising at X' rather than on the target left errors of
+  up to 0.08 px on frames far off-axis at large υ (r12-c translation frame 200).
 
 Pixel value = Σ over micro-lenses of (mean radiance over the n rays sampled on (pixel area ×
 lens disc)); blocked rays count as black, so vignetting by both apertures is physical. Gaps
@@ -236,6 +240,29 @@ def undistort_newton(
     return x, y, jyy / det, -jxy / det, -jxy / det, jxx / det
 
 
+@numba.njit(cache=True)
+def focus_scale(
+    x: float, y: float, z: float, F: float, n: NDArray[np.float64], h: float,
+    q1: float, q2: float, q3: float, p1: float, p2: float,
+) -> float:  # pragma: no cover - compiled
+    """t such that the scene conjugate of the undistorted t·X' lies on the plane n·X = h.
+
+    X' = (x, y, z) is a point of the (distorted) virtual space; the line from the main-lens centre
+    through it is the central ray of a pixel's bundle. The conjugate of p' = (Dist⁻¹(t·x, t·y), t·z)
+    is F·p'/(z' + F), so the condition is F·n·p' − h·(t·z + F) = 0 (Newton, 3 steps from t = 1;
+    1 if it fails). The tracer linearises Dist⁻¹ there: where the bundle crosses the image of
+    the checkerboard.
+    """
+    t = 1.0
+    for _ in range(3):
+        ux, uy, i00, i01, i10, i11 = undistort_newton(t * x, t * y, q1, q2, q3, p1, p2)
+        g = F * (n[0] * ux + n[1] * uy + n[2] * t * z) - h * (t * z + F)
+        dg = F * (n[0] * (i00 * x + i01 * y) + n[1] * (i10 * x + i11 * y) + n[2] * z) - h * z
+        tn = t - g / dg if dg != 0.0 else t
+        t = tn if (tn > 0.0 and tn < 100.0) else 1.0
+    return t
+
+
 @numba.njit(cache=True, fastmath={"nsz", "arcp", "contract", "reassoc"})
 def _shade_rays(
     buf: NDArray[np.float64], n: int, plates: NDArray[np.float64], texture: NDArray[np.float32],
@@ -367,6 +394,8 @@ def _render_kernel(
     cb_sx1 = cb_sq * cb[18]
     cb_sy1 = cb_sq * cb[19]
     cb_black, cb_white = cb[20], cb[21]
+    cb_h = cb_n[0] * cb_t[0] + cb_n[1] * cb_t[1] + cb_n[2] * cb_t[2]
+    focus_plane = plates.shape[0] > 0 and int(plates[0, 16]) == KIND_CHECKERBOARD
     for jj in prange(j1 - j0):
         j = j0 + jj
         cy = j // cell
@@ -462,9 +491,13 @@ def _render_kernel(
                 if has_dist:
                     xq0 = P0x / h0
                     yq0 = P0y / h0
-                    ux0, uy0, i00, i01, i10, i11 = undistort_newton(xq0, yq0, q1, q2, q3, p1, p2)
-                    c_x = ux0 - (i00 * xq0 + i01 * yq0)
-                    c_y = uy0 - (i10 * xq0 + i11 * yq0)
+                    # Linearisation centre: where the central ray of the pixel's bundle (main-lens
+                    # centre → X') meets the image of the checkerboard (focus_scale); the affine
+                    # map is then exact to second order in the bundle's spread there.
+                    tc = focus_scale(xq0, yq0, P0z / h0, F, cb_n, cb_h, q1, q2, q3, p1, p2) if focus_plane else 1.0
+                    ux0, uy0, i00, i01, i10, i11 = undistort_newton(tc * xq0, tc * yq0, q1, q2, q3, p1, p2)
+                    c_x = ux0 - (i00 * tc * xq0 + i01 * tc * yq0)
+                    c_y = uy0 - (i10 * tc * xq0 + i11 * tc * yq0)
                 if single_checker:
                     # One checkerboard plate (every dataset frame): one fused, branch-free loop.
                     b0 = 0.0
