@@ -363,3 +363,94 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
                     acc += math.erf((c1 * px + n1 * py) * k) * math.erf((c2 * px + n2 * py) * k)
                     cnt += 1
                 out[y, x] = 0.5 + 0.5 * sign[i] * acc / cnt if cnt > 0 else 0.0
+
+
+@nb.njit(parallel=True, cache=True, fastmath=True)
+def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, pts, offsets):  # pragma: no cover
+    """:func:`render_kernel` and its derivatives in one pass, on a square stencil per micro-image:
+    ``out[q, i, (y − oy + h)·(2h + 1) + (x − ox + h)]`` for the pixels (x, y) of micro-image i,
+    (ox, oy) = ``origin[i]``, h = ``half_size``; q = 0 the devignetted value, 1–2 ∂/∂K (u, v),
+    3–4 ∂/∂θ1, ∂/∂θ2 (the line-normal angles). Stencil pixels outside the disc or the image are
+    left untouched."""
+    M = mic.shape[0]
+    side = 2 * half_size + 1
+    k = _INV_SQRT2 / sigma
+    dk = 2.0 / math.sqrt(math.pi) * k
+    n_sets = offsets.shape[0] - 1
+    for i in nb.prange(M):
+        need = density * rho[i] * rho[i]
+        j = 0
+        while j < n_sets - 1 and offsets[j + 1] - offsets[j] < need:
+            j += 1
+        s0 = offsets[j]
+        s1 = offsets[j + 1]
+        c1 = math.cos(angles[i, 0])
+        n1 = math.sin(angles[i, 0])
+        c2 = math.cos(angles[i, 1])
+        n2 = math.sin(angles[i, 1])
+        r = radius[i]
+        rr2 = (ra / rb[i]) ** 2
+        reach = abs(rho[i]) + 4.5 * sigma
+        half = 0.5 * sign[i]
+        x0 = int(math.floor(mic[i, 0] - r))
+        x1 = int(math.ceil(mic[i, 0] + r))
+        y0 = int(math.floor(mic[i, 1] - r))
+        y1 = int(math.ceil(mic[i, 1] + r))
+        y0 = max(y0, origin[i, 1] - half_size)
+        y1 = min(y1, origin[i, 1] + half_size)
+        x0 = max(x0, origin[i, 0] - half_size)
+        x1 = min(x1, origin[i, 0] + half_size)
+        for y in range(max(y0, 0), min(y1 + 1, H)):
+            for x in range(max(x0, 0), min(x1 + 1, W)):
+                ex = x - mic[i, 0]
+                ey = y - mic[i, 1]
+                if ex * ex + ey * ey > r * r:
+                    continue
+                o = (y - origin[i, 1] + half_size) * side + (x - origin[i, 0] + half_size)
+                qx = x - corner[i, 0]
+                qy = y - corner[i, 1]
+                a1 = c1 * qx + n1 * qy
+                a2 = c2 * qx + n2 * qy
+                if abs(a1) > reach and abs(a2) > reach:
+                    out[0, i, o] = 0.5 + half * (1.0 if a1 * a2 > 0 else -1.0)
+                    for q in range(1, 5):
+                        out[q, i, o] = 0.0
+                    continue
+                zx0 = ex / rb[i]
+                zy0 = ey / rb[i]
+                acc = 0.0
+                gx = 0.0
+                gy = 0.0
+                g1 = 0.0
+                g2 = 0.0
+                cnt = 0
+                for s in range(s0, s1):
+                    dx = pts[s, 0] - zx0
+                    dy = pts[s, 1] - zy0
+                    if dx * dx + dy * dy > rr2:
+                        continue
+                    px = x + rho[i] * pts[s, 0] - corner[i, 0]
+                    py = y + rho[i] * pts[s, 1] - corner[i, 1]
+                    t1 = (c1 * px + n1 * py) * k
+                    t2 = (c2 * px + n2 * py) * k
+                    e1 = math.erf(t1)
+                    e2 = math.erf(t2)
+                    d1 = dk * math.exp(-t1 * t1)  # dE1/da1
+                    d2 = dk * math.exp(-t2 * t2)
+                    acc += e1 * e2
+                    # a = c·(x − K) + n·(y − K): ∂a/∂Kx = −c, ∂a/∂Ky = −n; ∂a/∂θ = −n·px + c·py.
+                    gx -= d1 * c1 * e2 + e1 * d2 * c2
+                    gy -= d1 * n1 * e2 + e1 * d2 * n2
+                    g1 += d1 * (-n1 * px + c1 * py) * e2
+                    g2 += e1 * d2 * (-n2 * px + c2 * py)
+                    cnt += 1
+                if cnt > 0:
+                    inv = half / cnt
+                    out[0, i, o] = 0.5 + acc * inv
+                    out[1, i, o] = gx * inv
+                    out[2, i, o] = gy * inv
+                    out[3, i, o] = g1 * inv
+                    out[4, i, o] = g2 * inv
+                else:
+                    for q in range(5):
+                        out[q, i, o] = 0.0

@@ -21,7 +21,7 @@ from plenocal.detect.clusters import (
     validate_clusters,
     virtual_depths,
 )
-from plenocal.detect.corners import CornerFit, chief_ray_corners, classify, devignette, locate_corners
+from plenocal.detect.corners import CornerFit, chief_ray_corners, classify, devignette, locate_corners, refine_rendered
 from plenocal.model.camera import MicroImageGrid
 from plenocal.model.lattice import TypeLayout
 from plenocal.model.observations import BapFeatures
@@ -42,6 +42,11 @@ EXACT_ROUNDS = 2
 previous one's virtual depths. The first uses ρ from the first-order model's positions, which
 are biased: on r12-b one round left virtual depths +0.4 % off at υ 3–5 and −0.2 % at υ 9–12,
 which calibration turned into d +0.7 %."""
+REFINE_RENDERED = True
+"""In the last exact round, refine each chief-ray corner by fitting the rendered corner to the
+pixels (corners.refine_rendered)."""
+REFINE_MAX_MOVE_PX = 0.5
+"""A refined corner farther than this from the inversion's is not used."""
 MAX_EXACT_ROUND_CHANGE = 0.02
 """A later exact round may move a cluster's υ by at most this fraction (else it is undone)."""
 VIRTUAL_DEPTH_SPREAD = 1.6
@@ -150,6 +155,11 @@ def detect_frame(
                 ok = np.zeros(len(sel), dtype=bool)
                 for rnd in range(EXACT_ROUNDS):
                     new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho), weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
+                    if REFINE_RENDERED and rnd == EXACT_ROUNDS - 1:
+                        sign = np.where(fit.sign != 0, fit.sign, 1.0)
+                        fitted, fit_ok = refine_rendered(dv, weight, mic_sel, usable[sel], new, fit.angles, sign, np.nan_to_num(rho), ra, rb_all[sel])
+                        moved = np.hypot(*(fitted - new).T) <= REFINE_MAX_MOVE_PX
+                        new = np.where((fit_ok & moved)[:, None], fitted, new)
                     if rnd:
                         # Later rounds refine ρ; a cluster whose υ jumps is not converging: keep its
                         # previous positions.
