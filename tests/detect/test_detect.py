@@ -72,6 +72,15 @@ def test_detected_features_agree_with_the_chief_ray_model(frames):
     print("as seen: vs first-order vignetting", s_vig, "vs chief ray", s_chief)
     assert s_vig < 0.3
     assert s_chief > 3 * rms
+    # The experimental rendered-corner fit: chief-ray positions as well, no farther from the truth.
+    img, truth = data[0]
+    fit = detect_frame(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types, frame=0, fit_rendered=True).features
+    jf, _ = _match(cam, fit, truth)
+    assert np.all(jf >= 0)
+    rms_fit = np.sqrt(np.mean(np.hypot(fit.u - truth.u[jf], fit.v - truth.v[jf]) ** 2))
+    rms_0 = np.sqrt(np.mean(errs[0] ** 2))
+    print("rendered fit rms", rms_fit, "inversion rms", rms_0)
+    assert rms_fit < 1.1 * rms_0
 
 
 def test_virtual_depth_and_cluster_model_on_exact_projections():
