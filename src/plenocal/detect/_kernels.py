@@ -302,6 +302,17 @@ def symmetric_kernel(image, weight, centres, radii, corner, max_radius, min_radi
     return out, rad_out
 
 
+@nb.njit(cache=True, inline="always")
+def _disc_set(need, offsets):  # pragma: no cover - compiled
+    """Bounds [s0, s1) of the first disc point set with at least ``need`` points (the largest
+    if none has); ``offsets`` are the sets' bounds."""
+    n_sets = offsets.shape[0] - 1
+    j = 0
+    while j < n_sets - 1 and offsets[j + 1] - offsets[j] < need:
+        j += 1
+    return offsets[j], offsets[j + 1]
+
+
 @nb.njit(parallel=True, cache=True)
 def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, pts, offsets):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
@@ -316,14 +327,8 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     M = mic.shape[0]
     H, W = out.shape
     k = _INV_SQRT2 / sigma
-    n_sets = offsets.shape[0] - 1
     for i in nb.prange(M):
-        need = density * rho[i] * rho[i]
-        j = 0
-        while j < n_sets - 1 and offsets[j + 1] - offsets[j] < need:
-            j += 1
-        s0 = offsets[j]
-        s1 = offsets[j + 1]
+        s0, s1 = _disc_set(density * rho[i] * rho[i], offsets)
         c1 = math.cos(angles[i, 0])
         n1 = math.sin(angles[i, 0])
         c2 = math.cos(angles[i, 1])
@@ -376,14 +381,8 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
     side = 2 * half_size + 1
     k = _INV_SQRT2 / sigma
     dk = 2.0 / math.sqrt(math.pi) * k
-    n_sets = offsets.shape[0] - 1
     for i in nb.prange(M):
-        need = density * rho[i] * rho[i]
-        j = 0
-        while j < n_sets - 1 and offsets[j + 1] - offsets[j] < need:
-            j += 1
-        s0 = offsets[j]
-        s1 = offsets[j + 1]
+        s0, s1 = _disc_set(density * rho[i] * rho[i], offsets)
         c1 = math.cos(angles[i, 0])
         n1 = math.sin(angles[i, 0])
         c2 = math.cos(angles[i, 1])

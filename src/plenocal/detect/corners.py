@@ -181,6 +181,11 @@ class CornerFit:
     sign: FloatArray = field(default_factory=lambda: np.zeros(0))
     """sign of b: which pair of opposite quadrants is bright (for rendering the corner)."""
 
+    @property
+    def render_sign(self) -> FloatArray:
+        """``sign`` for rendering the corner: ±1 (+1 where the fit left it 0)."""
+        return np.where(self.sign != 0, self.sign, 1.0)
+
     def select(self, mask: NDArray) -> CornerFit:
         return CornerFit(*(getattr(self, f)[mask] for f in _FIT_FIELDS))
 
@@ -395,7 +400,7 @@ def chief_ray_corners(
     J[bad] = np.eye(2)
     Jinv = np.linalg.inv(J)
     out = np.zeros_like(weight) if buffer is None else buffer
-    sign = np.where(fit.sign != 0, fit.sign, 1.0)
+    sign = fit.render_sign
     step = np.full((M, 2), np.inf)
     todo = np.arange(M)
     for _ in range(iterations):

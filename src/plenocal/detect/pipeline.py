@@ -160,8 +160,7 @@ def detect_frame(
                 for rnd in range(EXACT_ROUNDS):
                     new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho), weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
                     if fit_rendered and rnd == EXACT_ROUNDS - 1:
-                        sign = np.where(fit.sign != 0, fit.sign, 1.0)
-                        fitted, fit_ok = refine_rendered(dv, weight, mic_sel, usable[sel], new, fit.angles, sign, np.nan_to_num(rho), ra, rb_all[sel])
+                        fitted, fit_ok = refine_rendered(dv, weight, mic_sel, usable[sel], new, fit.angles, fit.render_sign, np.nan_to_num(rho), ra, rb_all[sel])
                         moved = np.hypot(*(fitted - new).T) <= REFINE_MAX_MOVE_PX
                         new = np.where((fit_ok & moved)[:, None], fitted, new)
                     if rnd:

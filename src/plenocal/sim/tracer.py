@@ -240,6 +240,23 @@ def undistort_newton(
     return x, y, jyy / det, -jxy / det, -jxy / det, jxx / det
 
 
+@numba.njit(cache=True, inline="always")
+def _scene_ray(
+    Lx: float, Ly: float, Px: float, Py: float, Pz: float, h: float, F: float,
+    c_x: float, c_y: float, i00: float, i01: float, i10: float, i11: float,
+):  # pragma: no cover - compiled
+    """Scene ray of the image-space ray through the aperture point L and X' = P/h (homogeneous):
+    the thin-lens conjugate of that line undistorted as a whole by Dist⁻¹(Y) ≈ c + I·Y (module
+    docstring). It leaves the lens plane at L~ = c + I·L in direction L~·(z' + F) − F·p' times h,
+    p' = c + I·X'. Returns L~ (x, y) and the direction (x, y, z)."""
+    Sx = c_x + i00 * Lx + i01 * Ly
+    Sy = c_y + i10 * Lx + i11 * Ly
+    w = Pz + F * h
+    dx = Sx * w - F * (h * c_x + i00 * Px + i01 * Py)
+    dy = Sy * w - F * (h * c_y + i10 * Px + i11 * Py)
+    return Sx, Sy, dx, dy, -F * Pz
+
+
 @numba.njit(cache=True)
 def focus_scale(
     x: float, y: float, z: float, F: float, n: NDArray[np.float64], h: float,
@@ -518,15 +535,7 @@ def _render_kernel(
                         t = Mz / (Mz * h - Pz)
                         Lx = Mx - t * (Mx * h - Px)
                         Ly = My - t * (My * h - Py)
-                        # Scene ray: the thin-lens conjugate of the image-space ray (L, X')
-                        # undistorted as a whole (module docstring): from L~ = c + I·L towards
-                        # the conjugate of p' = Dist⁻¹(X').
-                        Sx = c_x + i00 * Lx + i01 * Ly
-                        Sy = c_y + i10 * Lx + i11 * Ly
-                        w = Pz + F * h
-                        dx = Sx * w - F * (h * c_x + i00 * Px + i01 * Py)
-                        dy = Sy * w - F * (h * c_y + i10 * Px + i11 * Py)
-                        dz = -F * Pz
+                        Sx, Sy, dx, dy, dz = _scene_ray(Lx, Ly, Px, Py, Pz, h, F, c_x, c_y, i00, i01, i10, i11)
                         tp = ((cb_t[0] - Sx) * cb_n[0] + (cb_t[1] - Sy) * cb_n[1] + cb_t[2] * cb_n[2]) / (
                             dx * cb_n[0] + dy * cb_n[1] + dz * cb_n[2]
                         )
@@ -565,20 +574,14 @@ def _render_kernel(
                     t = Mz / ez
                     Lx = Mx - t * (Mx * h - Px)
                     Ly = My - t * (My * h - Py)
-                    # Thin main lens: direction towards the conjugate of the undistorted X',
-                    # L·(z' + F) − F·p' (times h), oriented towards the scene (+z).
-                    Sx = c_x + i00 * Lx + i01 * Ly
-                    Sy = c_y + i10 * Lx + i11 * Ly
-                    w = Pz + F * h
-                    qhx = h * c_x + i00 * Px + i01 * Py
-                    qhy = h * c_y + i10 * Px + i11 * Py
-                    dzr = -F * Pz
-                    sgn = 1.0 if dzr >= 0.0 else -1.0
+                    # Oriented towards the scene (+z).
+                    Sx, Sy, dx, dy, dz = _scene_ray(Lx, Ly, Px, Py, Pz, h, F, c_x, c_y, i00, i01, i10, i11)
+                    sgn = 1.0 if dz >= 0.0 else -1.0
                     buf[0, r] = Sx
                     buf[1, r] = Sy
-                    buf[2, r] = sgn * (Sx * w - F * qhx)
-                    buf[3, r] = sgn * (Sy * w - F * qhy)
-                    buf[4, r] = sgn * dzr
+                    buf[2, r] = sgn * dx
+                    buf[3, r] = sgn * dy
+                    buf[4, r] = sgn * dz
                     buf[5, r] = 1.0 if Lx * Lx + Ly * Ly <= r_ap2 else 0.0
                 # Pass 2: nearest plate and its radiance.
                 _shade_rays(buf, n_rays, plates, texture, background)
