@@ -18,6 +18,7 @@ import numpy as np
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _SQRT2_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 @nb.njit(cache=True)
@@ -313,6 +314,86 @@ def _disc_set(need, offsets):  # pragma: no cover - compiled
     return offsets[j], offsets[j + 1]
 
 
+@nb.njit(cache=True, inline="always", fastmath=True)
+def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, sigma, k, dk, s0, s1, pts, grad, g):  # pragma: no cover
+    """Σ_z over lens samples of the pixel-integrated devignetted corner at pixel (x, y), and its
+    derivatives when ``grad`` (into ``g``: ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 of the returned mean).
+
+    The pixel integrates over its area δ (≈ a Gaussian of σ = 1/√12 per axis) both the sharp
+    point x + δ + ρz and the pupil mask ``|x + δ − c − R_b z| ≤ R_a`` of each lens point z:
+    E_δ[M·S] = m·S_σ + Cov, with m = Φ(t/σ) the mask's pixel fraction (t = R_a − |x − c − R_b z|)
+    and, to first order in δ, Cov = −σ·φ(t/σ)·n·∇S_σ (n the outward unit vector of
+    x − c − R_b z). The devignetted value is Σ E[M·S] / Σ m, the white being Σ m.
+    Returns (Σ m·f + T, Σ m) where f = erf·erf is the unit-contrast corner."""
+    acc = 0.0
+    wsum = 0.0
+    g[0] = 0.0
+    g[1] = 0.0
+    g[2] = 0.0
+    g[3] = 0.0
+    ex = x - mx
+    ey = y - my
+    lim = ra + 4.0 * sigma
+    inner = ra - 4.0 * sigma
+    ks = _INV_SQRT2 / sigma
+    for s in range(s0, s1):
+        zx = pts[s, 0]
+        zy = pts[s, 1]
+        wx = ex - rbi * zx
+        wy = ey - rbi * zy
+        r2 = wx * wx + wy * wy
+        if r2 > lim * lim:
+            continue
+        px = x + rho_i * zx - kx
+        py = y + rho_i * zy - ky
+        a1 = c1 * px + n1 * py
+        a2 = c2 * px + n2 * py
+        t1 = a1 * k
+        t2 = a2 * k
+        e1 = math.erf(t1)
+        e2 = math.erf(t2)
+        d1 = dk * math.exp(-t1 * t1)  # de1/da1
+        d2 = dk * math.exp(-t2 * t2)
+        f = e1 * e2
+        if r2 < inner * inner:
+            m = 1.0
+            cov = 0.0
+            nx = 0.0
+            ny = 0.0
+        else:
+            rr = math.sqrt(r2)
+            tt = ra - rr
+            m = 0.5 + 0.5 * math.erf(tt * ks)
+            cov = -sigma * _INV_SQRT_2PI * math.exp(-0.5 * (tt / sigma) ** 2)
+            nx = wx / max(rr, 1e-12)
+            ny = wy / max(rr, 1e-12)
+        wsum += m
+        acc += m * f
+        if cov != 0.0:
+            p1 = nx * c1 + ny * n1
+            p2 = nx * c2 + ny * n2
+            h = d1 * e2 * p1 + e1 * d2 * p2  # n·∇_y f
+            acc += cov * h
+        if grad:
+            # a_i = c_i·(x − K) + n_i·(y − K): ∂a/∂K = −(c_i, n_i); ∂a_i/∂θ_i = b_i = −n_i·px + c_i·py.
+            b1 = -n1 * px + c1 * py
+            b2 = -n2 * px + c2 * py
+            g[0] -= m * (d1 * c1 * e2 + e1 * d2 * c2)
+            g[1] -= m * (d1 * n1 * e2 + e1 * d2 * n2)
+            g[2] += m * d1 * b1 * e2
+            g[3] += m * e1 * d2 * b2
+            if cov != 0.0:
+                dd1 = -2.0 * k * k * a1 * d1  # d²e1/da1²
+                dd2 = -2.0 * k * k * a2 * d2
+                q1 = -nx * n1 + ny * c1  # ∂p1/∂θ1
+                q2 = -nx * n2 + ny * c2
+                g[0] -= cov * (dd1 * c1 * e2 * p1 + d1 * d2 * (c2 * p1 + c1 * p2) + e1 * dd2 * c2 * p2)
+                g[1] -= cov * (dd1 * n1 * e2 * p1 + d1 * d2 * (n2 * p1 + n1 * p2) + e1 * dd2 * n2 * p2)
+                g[2] += cov * (dd1 * b1 * e2 * p1 + d1 * e2 * q1 + d1 * b1 * d2 * p2)
+                g[3] += cov * (d1 * d2 * b2 * p1 + e1 * dd2 * b2 * p2 + e1 * d2 * q2)
+    return acc, wsum
+
+
 @nb.njit(parallel=True, cache=True)
 def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, pts, offsets):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
@@ -320,21 +401,23 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     Pixel x of micro-image i sees the sharp (chief-ray) image S at x + ρ·z for the lens-disc
     points z (unit disc, radius R_b on the lens) whose rays pass the main aperture: those with
     |z − (x − c_i)/R_b| ≤ R_a/R_b. The devignetted value is the mean of S over them:
-    0.5 + 0.5·sign·mean(erf(d1/(√2σ))·erf(d2/(√2σ))). ``pts`` holds equal-area disc point sets
-    of increasing size, ``offsets`` their bounds; the first set with at least ``density``·ρ²
-    points is used (spacing ≈ √(π/density) px).
+    0.5 + 0.5·sign·mean(erf(d1/(√2σ))·erf(d2/(√2σ))), integrated over the pixel's area with the
+    mask (:func:`_render_pixel`). ``pts`` holds equal-area disc point sets of increasing size,
+    ``offsets`` their bounds; the first set with at least ``density``·ρ² points is used
+    (spacing ≈ √(π/density) px).
     """
     M = mic.shape[0]
     H, W = out.shape
     k = _INV_SQRT2 / sigma
+    dk = 2.0 / math.sqrt(math.pi) * k
     for i in nb.prange(M):
         s0, s1 = _disc_set(density * rho[i] * rho[i], offsets)
+        g = np.empty(4)
         c1 = math.cos(angles[i, 0])
         n1 = math.sin(angles[i, 0])
         c2 = math.cos(angles[i, 1])
         n2 = math.sin(angles[i, 1])
         r = radius[i]
-        rr2 = (ra / rb[i]) ** 2
         reach = abs(rho[i]) + 4.5 * sigma  # erf(4.5/√2) = 1 − 7e-6
         x0 = int(math.floor(mic[i, 0] - r))
         x1 = int(math.ceil(mic[i, 0] + r))
@@ -354,20 +437,9 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
                 if abs(a1) > reach and abs(a2) > reach:
                     out[y, x] = 0.5 + 0.5 * sign[i] * (1.0 if a1 * a2 > 0 else -1.0)
                     continue
-                zx0 = ex / rb[i]
-                zy0 = ey / rb[i]
-                acc = 0.0
-                cnt = 0
-                for s in range(s0, s1):
-                    dx = pts[s, 0] - zx0
-                    dy = pts[s, 1] - zy0
-                    if dx * dx + dy * dy > rr2:
-                        continue
-                    px = x + rho[i] * pts[s, 0] - corner[i, 0]
-                    py = y + rho[i] * pts[s, 1] - corner[i, 1]
-                    acc += math.erf((c1 * px + n1 * py) * k) * math.erf((c2 * px + n2 * py) * k)
-                    cnt += 1
-                out[y, x] = 0.5 + 0.5 * sign[i] * acc / cnt if cnt > 0 else 0.0
+                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra, rho[i], corner[i, 0], corner[i, 1],
+                                          c1, n1, c2, n2, sigma, k, dk, s0, s1, pts, False, g)
+                out[y, x] = 0.5 + 0.5 * sign[i] * acc / wsum if wsum > 1e-9 else 0.0
 
 
 @nb.njit(parallel=True, cache=True, fastmath=True)
@@ -383,12 +455,12 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
     dk = 2.0 / math.sqrt(math.pi) * k
     for i in nb.prange(M):
         s0, s1 = _disc_set(density * rho[i] * rho[i], offsets)
+        g = np.empty(4)
         c1 = math.cos(angles[i, 0])
         n1 = math.sin(angles[i, 0])
         c2 = math.cos(angles[i, 1])
         n2 = math.sin(angles[i, 1])
         r = radius[i]
-        rr2 = (ra / rb[i]) ** 2
         reach = abs(rho[i]) + 4.5 * sigma
         half = 0.5 * sign[i]
         x0 = int(math.floor(mic[i, 0] - r))
@@ -415,41 +487,13 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
                     for q in range(1, 5):
                         out[q, i, o] = 0.0
                     continue
-                zx0 = ex / rb[i]
-                zy0 = ey / rb[i]
-                acc = 0.0
-                gx = 0.0
-                gy = 0.0
-                g1 = 0.0
-                g2 = 0.0
-                cnt = 0
-                for s in range(s0, s1):
-                    dx = pts[s, 0] - zx0
-                    dy = pts[s, 1] - zy0
-                    if dx * dx + dy * dy > rr2:
-                        continue
-                    px = x + rho[i] * pts[s, 0] - corner[i, 0]
-                    py = y + rho[i] * pts[s, 1] - corner[i, 1]
-                    t1 = (c1 * px + n1 * py) * k
-                    t2 = (c2 * px + n2 * py) * k
-                    e1 = math.erf(t1)
-                    e2 = math.erf(t2)
-                    d1 = dk * math.exp(-t1 * t1)  # dE1/da1
-                    d2 = dk * math.exp(-t2 * t2)
-                    acc += e1 * e2
-                    # a = c·(x − K) + n·(y − K): ∂a/∂Kx = −c, ∂a/∂Ky = −n; ∂a/∂θ = −n·px + c·py.
-                    gx -= d1 * c1 * e2 + e1 * d2 * c2
-                    gy -= d1 * n1 * e2 + e1 * d2 * n2
-                    g1 += d1 * (-n1 * px + c1 * py) * e2
-                    g2 += e1 * d2 * (-n2 * px + c2 * py)
-                    cnt += 1
-                if cnt > 0:
-                    inv = half / cnt
+                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra, rho[i], corner[i, 0], corner[i, 1],
+                                          c1, n1, c2, n2, sigma, k, dk, s0, s1, pts, True, g)
+                if wsum > 1e-9:
+                    inv = half / wsum
                     out[0, i, o] = 0.5 + acc * inv
-                    out[1, i, o] = gx * inv
-                    out[2, i, o] = gy * inv
-                    out[3, i, o] = g1 * inv
-                    out[4, i, o] = g2 * inv
+                    for q in range(4):
+                        out[q + 1, i, o] = g[q] * inv
                 else:
                     for q in range(5):
                         out[q, i, o] = 0.0

@@ -431,6 +431,7 @@ def refine_rendered(
     *,
     iterations: int = 3,
     density: float = RENDER_DENSITY,
+    tolerance_px: float = 0.005,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Chief-ray corners by fitting the rendered corner (:func:`render_corners`) to the pixels.
 
@@ -462,33 +463,40 @@ def refine_rendered(
     inside &= (px - centres[:, :1]) ** 2 + (py - centres[:, 1:]) ** 2 <= (radii_px**2)[:, None]
     w = np.where(inside, weight[pyc, pxc], 0.0)
     obs = image[pyc, pxc]
-    G = np.zeros((5, M, px.shape[1]))
     rb = np.asarray(radius_lens_px, dtype=np.float64)
     rad = np.asarray(radii_px, dtype=np.float64)
+    rho = np.asarray(rho, dtype=np.float64)
+    sign = np.asarray(sign, dtype=np.float64)
     th = np.array(angles, dtype=np.float64, copy=True)
     step = np.full((M, 2), np.inf)
     det_ok = np.ones(M, dtype=bool)
+    todo = np.arange(M)
     for _ in range(iterations):
+        # Only the micro-images whose corner still moves are rendered again.
+        t = todo
+        G = np.zeros((5, len(t), px.shape[1]))
         render_grad_kernel(
-            G, origin, r, H, W, np.ascontiguousarray(centres, dtype=np.float64), rad, rb, float(radius_aperture_px),
-            np.ascontiguousarray(rho, dtype=np.float64), np.ascontiguousarray(K), np.ascontiguousarray(th),
-            np.ascontiguousarray(sign, dtype=np.float64), float(RENDER_SIGMA_PX), float(density),
+            G, origin[t], r, H, W, np.ascontiguousarray(centres[t], dtype=np.float64), rad[t], rb[t], float(radius_aperture_px),
+            rho[t], np.ascontiguousarray(K[t]), np.ascontiguousarray(th[t]), sign[t], float(RENDER_SIGMA_PX), float(density),
             _DISC_POINTS, _DISC_OFFSETS,
         )
         # G: value, ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 at the stencil pixels (0 where w = 0 is unused).
         # Linear in (a, b, b·dKx, b·dKy, b·dθ1, b·dθ2): obs = a + b·r0 + Σ (b·d_j)·J_j.
-        A = np.concatenate([np.ones((1, *G.shape[1:])), G], axis=0).transpose(1, 2, 0)  # (M, P, 6)
-        Aw = A * w[..., None]
+        A = np.concatenate([np.ones((1, *G.shape[1:])), G], axis=0).transpose(1, 2, 0)  # (m, P, 6)
+        Aw = A * w[t, :, None]
         N = np.einsum("mpi,mpj->mij", Aw, A)
-        g = np.einsum("mpi,mp->mi", Aw, obs)
+        g = np.einsum("mpi,mp->mi", Aw, obs[t])
         N += np.eye(6)[None] * 1e-9 * np.trace(N, axis1=1, axis2=2)[:, None, None]
         sol = np.linalg.solve(N, g[..., None])[..., 0]
         b_ = sol[:, 1]
         good = np.abs(b_) > 0.05
         inv_b = np.where(good, 1.0 / np.where(good, b_, 1.0), 0.0)
         d = np.clip(sol[:, 2:4] * inv_b[:, None], -0.5, 0.5)
-        th += np.clip(sol[:, 4:6] * inv_b[:, None], -0.1, 0.1)
-        K += d
-        step = d
-        det_ok &= good
+        th[t] += np.clip(sol[:, 4:6] * inv_b[:, None], -0.1, 0.1)
+        K[t] += d
+        step[t] = d
+        det_ok[t] &= good
+        todo = t[np.any(np.abs(d) >= tolerance_px, axis=1) & good]
+        if not len(todo):
+            break
     return K, det_ok & np.all(np.abs(step) < 0.01, axis=1)

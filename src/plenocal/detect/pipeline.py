@@ -38,12 +38,15 @@ MAX_SIGMA_PX = 8.0
 MAX_RMS = 0.5
 VIRTUAL_DEPTH_ROUNDS = 4
 EXACT_ROUNDS = 2
-"""Exact inversions (corners.chief_ray_corners) in the final estimate, each with ρ from the
-previous one's virtual depths. The first uses ρ from the first-order model's positions, which
-are biased: on r12-b one round left virtual depths +0.4 % off at υ 3–5 and −0.2 % at υ 9–12,
-which calibration turned into d +0.7 %."""
-REFINE_MAX_MOVE_PX = 0.5
-"""A refined corner farther than this from the inversion's is not used."""
+"""Exact rounds in the final estimate (rendered-corner fits, or inversions of the estimator),
+each with ρ from the previous one's virtual depths. The first uses ρ from the first-order
+model's positions, which are biased: on r12-b one inversion round left virtual depths +0.4 %
+off at υ 3–5 and −0.2 % at υ 9–12, which calibration turned into d +0.7 %."""
+REFINE_MAX_MOVE_PX = 1.0
+"""A rendered-corner fit that moves the corner farther than this from its start is rejected."""
+RENDERED_ITERATIONS = (5, 3)
+"""Gauss–Newton iterations of the rendered-corner fit in the first exact round (from the
+first-order positions) and in later ones (from the previous round's)."""
 MAX_EXACT_ROUND_CHANGE = 0.02
 """A later exact round may move a cluster's υ by at most this fraction (else it is undone)."""
 VIRTUAL_DEPTH_SPREAD = 1.6
@@ -68,7 +71,7 @@ def detect_frame(
     layout: TypeLayout,
     frame: int = 0,
     pupil_vignetting: bool = True,
-    fit_rendered: bool = False,
+    fit_rendered: bool = True,
 ) -> FrameDetection:
     """BAP features of one raw checkerboard image.
 
@@ -82,12 +85,11 @@ def detect_frame(
         displaces blurred corners from their chief-ray projection (reported (u, v) are then the
         chief-ray positions the paper's model predicts, :func:`corners.chief_ray_corners`);
         False reports the corners where they appear.
-    fit_rendered : in the last exact round, fit the rendered corner to the pixels
-        (:func:`corners.refine_rendered`). Off by default: positions are ~30 % closer to the
-        chief ray (full-scale r12-a–d: 0.072–0.091 px RMS instead of 0.098–0.135 px), but they
-        carry a ~0.01 px outward radial bias (virtual depths −0.2 to −0.4 % at υ 5–12 on
-        r12-b, with the true Ω and a noise-free white too), and calibration from them was worse
-        on r12-b (d +0.72 % instead of +0.27 %) and r12-d (F −1.3 % instead of −0.7 %).
+    fit_rendered : the exact rounds fit the rendered, pixel-integrated vignetted corner to the
+        pixels (:func:`corners.refine_rendered`, from the first-order positions). False inverts
+        the corner estimator instead (:func:`corners.chief_ray_corners`): an independent
+        estimator, ~25 % noisier (12 full-scale frames, uv RMS 0.103 px instead of 0.077 px on
+        r12-b) and slower where blur is large.
     """
     H, W = np.asarray(image).shape[:2]
     dv, weight = devignette(image, white)
@@ -158,11 +160,14 @@ def detect_frame(
                 labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
                 ok = np.zeros(len(sel), dtype=bool)
                 for rnd in range(EXACT_ROUNDS):
-                    new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho), weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
-                    if fit_rendered and rnd == EXACT_ROUNDS - 1:
-                        fitted, fit_ok = refine_rendered(dv, weight, mic_sel, usable[sel], new, fit.angles, fit.render_sign, np.nan_to_num(rho), ra, rb_all[sel])
-                        moved = np.hypot(*(fitted - new).T) <= REFINE_MAX_MOVE_PX
-                        new = np.where((fit_ok & moved)[:, None], fitted, new)
+                    if fit_rendered:
+                        new, new_ok = refine_rendered(dv, weight, mic_sel, usable[sel], chief, fit.angles, fit.render_sign, np.nan_to_num(rho), ra, rb_all[sel],
+                                                      iterations=RENDERED_ITERATIONS[min(rnd, 1)])
+                        new_ok &= np.hypot(*(new - chief).T) <= REFINE_MAX_MOVE_PX
+                        if rnd:
+                            new_ok &= ok
+                    else:
+                        new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho), weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
                     if rnd:
                         # Later rounds refine ρ; a cluster whose υ jumps is not converging: keep its
                         # previous positions.
