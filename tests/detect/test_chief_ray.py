@@ -129,7 +129,35 @@ def test_fitting_the_rendered_corner_recovers_position_and_angles_from_a_poor_st
     start = chief + rng.normal(0, 0.3, chief.shape)
     for noise, rms_max in ((0.0, 0.002), (0.01, 0.02)):
         obs = 0.1 + 0.8 * img + rng.normal(0, noise, shape)
-        K, ok = refine_rendered(obs, white, centres, usable, start, angles + np.radians(3.0), sign, rho, RA, rb)
+        K, ok, th, b, rms, sig = refine_rendered(obs, white, centres, usable, start, angles + np.radians(3.0), sign, rho, RA, rb)
         e = np.hypot(*(K - chief).T)
+        # Levels and residual: b = 0.8, residual RMS = noise / b (the fit absorbs a few dof).
+        np.testing.assert_allclose(b[ok], 0.8, atol=0.01)
+        assert np.all(rms[ok] < noise / 0.8 + 0.002), (noise, rms[ok].max())
+        assert np.all(rms[ok] > 0.7 * noise / 0.8)
         assert ok.mean() > 0.9, noise
         assert np.sqrt(np.mean(e[ok] ** 2)) < rms_max, (noise, np.sqrt(np.mean(e[ok] ** 2)))
+
+
+def test_rendered_fit_position_sigma_matches_the_scatter():
+    """RenderedFit.sigma_px (worst-direction σ of K from the normal matrix and the residual
+    variance) predicts the scatter of K over noise draws: noise ∝ 1/√white as devignetting
+    makes it, 40 draws of 12 corners. The 2-D error RMS lies between σ (all error along the
+    worst direction) and √2·σ (isotropic)."""
+    from plenocal.detect.corners import refine_rendered
+
+    centres, chief, angles, rho, sign, shape, radius = _scene(seed=5)
+    usable = 0.85 * radius
+    rb = np.full(len(rho), RB)
+    img = np.zeros(shape)
+    render_corners(img, centres, radius + 2, chief, angles, sign, rho, RA, rb)
+    white = _white(shape, centres, usable)
+    rng = np.random.default_rng(7)
+    err2, sig2 = [], []
+    for _ in range(40):
+        obs = 0.1 + 0.8 * img + rng.normal(0, 0.03, shape) / np.sqrt(np.maximum(white, 0.05))
+        fit = refine_rendered(obs, white, centres, usable, chief, angles, sign, rho, RA, rb)
+        err2.append(np.sum((fit.corner - chief) ** 2, axis=1)[fit.ok])
+        sig2.append(fit.sigma_px[fit.ok] ** 2)
+    ratio = np.sqrt(np.mean(np.concatenate(err2)) / np.mean(np.concatenate(sig2)))
+    assert 1.0 < ratio < 1.42, ratio  # measured 1.21

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -417,6 +418,25 @@ def chief_ray_corners(
     return K, np.all(np.abs(step) < tolerance_px, axis=1)
 
 
+class RenderedFit(NamedTuple):
+    """Result of :func:`refine_rendered` for M micro-images."""
+
+    corner: FloatArray
+    """(M, 2) chief-ray corners."""
+    ok: NDArray[np.bool_]
+    """(M,) the fit was determined and its last step below 0.01 px."""
+    angles: FloatArray
+    """(M, 2) fitted line-normal angles."""
+    contrast: FloatArray
+    """(M,) b of a + b·render: the black-to-white difference in devignetted units (< 0 when
+    the rendered sign is wrong)."""
+    rms: FloatArray
+    """(M,) white-weighted RMS residual / |b| at the last iteration."""
+    sigma_px: FloatArray
+    """(M,) standard deviation of the corner along its worst direction (px), from the
+    Gauss–Newton normal matrix and the residual variance (weights = white, ∝ 1/variance)."""
+
+
 def refine_rendered(
     image: FloatArray,
     weight: FloatArray,
@@ -445,12 +465,13 @@ def refine_rendered(
 
     Returns
     -------
-    corner : (M, 2); ok : (M,) the fit was determined and its last step below 0.01 px.
+    :class:`RenderedFit` (corner, ok, angles, contrast, rms).
     """
     M = len(corner)
     K = np.array(corner, dtype=np.float64, copy=True)
     if M == 0:
-        return K, np.zeros(0, dtype=bool)
+        z = np.zeros(0)
+        return RenderedFit(K, np.zeros(0, dtype=bool), np.zeros((0, 2)), z, z, z)
     H, W = image.shape
     r = int(np.ceil(float(np.max(radii_px))))
     oy, ox = np.mgrid[-r : r + 1, -r : r + 1]
@@ -470,6 +491,10 @@ def refine_rendered(
     th = np.array(angles, dtype=np.float64, copy=True)
     step = np.full((M, 2), np.inf)
     det_ok = np.ones(M, dtype=bool)
+    contrast = np.zeros(M)
+    rms = np.full(M, np.inf)
+    sigma = np.full(M, np.inf)
+    n_pix = np.count_nonzero(w > 0, axis=1)
     todo = np.arange(M)
     for _ in range(iterations):
         # Only the micro-images whose corner still moves are rendered again.
@@ -489,6 +514,13 @@ def refine_rendered(
         N += np.eye(6)[None] * 1e-9 * np.trace(N, axis1=1, axis2=2)[:, None, None]
         sol = np.linalg.solve(N, g[..., None])[..., 0]
         b_ = sol[:, 1]
+        res = obs[t] - np.einsum("mpi,mi->mp", A, sol)
+        contrast[t] = b_
+        rms[t] = np.sqrt(np.einsum("mp,mp->m", w[t], res**2) / np.maximum(w[t].sum(axis=1), 1e-12)) / np.maximum(np.abs(b_), 1e-9)
+        # Covariance of (b·dKx, b·dKy) = s²·N⁻¹, s² the weighted residual variance.
+        s2 = np.einsum("mp,mp->m", w[t], res**2) / np.maximum(n_pix[t] - 6, 1)
+        cov_k = np.linalg.inv(N)[:, 2:4, 2:4] * (s2 / np.maximum(b_**2, 1e-12))[:, None, None]
+        sigma[t] = np.sqrt(np.maximum(np.linalg.eigvalsh(cov_k)[:, 1], 0.0))
         good = np.abs(b_) > 0.05
         inv_b = np.where(good, 1.0 / np.where(good, b_, 1.0), 0.0)
         d = np.clip(sol[:, 2:4] * inv_b[:, None], -0.5, 0.5)
@@ -499,4 +531,4 @@ def refine_rendered(
         todo = t[np.any(np.abs(d) >= tolerance_px, axis=1) & good]
         if not len(todo):
             break
-    return K, det_ok & np.all(np.abs(step) < 0.01, axis=1)
+    return RenderedFit(K, det_ok & np.all(np.abs(step) < 0.01, axis=1), th, contrast, rms, sigma)

@@ -161,7 +161,7 @@ def detect_frame(
                 ok = np.zeros(len(sel), dtype=bool)
                 for rnd in range(EXACT_ROUNDS):
                     if fit_rendered:
-                        new, new_ok = refine_rendered(dv, weight, mic_sel, usable[sel], chief, fit.angles, fit.render_sign, np.nan_to_num(rho), ra, rb_all[sel],
+                        new, new_ok, *_ = refine_rendered(dv, weight, mic_sel, usable[sel], chief, fit.angles, fit.render_sign, np.nan_to_num(rho), ra, rb_all[sel],
                                                       iterations=RENDERED_ITERATIONS[min(rnd, 1)])
                         new_ok &= np.hypot(*(new - chief).T) <= REFINE_MAX_MOVE_PX
                         if rnd:
@@ -255,10 +255,13 @@ def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, 
         near, pred = near[fresh], pred[fresh]
         if not len(near):
             continue
+        # Line angles of the most central member (least vignetted): the angles are defined
+        # modulo π, so they are not averaged.
+        ref = members[np.argmin(np.hypot(*(chief[members] - centres[sel[members]]).T))]
         if vig:
             rho = blur_radii_px(np.full(len(near), v_cluster[c]), types[near], omega)
             pred = pupil_shift_px(pred, rho, centres[near], ra, rb_all[near])
-        th = np.median(angles[members], axis=0)
+        th = angles[ref]
         cand_idx.append(near)
         cand_pred.append(pred)
         cand_ang.append(np.repeat(th[None], len(near), axis=0))
