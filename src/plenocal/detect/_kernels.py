@@ -395,7 +395,7 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, sigma, k
 
 
 @nb.njit(parallel=True, cache=True)
-def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, pts, offsets):  # pragma: no cover
+def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
 
     Pixel x of micro-image i sees the sharp (chief-ray) image S at x + ρ·z for the lens-disc
@@ -411,7 +411,7 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     k = _INV_SQRT2 / sigma
     dk = 2.0 / math.sqrt(math.pi) * k
     for i in nb.prange(M):
-        s0, s1 = _disc_set(density * rho[i] * rho[i], offsets)
+        s0, s1 = _disc_set(max(density * rho[i] * rho[i], mask_density * rb[i] * rb[i]), offsets)
         g = np.empty(4)
         c1 = math.cos(angles[i, 0])
         n1 = math.sin(angles[i, 0])
@@ -443,7 +443,7 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
 
 
 @nb.njit(parallel=True, cache=True, fastmath=True)
-def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, pts, offsets):  # pragma: no cover
+def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets):  # pragma: no cover
     """:func:`render_kernel` and its derivatives in one pass, on a square stencil per micro-image:
     ``out[q, i, (y − oy + h)·(2h + 1) + (x − ox + h)]`` for the pixels (x, y) of micro-image i,
     (ox, oy) = ``origin[i]``, h = ``half_size``; q = 0 the devignetted value, 1–2 ∂/∂K (u, v),
@@ -454,7 +454,7 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
     k = _INV_SQRT2 / sigma
     dk = 2.0 / math.sqrt(math.pi) * k
     for i in nb.prange(M):
-        s0, s1 = _disc_set(density * rho[i] * rho[i], offsets)
+        s0, s1 = _disc_set(max(density * rho[i] * rho[i], mask_density * rb[i] * rb[i]), offsets)
         g = np.empty(4)
         c1 = math.cos(angles[i, 0])
         n1 = math.sin(angles[i, 0])
