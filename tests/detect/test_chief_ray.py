@@ -119,18 +119,24 @@ def test_render_gradients_match_finite_differences_of_the_render():
         np.testing.assert_allclose(G[q][disc], fd[disc], atol=1e-3 * scale)
 
 
+def _rendered_scene(seed):
+    """_scene's corners rendered (unit contrast) with R12-A's vignetting, the usable radius, R_b
+    and a binary white."""
+    centres, chief, angles, rho, sign, shape, radius = _scene(seed=seed)
+    usable = 0.85 * radius
+    rb = np.full(len(rho), RB)
+    img = np.zeros(shape)
+    render_corners(img, centres, radius + 2, chief, angles, sign, rho, RA, rb)
+    return centres, chief, angles, rho, sign, shape, usable, rb, img, _white(shape, centres, usable)
+
+
 def test_fitting_the_rendered_corner_recovers_position_and_angles_from_a_poor_start():
     """refine_rendered on rendered vignetted corners, levels 0.1/0.9, starts 0.3 px and 3° off
     (chief_ray_corners hands it much closer ones). Noise-free: exact; with noise σ = 0.01
     (devignetted units), K within the noise (Cramér–Rao ≈ 0.01 px for these corners)."""
     from plenocal.detect.corners import refine_rendered
 
-    centres, chief, angles, rho, sign, shape, radius = _scene(seed=5)
-    usable = 0.85 * radius
-    rb = np.full(len(rho), RB)
-    img = np.zeros(shape)
-    render_corners(img, centres, radius + 2, chief, angles, sign, rho, RA, rb)
-    white = _white(shape, centres, usable)
+    centres, chief, angles, rho, sign, shape, usable, rb, img, white = _rendered_scene(seed=5)
     rng = np.random.default_rng(2)
     start = chief + rng.normal(0, 0.3, chief.shape)
     for noise, rms_max in ((0.0, 0.002), (0.01, 0.02)):
@@ -154,12 +160,7 @@ def test_rendered_fit_position_sigma_matches_the_scatter():
     worst direction) and √2·σ (isotropic)."""
     from plenocal.detect.corners import refine_rendered
 
-    centres, chief, angles, rho, sign, shape, radius = _scene(seed=5)
-    usable = 0.85 * radius
-    rb = np.full(len(rho), RB)
-    img = np.zeros(shape)
-    render_corners(img, centres, radius + 2, chief, angles, sign, rho, RA, rb)
-    white = _white(shape, centres, usable)
+    centres, chief, angles, rho, sign, shape, usable, rb, img, white = _rendered_scene(seed=5)
     rng = np.random.default_rng(7)
     err2, sig2 = [], []
     for _ in range(40):

@@ -456,7 +456,7 @@ def refine_rendered(
     *,
     iterations: int = 3,
     density: float = RENDER_DENSITY,
-    tolerance_px: float = 0.005,
+    tolerance_px: float = 0.01,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Chief-ray corners by fitting the rendered corner (:func:`render_corners`) to the pixels.
 

@@ -83,13 +83,13 @@ def detect_frame(
     layout : micro-lens type layout.
     pupil_vignetting : model the vignetting of the micro-lens pupil by the main aperture, which
         displaces blurred corners from their chief-ray projection (reported (u, v) are then the
-        chief-ray positions the paper's model predicts, :func:`corners.chief_ray_corners`);
-        False reports the corners where they appear.
+        chief-ray positions the paper's model predicts); False reports the corners where they
+        appear.
     fit_rendered : the exact rounds fit the rendered, pixel-integrated vignetted corner to the
         pixels (:func:`corners.refine_rendered`, from the first-order positions). False inverts
         the corner estimator instead (:func:`corners.chief_ray_corners`): an independent
-        estimator, ~25 % noisier (12 full-scale frames, uv RMS 0.103 px instead of 0.077 px on
-        r12-b) and slower where blur is large.
+        estimator, ~30 % noisier (12 full-scale r12-b frames: uv RMS 0.103 px instead of
+        0.074 px) and slower where blur is large.
     """
     H, W = np.asarray(image).shape[:2]
     dv, weight = devignette(image, white)
@@ -159,20 +159,25 @@ def detect_frame(
             if exact:
                 labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
                 ok = np.zeros(len(sel), dtype=bool)
+                angles = fit.angles
+                first_order = chief
                 for rnd in range(EXACT_ROUNDS):
                     if fit_rendered:
-                        new, new_ok, *_ = refine_rendered(dv, weight, mic_sel, usable[sel], chief, fit.angles, fit.render_sign, np.nan_to_num(rho), ra, rb_all[sel],
-                                                      iterations=RENDERED_ITERATIONS[min(rnd, 1)])
-                        new_ok &= np.hypot(*(new - chief).T) <= REFINE_MAX_MOVE_PX
-                        if rnd:
-                            new_ok &= ok
+                        # Each round continues from the previous one's corners and line angles;
+                        # a corner may end at most REFINE_MAX_MOVE_PX from its first-order position.
+                        new, new_ok, angles, *_ = refine_rendered(
+                            dv, weight, mic_sel, usable[sel], chief, angles, fit.render_sign, np.nan_to_num(rho), ra, rb_all[sel],
+                            iterations=RENDERED_ITERATIONS[min(rnd, 1)],
+                        )
+                        new_ok &= np.hypot(*(new - first_order).T) <= REFINE_MAX_MOVE_PX
                     else:
                         new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho), weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
                     if rnd:
                         # Later rounds refine ρ; a cluster whose υ jumps is not converging: keep its
                         # previous positions.
                         v_new = depths(new, np.where(~new_ok & (labels0 >= 0), -1, labels0))[2]
-                        jump = ~(np.abs(v_new / v_obs - 1.0) <= MAX_EXACT_ROUND_CHANGE)
+                        # (observations left out of the previous round have no υ to compare with)
+                        jump = np.isfinite(v_obs) & ~(np.abs(v_new / v_obs - 1.0) <= MAX_EXACT_ROUND_CHANGE)
                         new = np.where(jump[:, None], chief, new)
                         new_ok = np.where(jump, ok, new_ok)
                     chief, ok = new, new_ok
@@ -196,7 +201,7 @@ def detect_frame(
             fit_counts["rejected_chief_ray_not_converged"] = n_chief_failed
         return labels, v_obs, v_cluster, rho, chief, fit_counts
 
-    buffer = np.zeros_like(dv) if vig else None
+    buffer = np.zeros_like(dv) if vig and not fit_rendered else None
     labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, fit, clusters.labels)
     # Guided detection: every valid cluster predicts where its corner must appear in all the
     # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
