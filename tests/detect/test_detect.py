@@ -159,3 +159,20 @@ def test_unfocused_camera_corners_need_no_vignetting_inversion():
     e = np.hypot(det.u - truth.u[j], det.v - truth.v[j])
     print("upc-s small: n", len(det), "rms", np.sqrt(np.mean(e**2)), "max", e.max())
     assert np.sqrt(np.mean(e**2)) < 0.2
+
+
+def test_circle_crossings_kernel_matches_the_vectorised_samples():
+    """classify's numba kernel: the same crossing counts and percentile contrast as the numpy
+    samples (corners._circle_crossings), on a random image with circles crossing its border."""
+    from plenocal.detect._kernels import circle_crossings_kernel
+    from plenocal.detect.corners import _circle_crossings
+
+    rng = np.random.default_rng(0)
+    img = rng.random((120, 160))
+    cen = np.c_[rng.uniform(-5, 165, 2000), rng.uniform(-5, 125, 2000)]
+    rad = rng.uniform(2, 9, 2000)
+    _, n_ref, con_ref, _ = _circle_crossings(img, cen, rad, 72)
+    n, con = circle_crossings_kernel(img, cen, rad, 72)
+    np.testing.assert_array_equal(n, n_ref)
+    np.testing.assert_allclose(con, con_ref, rtol=0, atol=1e-12)
+    assert n.max() > 10  # noise: many crossings, so the comparison is not trivial

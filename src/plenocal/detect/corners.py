@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from plenocal.detect._kernels import render_grad_kernel, render_kernel, symmetric_kernel, xjunction_fit_kernel
+from plenocal.detect._kernels import circle_crossings_kernel, render_grad_kernel, render_kernel, symmetric_kernel, xjunction_fit_kernel
 
 FloatArray = NDArray[np.float64]
 
@@ -113,8 +113,10 @@ def classify(
     chosen = np.full(M, -1)
     best_n = np.zeros(M, dtype=np.int64)
     contrast = np.zeros(M)
+    img = np.ascontiguousarray(image, dtype=np.float64)
+    cen = np.ascontiguousarray(centres, dtype=np.float64)
     for j, frac in enumerate(fractions):
-        _, n_ch, con, _ = _circle_crossings(image, centres, frac * radii_px, n_samples)
+        n_ch, con = circle_crossings_kernel(img, cen, np.ascontiguousarray(frac * radii_px, dtype=np.float64), int(n_samples))
         if j == 0:
             best_n, contrast = n_ch, con
         take = (chosen < 0) & (n_ch == 4) & (con >= min_contrast)
