@@ -23,7 +23,13 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from plenocal.detect._kernels import circle_crossings_kernel, render_grad_kernel, render_kernel, symmetric_kernel, xjunction_fit_kernel
+from plenocal.detect._kernels import (
+    circle_crossings_kernel,
+    render_grad_kernel,
+    render_kernel,
+    symmetric_kernel,
+    xjunction_fit_kernel,
+)
 
 FloatArray = NDArray[np.float64]
 
