@@ -465,7 +465,7 @@ def refine_rendered(
     iterations: int = 3,
     density: float = RENDER_DENSITY,
     tolerance_px: float = 0.01,
-) -> tuple[FloatArray, NDArray[np.bool_]]:
+) -> RenderedFit:
     """Chief-ray corners by fitting the rendered corner (:func:`render_corners`) to the pixels.
 
     Per micro-image, Gauss–Newton on K with the levels free: observed ≈ a + b·render(K), the
