@@ -145,6 +145,13 @@ def _f(x: Any, fmt: str = ".4f") -> str:
     return format(x, fmt)
 
 
+def _pct(x: Any) -> str:
+    """Two decimals, or two significant digits below 0.1 (upc-s's ε_z is ~0.005 %)."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return format(x, ".2g" if abs(x) < 0.1 else ".2f")
+
+
 def _rel(est: Any, true: float, unit_px: bool) -> str:
     if est is None:
         return "—"
@@ -177,7 +184,7 @@ def markdown(doc: dict[str, Any]) -> str:
     for r in doc["datasets"]:
         c, e, z = r["calibration_rmse"], r["evaluation_rmse"] or {}, r["epsilon_z_percent"] or {}
         out.append(f"| {r['preset']} | {_f(c.get('uv_px'))} | {_f(c.get('rho_px'))} | {_f(e.get('uv_px'))} | {_f(e.get('rho_px'))} | "
-                   f"{_f(z.get('mean'), '.2f')} ± {_f(z.get('std'), '.2f')} | {z.get('n_pairs', '—')} | {r['run_wall_s']:.0f} | {r['run_peak_mb']:.0f} |")
+                   f"{_pct(z.get('mean'))} ± {_pct(z.get('std'))} | {z.get('n_pairs', '—')} | {r['run_wall_s']:.0f} | {r['run_peak_mb']:.0f} |")
     out += ["", "## Ablation (configurations 1–8 of the paper, and NOUR)", ""]
     for r in doc["datasets"]:
         out += [f"### {r['preset']}", "", "| config | tilt | pitch | distortion | converged | RMSE uv | RMSE ρ | RMSE MIC | F err | D err | d err |",
