@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-pupil-vignetting", action="store_true", help="report corners where they appear in the micro-images (the paper's way); by default the "
                    "main aperture's vignetting of the micro-lens pupil is inverted to chief-ray positions")
     p.add_argument("--invert-estimator", action="store_true", help="chief-ray positions by inverting the corner estimator on rendered corners "
-                   "instead of fitting the rendered corner to the pixels (independent, ~25 %% noisier)")
+                   "instead of fitting the rendered corner to the pixels (independent, ~30 %% noisier)")
     p.set_defaults(func=run)
 
 

@@ -316,7 +316,18 @@ def _disc_set(need, offsets):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, inline="always", fastmath=True)
-def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, sigma, k, dk, s0, s1, pts, grad, g):  # pragma: no cover
+def _edge(t, dk):  # pragma: no cover - compiled
+    """erf(t) and its slope dk·exp(−t²); beyond |t| = 3.6 the erf is ±1 to 4e-7 and its slope
+    2e-6 of the peak, so no libm call."""
+    if t > _ERF_SATURATION:
+        return 1.0, 0.0
+    if t < -_ERF_SATURATION:
+        return -1.0, 0.0
+    return math.erf(t), dk * math.exp(-t * t)
+
+
+@nb.njit(cache=True, inline="always", fastmath=True)
+def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, grad, g):  # pragma: no cover
     """Σ_z over lens samples of the pixel-integrated devignetted corner at pixel (x, y), and its
     derivatives when ``grad`` (into ``g``: ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 of the returned mean).
 
@@ -326,14 +337,21 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, sigma, k
     to first order in δ, Cov = −σ²·m'(t)·n·∇S_σ (n the outward unit vector of x − c − R_b z).
     m is the CDF of δ across the edge, taken as the smoothstep (a Beta(2, 2) density of variance
     σ²; a Gaussian CDF costs an erf and an exp per sample and gave the same accuracy: 12
-    full-scale r12-c / r12-d frames, uv RMS 0.0460 / 0.0512 px against 0.0459 / 0.0510 px). The devignetted value is Σ E[M·S] / Σ m, the white being Σ m.
-    Returns (Σ m·f + T, Σ m) where f = erf·erf is the unit-contrast corner."""
+    full-scale r12-c / r12-d frames, uv RMS 0.0460 / 0.0512 px against 0.0459 / 0.0510 px).
+    The devignetted value is Σ E[M·S] / Σ m, the white being Σ m.
+    Returns (Σ m·f + T, Σ m) where f = erf·erf is the unit-contrast corner; (±1, 1) with zero
+    derivatives when the pixel is farther than ``reach`` from both lines (every sample then sees
+    the same quadrant)."""
     acc = 0.0
     wsum = 0.0
     g[0] = 0.0
     g[1] = 0.0
     g[2] = 0.0
     g[3] = 0.0
+    qa1 = c1 * (x - kx) + n1 * (y - ky)
+    qa2 = c2 * (x - kx) + n2 * (y - ky)
+    if abs(qa1) > reach and abs(qa2) > reach:
+        return (1.0 if qa1 * qa2 > 0 else -1.0), 1.0
     ex = x - mx
     ey = y - my
     lim = ra + _SMOOTH_HALF * sigma
@@ -350,27 +368,8 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, sigma, k
         py = y + rho_i * zy - ky
         a1 = c1 * px + n1 * py
         a2 = c2 * px + n2 * py
-        t1 = a1 * k
-        t2 = a2 * k
-        # Beyond |t| = 3.6 the erf is ±1 to 4e-7 and its slope 2e-6 of the peak: no libm call.
-        if t1 > _ERF_SATURATION:
-            e1 = 1.0
-            d1 = 0.0
-        elif t1 < -_ERF_SATURATION:
-            e1 = -1.0
-            d1 = 0.0
-        else:
-            e1 = math.erf(t1)
-            d1 = dk * math.exp(-t1 * t1)  # de1/da1
-        if t2 > _ERF_SATURATION:
-            e2 = 1.0
-            d2 = 0.0
-        elif t2 < -_ERF_SATURATION:
-            e2 = -1.0
-            d2 = 0.0
-        else:
-            e2 = math.erf(t2)
-            d2 = dk * math.exp(-t2 * t2)
+        e1, d1 = _edge(a1 * k, dk)  # erf and de/da of line 1
+        e2, d2 = _edge(a2 * k, dk)
         f = e1 * e2
         if r2 < inner * inner:
             m = 1.0
@@ -414,6 +413,22 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, sigma, k
     return acc, wsum
 
 
+@nb.njit(cache=True, inline="always")
+def _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets):  # pragma: no cover
+    """Per micro-image i of the render kernels: the disc point set [s0, s1) (the blur's and the
+    mask's densities), the line normals (c, n), the reach beyond which a pixel sees one quadrant
+    (erf(4.5/√2) = 1 − 7e-6) and the bounding box of the disc of ``radius[i]``."""
+    s0, s1 = _disc_set(max(density * rho[i] * rho[i], mask_density * rb[i] * rb[i]), offsets)
+    r = radius[i]
+    return (
+        s0, s1,
+        math.cos(angles[i, 0]), math.sin(angles[i, 0]), math.cos(angles[i, 1]), math.sin(angles[i, 1]),
+        abs(rho[i]) + 4.5 * sigma,
+        int(math.floor(mic[i, 0] - r)), int(math.ceil(mic[i, 0] + r)),
+        int(math.floor(mic[i, 1] - r)), int(math.ceil(mic[i, 1] + r)),
+    )
+
+
 @nb.njit(parallel=True, cache=True)
 def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
@@ -431,34 +446,17 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     k = _INV_SQRT2 / sigma
     dk = 2.0 / math.sqrt(math.pi) * k
     for i in nb.prange(M):
-        s0, s1 = _disc_set(max(density * rho[i] * rho[i], mask_density * rb[i] * rb[i]), offsets)
+        s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets)
         g = np.empty(4)
-        c1 = math.cos(angles[i, 0])
-        n1 = math.sin(angles[i, 0])
-        c2 = math.cos(angles[i, 1])
-        n2 = math.sin(angles[i, 1])
         r = radius[i]
-        reach = abs(rho[i]) + 4.5 * sigma  # erf(4.5/√2) = 1 − 7e-6
-        x0 = int(math.floor(mic[i, 0] - r))
-        x1 = int(math.ceil(mic[i, 0] + r))
-        y0 = int(math.floor(mic[i, 1] - r))
-        y1 = int(math.ceil(mic[i, 1] + r))
         for y in range(max(y0, 0), min(y1 + 1, H)):
             for x in range(max(x0, 0), min(x1 + 1, W)):
                 ex = x - mic[i, 0]
                 ey = y - mic[i, 1]
                 if ex * ex + ey * ey > r * r:
                     continue
-                # Far from both lines every sample sees the same quadrant: skip the sum.
-                qx = x - corner[i, 0]
-                qy = y - corner[i, 1]
-                a1 = c1 * qx + n1 * qy
-                a2 = c2 * qx + n2 * qy
-                if abs(a1) > reach and abs(a2) > reach:
-                    out[y, x] = 0.5 + 0.5 * sign[i] * (1.0 if a1 * a2 > 0 else -1.0)
-                    continue
                 acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra, rho[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, sigma, k, dk, s0, s1, pts, False, g)
+                                          c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, False, g)
                 out[y, x] = 0.5 + 0.5 * sign[i] * acc / wsum if wsum > 1e-9 else 0.0
 
 
@@ -474,19 +472,10 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
     k = _INV_SQRT2 / sigma
     dk = 2.0 / math.sqrt(math.pi) * k
     for i in nb.prange(M):
-        s0, s1 = _disc_set(max(density * rho[i] * rho[i], mask_density * rb[i] * rb[i]), offsets)
+        s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets)
         g = np.empty(4)
-        c1 = math.cos(angles[i, 0])
-        n1 = math.sin(angles[i, 0])
-        c2 = math.cos(angles[i, 1])
-        n2 = math.sin(angles[i, 1])
         r = radius[i]
-        reach = abs(rho[i]) + 4.5 * sigma
         half = 0.5 * sign[i]
-        x0 = int(math.floor(mic[i, 0] - r))
-        x1 = int(math.ceil(mic[i, 0] + r))
-        y0 = int(math.floor(mic[i, 1] - r))
-        y1 = int(math.ceil(mic[i, 1] + r))
         y0 = max(y0, origin[i, 1] - half_size)
         y1 = min(y1, origin[i, 1] + half_size)
         x0 = max(x0, origin[i, 0] - half_size)
@@ -498,17 +487,8 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
                 if ex * ex + ey * ey > r * r:
                     continue
                 o = (y - origin[i, 1] + half_size) * side + (x - origin[i, 0] + half_size)
-                qx = x - corner[i, 0]
-                qy = y - corner[i, 1]
-                a1 = c1 * qx + n1 * qy
-                a2 = c2 * qx + n2 * qy
-                if abs(a1) > reach and abs(a2) > reach:
-                    out[0, i, o] = 0.5 + half * (1.0 if a1 * a2 > 0 else -1.0)
-                    for q in range(1, 5):
-                        out[q, i, o] = 0.0
-                    continue
                 acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra, rho[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, sigma, k, dk, s0, s1, pts, True, g)
+                                          c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, True, g)
                 if wsum > 1e-9:
                     inv = half / wsum
                     out[0, i, o] = 0.5 + acc * inv

@@ -474,11 +474,12 @@ def refine_rendered(
     (0.02 devignetted units at 768 rays); fitting it directly uses every pixel with its own
     sensitivity, where :func:`chief_ray_corners` inverts the estimator's output, whose
     sensitivity to K collapses at the micro-image border (r12-d, 2–6 px from the centre: 0.08 px
-    RMS from the inversion, 0.03 px from this fit). Start from :func:`chief_ray_corners`.
+    RMS from the inversion, 0.03 px from this fit). The detection pipeline starts it from the
+    first-order positions (:func:`plenocal.model.projection.pupil_unshift`).
 
     Returns
     -------
-    :class:`RenderedFit` (corner, ok, angles, contrast, rms).
+    :class:`RenderedFit` (corner, ok, angles, contrast, rms, sigma_px).
     """
     M = len(corner)
     K = np.array(corner, dtype=np.float64, copy=True)
@@ -528,10 +529,11 @@ def refine_rendered(
         sol = np.linalg.solve(N, g[..., None])[..., 0]
         b_ = sol[:, 1]
         res = obs[t] - np.einsum("mpi,mi->mp", A, sol)
+        ssr = np.einsum("mp,mp->m", w[t], res**2)
         contrast[t] = b_
-        rms[t] = np.sqrt(np.einsum("mp,mp->m", w[t], res**2) / np.maximum(w[t].sum(axis=1), 1e-12)) / np.maximum(np.abs(b_), 1e-9)
+        rms[t] = np.sqrt(ssr / np.maximum(w[t].sum(axis=1), 1e-12)) / np.maximum(np.abs(b_), 1e-9)
         # Covariance of (b·dKx, b·dKy) = s²·N⁻¹, s² the weighted residual variance.
-        s2 = np.einsum("mp,mp->m", w[t], res**2) / np.maximum(n_pix[t] - 6, 1)
+        s2 = ssr / np.maximum(n_pix[t] - 6, 1)
         cov_k = np.linalg.inv(N)[:, 2:4, 2:4] * (s2 / np.maximum(b_**2, 1e-12))[:, None, None]
         sigma[t] = np.sqrt(np.maximum(np.linalg.eigvalsh(cov_k)[:, 1], 0.0))
         good = np.abs(b_) > 0.05
