@@ -56,7 +56,7 @@ def test_import_fixture_folder(
     assert [e.path for e in m.with_role("devignetting")] == ["/home/libpleno/datasets/R12-A/whites/mask.png"]
     assert [e.frame for e in m.with_role("calibration")] == list(range(16))
     assert m.image_format.color == "rgb" and m.image_format.bit_depth == 8
-    assert m.provenance["files"] == [
+    assert m.provenance["sources"][0]["files"] == [
         "camera.js",
         "intrinsics.js",
         "params.js",
@@ -87,7 +87,7 @@ def test_import_prefers_bin_over_csv_and_reads_csv_alone(tmp_path, capsys, libpl
     assert main(["import-libpleno", str(libpleno_src), "-o", str(tmp_path / "b")]) == 0
     obs = read_observations(tmp_path / "b" / "observations.npz")
     assert np.array_equal(obs.bap.u, b.u + 1.0) and np.array_equal(obs.mic.v, r12a_observations.mic.v)
-    assert read_dataset(tmp_path / "b").manifest.provenance["files"][-2:] == ["bap-R12-A.csv", "center-R12-A.csv"]
+    assert read_dataset(tmp_path / "b").manifest.provenance["sources"][0]["files"][-2:] == ["bap-R12-A.csv", "center-R12-A.csv"]
 
 
 def test_import_existing_relative_images_without_warning(tmp_path, capsys, libpleno_src):
