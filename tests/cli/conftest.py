@@ -1,4 +1,4 @@
-"""A libpleno source folder: the R12-A fixture configs plus generated observation files."""
+"""A libpleno source folder: the R12-A configs (written from tests/data) plus generated observation files."""
 
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ def r12a_observations(r12a_camera, r12a_poses, r12a_board) -> Observations:
 
 
 @pytest.fixture
-def libpleno_src(tmp_path: Path, r12a_dir: Path, r12a_observations) -> Path:
-    """A copy of the fixture folder plus ``linked-observations-R12-A.bin.gz``."""
+def libpleno_src(tmp_path: Path, r12a_libpleno_dir: Path, r12a_observations) -> Path:
+    """A copy of the R12-A libpleno folder plus ``linked-observations-R12-A.bin.gz``."""
     from plenocal.io.libpleno import write_observations_bin
 
     src = tmp_path / "src"
-    shutil.copytree(r12a_dir, src)
+    shutil.copytree(r12a_libpleno_dir, src)
     write_observations_bin(src / "linked-observations-R12-A.bin.gz", r12a_observations)
     return src

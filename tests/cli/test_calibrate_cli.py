@@ -38,10 +38,10 @@ def truth(r12a_camera, r12a_poses, r12a_board):
     return r12a_camera, poses, noisy
 
 
-def _libpleno_src(folder: Path, r12a_dir: Path, obs: Observations, *, csv: bool = False) -> Path:
+def _libpleno_src(folder: Path, r12a_libpleno_dir: Path, obs: Observations, *, csv: bool = False) -> Path:
     folder.mkdir(parents=True)
     for name in ("camera.js", "params.js", "scene.js"):  # no intrinsics.js: the camera comes from Ω
-        shutil.copy(r12a_dir / name, folder / name)
+        shutil.copy(r12a_libpleno_dir / name, folder / name)
     if csv:
         write_observations_csv(folder / "bap.csv", folder / "center.csv", obs)
     else:
@@ -50,11 +50,11 @@ def _libpleno_src(folder: Path, r12a_dir: Path, obs: Observations, *, csv: bool 
 
 
 @pytest.fixture(scope="module")
-def calibrated(tmp_path_factory, r12a_dir, truth):
+def calibrated(tmp_path_factory, r12a_libpleno_dir, truth):
     """Dataset imported from camera.js + params.js + scene.js + .bin.gz, calibrated with defaults."""
     _, _, noisy = truth
     base = tmp_path_factory.mktemp("cal")
-    src = _libpleno_src(base / "src", r12a_dir, noisy)
+    src = _libpleno_src(base / "src", r12a_libpleno_dir, noisy)
     import_libpleno_folder(src, base / "ds")
     out = base / "out"
     assert main(["calibrate", str(base / "ds"), "-o", str(out)]) == 0
@@ -125,10 +125,10 @@ def test_stdout_table(calibrated, truth, tmp_path, capsys):
     assert rep["parameters"]["theta_x_rad"]["value"] == 0.0
 
 
-def test_csv_import_and_precalibration_initial(tmp_path, r12a_dir, truth):
+def test_csv_import_and_precalibration_initial(tmp_path, r12a_libpleno_dir, truth):
     """BAP from CSVs without centres; MICs and the initial camera from a precalibration folder."""
     camera, _, noisy = truth
-    src = _libpleno_src(tmp_path / "src", r12a_dir, Observations(noisy.bap, MicroImageCentres.empty()), csv=True)
+    src = _libpleno_src(tmp_path / "src", r12a_libpleno_dir, Observations(noisy.bap, MicroImageCentres.empty()), csv=True)
     (src / "center.csv").unlink()
     import_libpleno_folder(src, tmp_path / "ds")
     assert len(read_observations(tmp_path / "ds" / "observations.npz").mic) == 0
@@ -162,9 +162,9 @@ def test_errors_one_line_exit_2_nothing_written(calibrated, tmp_path, capsys, ar
     assert not out.exists()
 
 
-def test_error_no_centres_names_the_file(tmp_path, r12a_dir, truth, capsys):
+def test_error_no_centres_names_the_file(tmp_path, r12a_libpleno_dir, truth, capsys):
     _, _, noisy = truth
-    src = _libpleno_src(tmp_path / "src", r12a_dir, Observations(noisy.bap, MicroImageCentres.empty()))
+    src = _libpleno_src(tmp_path / "src", r12a_libpleno_dir, Observations(noisy.bap, MicroImageCentres.empty()))
     import_libpleno_folder(src, tmp_path / "ds")
     assert main(["calibrate", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
@@ -172,9 +172,9 @@ def test_error_no_centres_names_the_file(tmp_path, r12a_dir, truth, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_error_no_initial_camera(tmp_path, r12a_dir, truth, capsys):
+def test_error_no_initial_camera(tmp_path, r12a_libpleno_dir, truth, capsys):
     _, _, noisy = truth
-    src = _libpleno_src(tmp_path / "src", r12a_dir, noisy)
+    src = _libpleno_src(tmp_path / "src", r12a_libpleno_dir, noisy)
     (src / "params.js").unlink()
     import_libpleno_folder(src, tmp_path / "ds")
     assert main(["calibrate", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]) == 2

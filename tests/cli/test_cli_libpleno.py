@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -31,7 +32,7 @@ def _error(capsys, code: int) -> str:
 
 
 def test_import_fixture_folder(
-    tmp_path, capsys, libpleno_src, r12a_dir, r12a_camera, r12a_params, r12a_poses, r12a_observations
+    tmp_path, capsys, libpleno_src, r12a_camera, r12a_params, r12a_poses, r12a_observations
 ):
     before = _digest(libpleno_src)
     ds = tmp_path / "dataset"
@@ -66,10 +67,22 @@ def test_import_fixture_folder(
         "linked-observations-R12-A.bin.gz",
     ]
 
+    # the camera, Ω and poses are exactly what plenocal's readers make of the source files...
     cam_file = read_camera_file(dataset.camera_path)
-    assert cam_file.camera == r12a_camera
-    assert cam_file.internal_parameters == r12a_params
+    assert cam_file.camera == lp.camera_from_intrinsics(libpleno_src / "intrinsics.js")
+    assert cam_file.internal_parameters == lp.read_params(libpleno_src / "params.js")
     poses = read_poses(dataset.poses_path)
+    src_poses = lp.read_poses(libpleno_src / "poses.js")
+    assert sorted(poses) == sorted(src_poses) == list(range(16))
+    for f in src_poses:
+        assert np.array_equal(poses[f].rotation, src_poses[f].rotation)
+        assert np.array_equal(poses[f].translation, src_poses[f].translation)
+    # ...which are the R12-A data they were written from (to the last digits of a round trip)
+    cam = cam_file.camera
+    np.testing.assert_allclose(cam.mla.rotation_xyz_rad, r12a_camera.mla.rotation_xyz_rad, rtol=1e-12)
+    same_tilt = dataclasses.replace(cam.mla, rotation_xyz_rad=r12a_camera.mla.rotation_xyz_rad)
+    assert cam.replace(mla=same_tilt) == r12a_camera  # everything but the Euler angles exactly
+    assert cam_file.internal_parameters == r12a_params
     assert all(np.array_equal(poses[f].rotation, r12a_poses[f].rotation) for f in r12a_poses)
     obs = read_observations(dataset.observations_path)
     for c in ("frame", "k", "l", "u", "v", "rho", "node"):
@@ -119,7 +132,8 @@ def test_import_params_without_intrinsics(tmp_path, capsys, libpleno_src, r12a_p
     assert not (ds / "camera.json").exists()
     from plenocal.io import read_internal_parameters
 
-    assert read_internal_parameters(ds / "internal_parameters.json") == r12a_params
+    omega = read_internal_parameters(ds / "internal_parameters.json")
+    assert omega == lp.read_params(libpleno_src / "params.js") == r12a_params
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -13,6 +14,8 @@ import pytest
 
 from plenocal.errors import DataError, InputFileError
 from plenocal.io import libpleno as lp
+from plenocal.io import read_camera_file, read_manifest, read_poses
+from plenocal.io.libpleno.importer import import_libpleno_folder
 from plenocal.model import Pose, project_bap
 from plenocal.model.camera import Configuration, MicroLensArray, consistent_mia
 from plenocal.model.lattice import Lattice, LatticeKind
@@ -27,6 +30,161 @@ FILES = {
     "scene.js": (lp.read_scene_doc, lp.write_scene_doc),
     "images.js": (lp.read_images_doc, lp.write_images_doc),
 }
+
+# libpleno's own R12-A files (examples/config, legacy generation; reference §10, §12), spelt as
+# libpleno spells them: numbers as strings (Boost, 17 digits) or bare, matrices and vectors column by
+# column, the legacy mode "1", the stale λ "0.9931", the misspelt meta key "debayer". The numbers
+# are those of tests/data/r12a (test_data_is_libpleno_r12a); poses.js holds frame 15 only (§13.1).
+_I3 = [["1", "0", "0"], ["0", "1", "0"], ["0", "0", "1"]]
+_DATASETS = "/home/libpleno/datasets/R12-A"
+LIBPLENO = {
+    "intrinsics.js": {
+        "I": "3",
+        "dist_focus": "450",
+        "distortions": {
+            "radial": [["0.00024657258089122469", "-2.9983956277223525e-06", "1.0628357104366146e-08"]],
+            "tangential": [["-0.00014585251380790432", "-6.3401926060785413e-05"]],
+        },
+        "main_lens": {
+            "aperture": "4",
+            "diameter": "12.42862013506163",
+            "f": "49.71448054024652",
+            "pose": {"rotation": _I3, "translation": [["0", "0", "0"]]},
+        },
+        "mia": {
+            "mesh": {
+                "geometry": "1",
+                "height": "152",
+                "pitch": [["23.312549752933641", "23.313498208116211"]],
+                "pose": {
+                    "rotation": [
+                        ["0.99999999999984723", "-5.5276960199817039e-07"],
+                        ["5.5276960199817039e-07", "0.99999999999984723"],
+                    ],
+                    "translation": [["-13.208877150299378", "4.7991151107867527"]],
+                },
+                "width": "176",
+            }
+        },
+        "mla": {
+            "focal_lengths": ["0.57818208988513875", "0.50541641184977304", "0.5520790410441998"],
+            "mesh": {
+                "geometry": "1",
+                "height": "152",
+                "pitch": [["0.12745529429620778", "0.12745529429620778"]],
+                "pose": {
+                    "rotation": [
+                        ["0.99999979657721227", "-3.1460822018189899e-05", "0.00063706808913170535"],
+                        ["3.0923680798246481e-05", "0.99999964408095765", "0.00084313799763195609"],
+                        ["-0.00063709438820152924", "-0.00084311812562824578", "0.99999944163112819"],
+                    ],
+                    "translation": [["-10.974348707345417", "-7.8871691280106679", "-56.700741714110258"]],
+                },
+                "width": "176",
+            },
+        },
+        "mode": "1",
+        "sensor": {
+            "height": "3068",
+            "pose": {
+                "rotation": _I3,
+                "translation": [["-11.044749856820317", "-8.0083786581889367", "-57.025516075246571"]],
+            },
+            "scale": "0.0054999999999999997",
+            "width": "4080",
+        },
+    },
+    "params.js": {
+        "m": "-0.14059554040431976",
+        "scale": "0.0054999999999999997",
+        "q": ["-0.028975624591112137", "-0.023842610418796539", "-0.027288669720292091"],
+        "q_prime": ["0.035135191355331399", "0.040268205527646997", "0.036822146226151445"],
+        "dc": "0.12822163189288707",
+        "dC": "0.12750456894191076",
+        "lambda": "0.9931",
+        "kappa": "0.680851",
+        "N": "4",
+        "I": "3",
+    },
+    "poses.js": {
+        "poses": [
+            {
+                "frame": "15",
+                "pose": {
+                    "rotation": [
+                        ["0.99857248468323279", "-0.031800262589597242", "-0.04291545330981434"],
+                        ["0.031844300948129241", "0.99949278287120058", "0.00034276159117996362"],
+                        ["0.04288278594820024", "-0.001708884904281674", "0.99907864874678609"],
+                    ],
+                    "translation": [["32.061683626280427", "24.845847365769764", "-239.94483248657971"]],
+                },
+            }
+        ]
+    },
+    "camera.js": {
+        "mia": {"mesh": {"geometry": 1, "width": 176, "height": 152}},
+        "sensor": {"scale": 0.0055, "width": 4080, "height": 3068},
+        "main_lens": {"aperture": 4.0, "f": 50.0},
+        "dist_focus": 450.0,
+        "I": 3,
+        "mode": 2,
+    },
+    "scene.js": {
+        "checkerboards": [
+            {
+                "lph": 10.0,
+                "pose": {
+                    "rotation": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+                    "translation": [[0.0, 0.0, 0.0]],
+                },
+                "x_grid": 9,
+                "y_grid": 5,
+            }
+        ]
+    },
+    "images.js": {
+        "meta": {"debayer": True, "rgb": True, "format": 8},
+        "whites": [
+            {"path": f"{_DATASETS}/whites/white-n-{n}.png", "fnumber": f}
+            for n, f in (("4", "4.0"), ("5.6", "5.656854249"), ("8", "8.0"))
+        ],
+        "checkerboards": [
+            {"path": f"{_DATASETS}/checkerboards/checkerboard-{2 * i}.png", "fnumber": "4.0", "frame": i}
+            for i in range(16)
+        ],
+        "mask": {"path": f"{_DATASETS}/whites/mask.png", "fnumber": "4.0"},
+    },
+}
+
+
+@pytest.fixture
+def libpleno_file(tmp_path: Path):
+    """Write one of libpleno's files (``LIBPLENO``) into a fresh folder; returns its path."""
+    folder = tmp_path / "libpleno"
+    folder.mkdir()
+
+    def write(name: str) -> Path:
+        path = folder / name
+        path.write_text(json.dumps(LIBPLENO[name], indent=4))
+        return path
+
+    return write
+
+
+def test_data_is_libpleno_r12a(tmp_path: Path, libpleno_file, r12a_manifest, r12a_camera, r12a_params, r12a_poses):
+    """tests/data/r12a holds exactly what plenocal reads from libpleno's R12-A files."""
+    paths = {name: libpleno_file(name) for name in LIBPLENO}
+    src = paths["intrinsics.js"].parent
+    result = import_libpleno_folder(src, tmp_path / "ds", name=r12a_manifest.name)
+    assert len(result.warnings) == 1 and "20 of 20 images do not exist" in result.warnings[0]
+    cam_file = read_camera_file(tmp_path / "ds" / "camera.json")
+    assert cam_file.camera == lp.camera_from_intrinsics(src / "intrinsics.js") == r12a_camera
+    assert cam_file.internal_parameters == lp.read_params(src / "params.js") == r12a_params
+    pose = read_poses(tmp_path / "ds" / "poses.json")[15]
+    assert np.array_equal(pose.rotation, r12a_poses[15].rotation)
+    assert np.array_equal(pose.translation, r12a_poses[15].translation)
+    manifest = read_manifest(tmp_path / "ds" / "manifest.json")
+    assert dataclasses.replace(manifest, provenance=None) == dataclasses.replace(r12a_manifest, provenance=None)
 
 
 def _leaf(x):
@@ -54,14 +212,17 @@ def _same_tree(a, b, where="") -> None:
         assert _leaf(a) == _leaf(b), f"{where}: {a!r} vs {b!r}"
 
 
+@pytest.mark.parametrize("source", ["libpleno", "plenocal"])
 @pytest.mark.parametrize("name", sorted(FILES))
-def test_read_write_read_is_lossless(tmp_path: Path, r12a_dir: Path, name: str):
+def test_read_write_read_is_lossless(tmp_path: Path, libpleno_file, r12a_libpleno_dir: Path, name: str, source: str):
+    """Files as libpleno spells them, and as plenocal's writers spell them."""
     read, write = FILES[name]
-    first = read(r12a_dir / name)
+    src = libpleno_file(name) if source == "libpleno" else r12a_libpleno_dir / name
+    first = read(src)
     out = write(tmp_path / name, first)
     assert read(out) == first
-    # same structure and the same numbers as libpleno's own file, every number a string
-    original = json.loads((r12a_dir / name).read_text())
+    # same structure and the same numbers as the source file, every number a string
+    original = json.loads(src.read_text())
     written = json.loads(out.read_text())
     _same_tree(original, written)
 
@@ -75,8 +236,8 @@ def test_read_write_read_is_lossless(tmp_path: Path, r12a_dir: Path, name: str):
     assert strings_only(written)
 
 
-def test_typed_intrinsics_values_and_column_major(r12a_dir: Path, tmp_path: Path):
-    doc = lp.read_camera_config(r12a_dir / "intrinsics.js")
+def test_typed_intrinsics_values_and_column_major(libpleno_file, tmp_path: Path):
+    doc = lp.read_camera_config(libpleno_file("intrinsics.js"))
     assert doc.I == 3 and doc.mode == 1 and doc.dist_focus == 450.0
     assert doc.mla is not None and doc.mla.pose is not None
     # the file stores columns: rotation[0] = (R00, R10, R20)
@@ -88,8 +249,8 @@ def test_typed_intrinsics_values_and_column_major(r12a_dir: Path, tmp_path: Path
     assert float(written["sensor"]["scale"]) == 0.0055
 
 
-def test_images_doc_keeps_unknown_meta_key(r12a_dir: Path):
-    doc = lp.read_images_doc(r12a_dir / "images.js")
+def test_images_doc_keeps_unknown_meta_key(libpleno_file):
+    doc = lp.read_images_doc(libpleno_file("images.js"))
     assert doc.debayered is None and doc.meta_extra == {"debayer": True}
     assert doc.rgb is True and doc.bit_depth == 8
     assert len(doc.whites) == 3 and doc.whites[1].fnumber == 5.656854249
@@ -124,10 +285,10 @@ def test_camera_to_intrinsics_and_back(tmp_path: Path, r12a_camera):
     _camera_close(lp.camera_from_intrinsics(path), r12a_camera)
 
 
-def test_written_intrinsics_match_libpleno_file(tmp_path: Path, r12a_dir: Path, r12a_camera):
+def test_written_intrinsics_match_libpleno_file(tmp_path: Path, libpleno_file, r12a_camera):
     """plenocal -> libpleno reproduces libpleno's own numbers (sensor, MLA and MIA poses)."""
     ours = lp.config_from_camera(r12a_camera)
-    ref = lp.read_camera_config(r12a_dir / "intrinsics.js")
+    ref = lp.read_camera_config(libpleno_file("intrinsics.js"))
     assert ours.mode == 2  # Galilean (the legacy file says 1, reference §10.2)
     np.testing.assert_allclose(ours.sensor.pose.translation, ref.sensor.pose.translation, rtol=1e-13)
     np.testing.assert_allclose(ours.mla.pose.translation, ref.mla.pose.translation, rtol=1e-13)
@@ -181,29 +342,30 @@ def test_parity_and_layout_refused(r12a_camera):
         lp.config_from_camera(bad)
 
 
-def test_params_round_trip(tmp_path: Path, r12a_dir: Path, r12a_params):
+def test_params_round_trip(tmp_path: Path, libpleno_file, r12a_params):
     path = lp.write_params(tmp_path / "params.js", r12a_params)
     back = lp.read_params(path)
     assert back.m_mm == r12a_params.m_mm and back.q_mm == r12a_params.q_mm
     assert back.lambda_ == pytest.approx(r12a_params.lambda_, rel=1e-15)
     assert (back.kappa, back.f_number, back.pixel_size_mm) == (0.680851, 4.0, 0.0055)
     doc = lp.read_params_doc(path)
-    ref = lp.read_params_doc(r12a_dir / "params.js")
+    ref = lp.read_params_doc(libpleno_file("params.js"))
     assert doc.dC == pytest.approx(ref.dC, rel=1e-15) and doc.dc == ref.dc and doc.I == 3
     np.testing.assert_allclose(doc.q_prime, ref.q_prime, rtol=1e-14)
     assert doc.lambda_ == pytest.approx(0.994408, abs=1e-6)  # consistent λ, not the stale 0.9931
 
 
-def test_poses_round_trip(tmp_path: Path, r12a_dir: Path, r12a_poses):
+def test_poses_round_trip(tmp_path: Path, libpleno_file, r12a_poses):
     path = lp.write_poses(tmp_path / "poses.js", r12a_poses)
     back = lp.read_poses(path)
     assert sorted(back) == sorted(r12a_poses)
     for f in r12a_poses:
         assert back[f].allclose(r12a_poses[f], atol=1e-12)
-    ref = {e.frame: e for e in lp.read_poses_doc(r12a_dir / "poses.js")}
-    for e in lp.read_poses_doc(path):  # camera-in-board, as libpleno stores it
-        np.testing.assert_allclose(e.pose.translation, ref[e.frame].pose.translation, rtol=1e-13)
-        np.testing.assert_allclose(e.pose.rotation, ref[e.frame].pose.rotation, atol=1e-15)
+    (ref,) = lp.read_poses_doc(libpleno_file("poses.js"))  # frame 15 of libpleno's poses.js
+    (e,) = [e for e in lp.read_poses_doc(path) if e.frame == ref.frame]
+    # camera-in-board, as libpleno stores it
+    np.testing.assert_allclose(e.pose.translation, ref.pose.translation, rtol=1e-13)
+    np.testing.assert_allclose(e.pose.rotation, ref.pose.rotation, atol=1e-15)
 
 
 def test_scene_round_trip(tmp_path: Path, r12a_board):
@@ -241,9 +403,11 @@ def test_bad_json_inputs(tmp_path: Path, name: str, text: str, message: str):
     assert "\n" not in msg and msg.startswith(f"{p}: ") and message in msg, msg
 
 
-def test_camera_js_is_not_a_camera(r12a_dir: Path):
+@pytest.mark.parametrize("source", ["libpleno", "plenocal"])
+def test_camera_js_is_not_a_camera(libpleno_file, r12a_libpleno_dir: Path, source: str):
+    path = libpleno_file("camera.js") if source == "libpleno" else r12a_libpleno_dir / "camera.js"
     with pytest.raises(InputFileError, match=r"a camera\.js is not a calibrated camera"):
-        lp.camera_from_intrinsics(r12a_dir / "camera.js")
+        lp.camera_from_intrinsics(path)
 
 
 def test_missing_file(tmp_path: Path):
@@ -365,8 +529,8 @@ def test_csv_bad_inputs(tmp_path: Path):
     assert lp.read_center_csv(c).size == 0
 
 
-def test_configuration_from_mode_without_types(tmp_path: Path, r12a_dir: Path):
-    doc = lp.read_camera_config(r12a_dir / "intrinsics.js")
+def test_configuration_from_mode_without_types(tmp_path: Path, libpleno_file):
+    doc = lp.read_camera_config(libpleno_file("intrinsics.js"))
     from dataclasses import replace
 
     pinhole = replace(doc, I=0, focal_lengths=(), mode=0)
