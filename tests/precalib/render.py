@@ -2,8 +2,12 @@
 
 A white micro-image is the main-aperture disc (radius R_a = |m|/N) convolved with the micro-lens
 blur disc (R_b = |q_i|): its intensity at distance r from the micro-image centre is the area of
-the intersection of two discs of radii R_a and R_b whose centres are r apart. Pixels are
-supersampled 4×4; overlapping micro-images add.
+the intersection of two discs of radii R_a and R_b whose centres are r apart. Each lens has its own
+m, q_i (a tilted MLA: :func:`plenocal.model.white.radius_law_at`). Pixels are supersampled
+``supersample``² times over their area (1: one point at the pixel centre, as PRISM does);
+``unblurred_weight`` adds that fraction of light through the aperture without the lens blur (PRISM's
+chief ray: 1/31); overlapping micro-images add. Noise is added over ``black_level`` and the result
+clipped to [0, 255] (noise on a zero black level is clipped, which biases dark pixels by +0.4σ).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import numpy as np
 
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.projection import micro_image_centres
-from plenocal.model.white import radius_law
+from plenocal.model.white import radius_law_at
 
 
 def disc_overlap_area(d, r1, r2):
@@ -41,18 +45,19 @@ def render_white(
     hot_pixels: int = 0,
     seed: int = 0,
     supersample: int = 4,
+    unblurred_weight: float = 0.0,
+    black_level: float = 0.0,
 ) -> np.ndarray:
     """Float image (H, W) of a white diffuser at aperture N."""
     H, W = camera.sensor.height_px, camera.sensor.width_px
     s = camera.sensor.pixel_size_mm
-    m, q = radius_law(camera)
-    ra = abs(m) / f_number / s
     k, l = camera.mla.lattice.all_indices()
+    m, q = radius_law_at(camera, k, l)
+    ra_all = np.abs(m) / f_number / s
     c = micro_image_centres(camera, k, l)
-    types = camera.mla.types.type_of(k, l) if camera.n_types else np.zeros(len(k), dtype=int)
-    rb = np.abs(np.array(q))[types] / s
+    rb = np.abs(q) / s
     img = np.zeros((H, W))
-    R = int(np.ceil(ra + rb.max())) + 1
+    R = int(np.ceil(ra_all.max() + rb.max())) + 1
     offs = (np.arange(supersample) + 0.5) / supersample - 0.5
     sy, sx = np.meshgrid(offs, offs, indexing="ij")
     oy, ox = np.meshgrid(np.arange(-R, R + 1), np.arange(-R, R + 1), indexing="ij")
@@ -61,10 +66,13 @@ def render_white(
         pu = cu[chunk, None, None] + ox[None]
         pv = cv[chunk, None, None] + oy[None]
         acc = np.zeros(pu.shape)
+        ra = ra_all[chunk, None, None]
         for a, b in zip(sx.ravel(), sy.ravel(), strict=False):
             d = np.hypot(pu + a - c[chunk, 0, None, None], pv + b - c[chunk, 1, None, None])
-            acc += disc_overlap_area(d, ra, rb[chunk, None, None])
-        acc /= supersample**2 * np.pi * np.minimum(ra, rb[chunk])[:, None, None] ** 2
+            blurred = disc_overlap_area(d, ra, rb[chunk, None, None]) / (np.pi * rb[chunk, None, None] ** 2)
+            acc += (1.0 - unblurred_weight) * blurred + unblurred_weight * (d <= ra)
+        # Unit peak for an unvignetted lens (the plateau of the smaller disc's area ratio).
+        acc /= supersample**2 * np.minimum(1.0, (ra / rb[chunk, None, None]) ** 2)
         ok = (pu >= 0) & (pu < W) & (pv >= 0) & (pv < H)
         np.add.at(img, (pv[ok], pu[ok]), acc[ok])
     img *= peak
@@ -72,6 +80,7 @@ def render_white(
         yy, xx = np.mgrid[0:H, 0:W]
         rr2 = ((xx - W / 2) ** 2 + (yy - H / 2) ** 2) / ((W / 2) ** 2 + (H / 2) ** 2)
         img *= 1.0 - vignetting * rr2
+    img += black_level
     rng = np.random.default_rng(seed)
     if noise:
         img += rng.normal(0, noise, img.shape)

@@ -73,3 +73,25 @@ def test_precalibrate_cli_single_white_is_one_line_error(tmp_path, small_camera,
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "white images at >= 2 different f-numbers, got 1" in err
     assert not out.exists()
+
+
+def test_precalibrate_cli_indistinct_types_fail_with_the_cause_and_the_radii_plot(tmp_path, small_camera, capsys):
+    """When Ω cannot be estimated the one-line error names the cause, and the radii plot that shows
+    it is written anyway (nothing else)."""
+    from render import render_white
+
+    from plenocal.model import MicroLensArray
+    from plenocal.precalib.pipeline import WhiteImage
+
+    mla = small_camera.mla
+    cam = small_camera.replace(mla=MicroLensArray(mla.lattice, mla.pitch_mm, mla.rotation_xyz_rad, mla.translation_mm,
+                                                  (0.5530, 0.5525, 0.5520), mla.types))
+    whites = [WhiteImage(N, render_white(cam, N, noise=6.0, black_level=16.0, seed=i)) for i, N in enumerate((5.656854249, 8.0, 11.313708499))]
+    ds = make_dataset(tmp_path / "ds", cam, whites)
+    out = tmp_path / "out"
+    assert main(["precalibrate", str(ds), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "types cannot be told apart" in err and "radii.png" in err
+    assert (out / "radii.png").stat().st_size > 10_000
+    assert not (out / "camera.json").exists()

@@ -26,7 +26,7 @@ from plenocal.io.camera import write_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
 from plenocal.io.observations import write_observations
 from plenocal.model.observations import BapFeatures, Observations
-from plenocal.precalib.pipeline import Precalibration, WhiteImage, precalibrate
+from plenocal.precalib.pipeline import Precalibration, PrecalibrationError, WhiteImage, precalibrate
 
 HELP = "pre-calibrate from white images: micro-image grid, lens types, internal parameters Ω, initial camera"
 
@@ -90,10 +90,21 @@ def summary(pc: Precalibration) -> dict[str, Any]:
             "separation": pc.types.separation if np.isfinite(pc.types.separation) else None,
         },
         "apertures": [
-            {"f_number": d.f_number, "used": d.used, "reason": d.reason, "median_radius_alpha_px": list(d.mean_radius_alpha_px)}
+            {"f_number": d.f_number, "used": d.used, "reason": d.reason, "median_radius_alpha_px": list(d.mean_radius_alpha_px),
+             "type_confusion": d.type_confusion if np.isfinite(d.type_confusion) else None}
             for d in pc.internals.apertures
         ],
+        "type_confusion": pc.internals.type_confusion,
         "estimator": pc.internals.estimator,
+        "pixel_variance_px2": pc.internals.pixel_variance_px2,
+        "unblurred_weight": pc.internals.unblurred_weight,
+        "profile_fits": [
+            {"f_number": N, "type": t, "radius_aperture_px": f.radius_aperture_px, "radius_lens_px": f.radius_lens_px,
+             "spread_px": f.spread_px, "unblurred_weight": f.unblurred_weight, "rms_residual": f.rms_residual,
+             "converged": f.converged}
+            for N, t, f in pc.internals.profile_fits
+        ],
+        "warnings": list(pc.internals.warnings),
         "internal_parameters": {
             "m_mm": o.m_mm,
             "q_mm": list(o.q_mm),
@@ -104,7 +115,13 @@ def summary(pc: Precalibration) -> dict[str, Any]:
         },
         "configuration": pc.configuration.value,
         "configuration_inferred": pc.configuration_inferred,
-        "initial_camera": {"D_mm": pc.camera.D_mm, "d_mm": pc.camera.d_mm, "focal_lengths_mm": list(pc.camera.mla.focal_lengths_mm)},
+        "radius_law_field": None if o.field is None else {
+            "reference_uv_px": list(o.field.reference_uv_px),
+            "m_gradient_mm_per_px": list(o.field.m_gradient_mm_per_px),
+            "q_gradient_mm_per_px": [list(g) for g in o.field.q_gradient_mm_per_px],
+        },
+        "initial_camera": {"D_mm": pc.camera.D_mm, "d_mm": pc.camera.d_mm, "focal_lengths_mm": list(pc.camera.mla.focal_lengths_mm),
+                           "mla_tilt_xy_rad": list(pc.camera.mla.rotation_xyz_rad[:2])},
         "n_mic": len(pc.mic),
     }
 
@@ -115,12 +132,19 @@ def run(args: argparse.Namespace) -> int:
     n_cb = checkerboard_f_number(dataset)
     whites = load_whites(dataset)
     t0 = time.perf_counter()
+    out = Path(args.output)
     try:
         pc = precalibrate(whites, spec, checkerboard_f_number=n_cb, estimator=args.estimator)
+    except PrecalibrationError as exc:
+        # Ω could not be estimated: show why (the radii per type and aperture) before failing.
+        from plenocal.viz import save_figure
+        from plenocal.viz.precalib import radii_figure
+
+        written = save_figure(radii_figure(exc.partial), out / "radii", formats=("png",))
+        raise DataError(f"{dataset.folder}: {exc} (radii per type and aperture: {written[0]})") from None
     except DataError as exc:
         raise DataError(f"{dataset.folder}: {exc}") from None
     wall = time.perf_counter() - t0
-    out = Path(args.output)
     doc = {"format": "plenocal-precalibration", "version": 1, "plenocal_version": __version__, "dataset": str(dataset.folder), "wall_time_s": wall}
     doc.update(summary(pc))
     provenance = {"stage": "precalibrate", "plenocal_version": __version__, "dataset": str(dataset.folder)}
@@ -140,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         f"types {pc.types.layout.row_shift} (confidence {pc.types.confidence:.3f}); "
         f"m = {pc.omega.m_mm * 1e3:.3f} µm from N = {', '.join(used)}; "
         f"{pc.configuration.value}{' (inferred)' if pc.configuration_inferred else ''}; "
+        f"MLA tilt ({pc.camera.mla.rotation_xyz_rad[0] * 1e6:.0f}, {pc.camera.mla.rotation_xyz_rad[1] * 1e6:.0f}) µrad; "
         f"d = {pc.camera.d_mm * 1e3:.2f} µm, D = {pc.camera.D_mm:.3f} mm; {wall:.1f} s; wrote {out}"
     )
     return 0

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from plenocal.errors import InputFileError, ModelError
 from plenocal.io._json import Fields, floats, read_document, write_document
 from plenocal.model.camera import (
@@ -23,7 +25,7 @@ from plenocal.model.camera import (
     Sensor,
 )
 from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
-from plenocal.model.white import InternalParameters
+from plenocal.model.white import InternalParameters, RadiusLawField
 
 CAMERA_FORMAT = "plenocal-camera"
 OMEGA_FORMAT = "plenocal-internal-parameters"
@@ -74,18 +76,34 @@ def omega_to_json(omega: InternalParameters) -> dict[str, Any]:
         "kappa": float(omega.kappa),
         "f_number": float(omega.f_number),
         "pixel_size_mm": float(omega.pixel_size_mm),
+        **({"field": {
+            "reference_uv_px": floats(omega.field.reference_uv_px),
+            "m_gradient_mm_per_px": floats(omega.field.m_gradient_mm_per_px),
+            "q_gradient_mm_per_px": [floats(g) for g in omega.field.q_gradient_mm_per_px],
+        }} if omega.field is not None else {}),
     }
 
 
+def _field_from_json(f: Fields, n_types: int) -> RadiusLawField:
+    ref = f.numbers("reference_uv_px", 2)
+    mg = f.numbers("m_gradient_mm_per_px", 2)
+    qg = f.matrix("q_gradient_mm_per_px", (n_types, 2)) if n_types else np.zeros((0, 2))
+    if not np.all(np.isfinite(qg)):
+        raise f.error("q_gradient_mm_per_px", "must hold finite numbers")
+    return RadiusLawField((ref[0], ref[1]), (mg[0], mg[1]), tuple((float(a), float(b)) for a, b in qg))
+
+
 def omega_from_json(f: Fields) -> InternalParameters:
+    q_mm = f.numbers("q_mm")
     return InternalParameters(
         m_mm=f.number("m_mm"),
-        q_mm=f.numbers("q_mm"),
+        q_mm=q_mm,
         micro_image_pitch_mm=f.number("micro_image_pitch_mm", positive=True),
         lambda_=f.number("lambda", positive=True),
         f_number=f.number("f_number", positive=True),
         kappa=f.number("kappa", positive=True),
         pixel_size_mm=f.number("pixel_size_mm", positive=True),
+        field=_field_from_json(f.sub("field"), len(q_mm)) if f.has("field") else None,
     )
 
 

@@ -28,6 +28,40 @@ from plenocal.model.lattice import TypeLayout
 
 
 @dataclass(frozen=True)
+class RadiusLawField:
+    """How the white radius law varies across the sensor (beyond the paper).
+
+    A tilted MLA puts every micro-lens at its own distance d(k, l) from the sensor, so the
+    micro-image radius law varies across the array: R_a = |m(k, l)|/N with m ∝ d(k, l)/D(k, l),
+    and |q_i(k, l)| with it (d varies by ~3 % across an R12 at the paper's tilt). d is linear in
+    the lens position, so m and q_i are linear in the micro-image position to 1e-4: this holds
+    their gradients. :class:`InternalParameters`' m and q_i are the values at
+    ``reference_uv_px``.
+
+    Attributes
+    ----------
+    reference_uv_px : (u, v) where Ω's m, q_i apply (the image of the MLA frame origin).
+    m_gradient_mm_per_px : ∂m/∂(u, v), mm/px (signed like m).
+    q_gradient_mm_per_px : per type, ∂q_i/∂(u, v), mm/px (signed like q_i).
+    """
+
+    reference_uv_px: tuple[float, float]
+    m_gradient_mm_per_px: tuple[float, float] = (0.0, 0.0)
+    q_gradient_mm_per_px: tuple[tuple[float, float], ...] = ()
+
+    def local(self, m_mm: float, q_mm: tuple[float, ...], uv_px: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(m, q) at micro-image positions ``uv_px`` (N, 2) of types ``types`` (N,), each (N,)."""
+        duv = np.asarray(uv_px, dtype=np.float64) - np.asarray(self.reference_uv_px)
+        m = m_mm + duv @ np.asarray(self.m_gradient_mm_per_px)
+        t = np.clip(np.asarray(types, dtype=np.int64), 0, None)
+        if not q_mm:
+            return m, np.zeros(len(t))
+        q0 = np.asarray(q_mm, dtype=np.float64)[t]
+        g = np.asarray(self.q_gradient_mm_per_px or [(0.0, 0.0)] * len(q_mm), dtype=np.float64)[t]
+        return m, q0 + np.sum(duv * g, axis=1)
+
+
+@dataclass(frozen=True)
 class InternalParameters:
     """Ω and its companions (libpleno ``params.js``, reference §5.1). Lengths in mm.
 
@@ -49,6 +83,8 @@ class InternalParameters:
     f_number: float = 4.0
     kappa: float = 1.0
     pixel_size_mm: float = 0.0055
+    field: RadiusLawField | None = None
+    """Variation of the law across the sensor (MLA tilt); None: uniform."""
 
     @property
     def n_types(self) -> int:
@@ -67,6 +103,18 @@ class InternalParameters:
     def radius_mm(self, f_number: float, type_index: int) -> float:
         """Signed micro-image radius R_i at aperture N (eq:miradiusfnumber)."""
         return self.m_mm / f_number + self.q_mm[type_index]
+
+    def local(self, uv_px: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(m, q_i) of the radius law at micro-image positions ``uv_px`` (N, 2), types (N,).
+
+        Uniform (the reference values) without a :class:`RadiusLawField`.
+        """
+        uv = np.asarray(uv_px, dtype=np.float64).reshape(-1, 2)
+        if self.field is None:
+            t = np.clip(np.asarray(types, dtype=np.int64), 0, None)
+            q = np.asarray(self.q_mm or (0.0,), dtype=np.float64)[np.minimum(t, max(len(self.q_mm), 1) - 1)]
+            return np.full(len(uv), self.m_mm), q
+        return self.field.local(self.m_mm, self.q_mm, uv, types)
 
     @classmethod
     def from_q_prime(cls, m_mm: float, q_prime_mm: tuple[float, ...], micro_image_pitch_mm: float, **kw: float) -> InternalParameters:
@@ -87,6 +135,35 @@ def radius_law(camera: PlenopticCamera) -> tuple[float, tuple[float, ...]]:
     m = camera.configuration.radius_sign * d * F / (2.0 * D)
     fs = camera.mla.focal_lengths_mm or (np.inf,)
     q = tuple(dC * d / (2.0 * f) - dc / 2.0 for f in fs)
+    return m, q
+
+
+def radius_law_at(camera: PlenopticCamera, k: np.ndarray, l: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(m, q) of the white radius law of each micro-lens (k, l), with its own D(k, l), d(k, l).
+
+    A tilted MLA puts every lens at its own distances (reference §3, libpleno HEAD): the main
+    aperture images through lens (k, l) with m = ∓d(k, l)·F/(2D(k, l)), and its blur disc is
+    q_i = Δ_C·d(k, l)/(2f_i) − Δ_C/(2λ(k, l)) with λ(k, l) = D/(D + d) at the lens and Δ_C = λ·Δc
+    the lens pitch of :func:`radius_law` (which this equals at the MLA frame origin).
+
+    Returns
+    -------
+    m, q : ndarray, shape (N,), signed (eq:miradiussgn)
+    """
+    from plenocal.model.projection import micro_lens_centres  # projection imports camera only
+
+    C = micro_lens_centres(camera, k, l)
+    Dk = -C[:, 2]
+    dk = camera.sensor.distance_mm - Dk
+    F = camera.main_lens.focal_length_mm
+    sign = camera.configuration.radius_sign
+    m = sign * dk * F / (2.0 * Dk)
+    dC = camera.lambda_ * camera.micro_image_pitch_mm
+    if camera.n_types == 0:
+        f = np.full(len(dk), np.inf)
+    else:
+        f = np.asarray(camera.mla.focal_lengths_mm, dtype=np.float64)[camera.mla.types.type_of(k, l)]
+    q = dC * dk / (2.0 * f) - dC * (Dk + dk) / (2.0 * Dk)
     return m, q
 
 
@@ -131,9 +208,30 @@ def initial_distances(
     return D, d
 
 
+def initial_tilt(
+    omega: InternalParameters, *, focal_length_mm: float, focus_distance_mm: float, configuration: Configuration
+) -> tuple[float, float]:
+    """MLA tilt (θx, θy) (rad, XYZ Euler) from the gradient of the radius law across the sensor.
+
+    R_a = |m|/N with m ∝ d(k, l)/D(k, l): a lens at MLA-frame offset (l_x, l_y) from the origin has
+    D = D0 + θy·l_x − θx·l_y and d = d0 − (the same), so δm/m = (θx·l_y − θy·l_x)·(1/d + 1/D). The MLA
+    offset maps to the image by l = −(Δu, Δv)·s·λ (the image is the MLA seen through O, rotated by
+    180°), hence θy = (∂m/∂u)/m / (sλ(1/d + 1/D)) and θx = −(∂m/∂v)/m / (sλ(1/d + 1/D)). Zero without
+    a :class:`RadiusLawField`.
+    """
+    if omega.field is None or omega.m_mm == 0.0:
+        return 0.0, 0.0
+    D, d = initial_distances(omega, focal_length_mm, focus_distance_mm, configuration)
+    lam = D / (D + d)
+    k = omega.pixel_size_mm * lam * (1.0 / d + 1.0 / D)
+    gu, gv = (g / omega.m_mm for g in omega.field.m_gradient_mm_per_px)
+    return float(-gv / k), float(gu / k)
+
+
 def initial_camera(
     omega: InternalParameters,
     *,
+    tilt_xy_rad: tuple[float, float] = (0.0, 0.0),
     focal_length_mm: float,
     focus_distance_mm: float,
     configuration: Configuration,
@@ -147,7 +245,7 @@ def initial_camera(
     - D, d from eq:initdd; λ = F/(F + 2|m|) (eq:mldiameterapprox2; = D/(D+d) exactly for the
       focused configurations);
     - principal point at the image centre ((W−1)/2, (H−1)/2); no distortion;
-    - MLA untilted except θz = the MIA rotation; pitch Δ_C = λ·s·(p0, p1); translation such that
+    - MLA tilt (θx, θy) = ``tilt_xy_rad`` (:func:`initial_tilt`), θz = the MIA rotation; pitch Δ_C = λ·s·(p0, p1); translation such that
       every micro-lens projects from O exactly onto its micro-image grid node (exact form of
       "the MLA translation takes the MIA offset into account");
     - f_i = Δ_C·d/(2 q'_i) (the focal-length initialisation after eq:mldiameterapprox2).
@@ -189,7 +287,7 @@ def initial_camera(
     mla = MicroLensArray(
         lattice=mia.lattice,
         pitch_mm=pitch_mm,
-        rotation_xyz_rad=(0.0, 0.0, th),
+        rotation_xyz_rad=(float(tilt_xy_rad[0]), float(tilt_xy_rad[1]), th),
         translation_mm=(float(t_xy[0]), float(t_xy[1]), -D),
         focal_lengths_mm=focal_lengths,
         types=type_layout,
@@ -212,5 +310,6 @@ def initial_camera(
         f_number=N,
         kappa=omega.kappa,
         pixel_size_mm=s,
+        field=omega.field,
     )
     return camera, new_omega

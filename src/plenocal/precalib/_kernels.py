@@ -68,8 +68,8 @@ def refine_centroids_kernel(image, uv, radius, iterations):  # pragma: no cover 
 
 
 @nb.njit(parallel=True, cache=True, fastmath=False)
-def moments_kernel(image, centres, radius):  # pragma: no cover - compiled
-    """Background-subtracted second moments in disc windows.
+def moments_kernel(image, centres, radii):  # pragma: no cover - compiled
+    """Background-subtracted second moments in disc windows of radius ``radii[i]``.
 
     Returns an (n, 6) array: m00, mean x offset, mean y offset, σxx, σyy, σxy (NaN when m00 ≤ 0),
     and the window pixel count in a separate array.
@@ -78,8 +78,9 @@ def moments_kernel(image, centres, radius):  # pragma: no cover - compiled
     n = centres.shape[0]
     out = np.full((n, 6), np.nan)
     npx = np.zeros(n)
-    r = int(np.ceil(radius)) + 1
     for i in nb.prange(n):
+        radius = radii[i]
+        r = int(np.ceil(radius)) + 1
         cu = centres[i, 0]
         cv = centres[i, 1]
         iu = int(np.rint(cu))

@@ -15,19 +15,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.errors import DataError
-from plenocal.model.camera import Configuration, PlenopticCamera
+from plenocal.model.camera import Configuration, MicroImageGrid, PlenopticCamera, lattice_corner
 from plenocal.model.lattice import LatticeKind, TypeLayout
 from plenocal.model.observations import MicroImageCentres
 from plenocal.model.spec import CameraSpec
-from plenocal.model.white import InternalParameters, initial_camera
+from plenocal.model.white import InternalParameters, initial_camera, initial_tilt
 from plenocal.precalib.centres import clean_image, detect_centres, flatten, refine_centroids
 from plenocal.precalib.grid import GridFit, fit_grid
-from plenocal.precalib.internals import InternalsFit, fit_internals
+from plenocal.precalib.internals import ApertureDecision, InternalsError, InternalsFit, detrended, fit_internals
 from plenocal.precalib.radii import Moments, micro_image_moments
 from plenocal.precalib.types import TypeClassification, classify_types
 
-UNFOCUSED_Q_PX = 0.5
-"""|q_i| below this many pixels means d ≈ f: the unfocused configuration (Lytro-like)."""
+UNFOCUSED_Q_PX = 1.0
+"""|q_i| below this many pixels means d ≈ f: the unfocused configuration (Lytro-like). An unfocused
+camera's |q| is ~0.03 px; an unknown pixel term (0 to 1/12 px², taken as 1/24 when the profile
+cannot tell) makes it appear up to ~0.6 px; focused cameras have |q| of several px."""
 NOT_WHITE_DARK_FRACTION = 0.15
 """A white image has (almost) no dark micro-images; more than this fraction means a scene."""
 
@@ -39,6 +41,35 @@ class WhiteImage:
     f_number: float
     image: NDArray
     name: str = ""
+
+
+@dataclass(frozen=True)
+class PartialPrecalibration:
+    """What pre-calibration had measured when Ω could not be estimated (for the radii plot)."""
+
+    grid_fit: GridFit
+    types: TypeClassification
+    moments: dict[float, Moments]
+    apertures: tuple[ApertureDecision, ...]
+
+
+class PrecalibrationError(DataError):
+    """Pre-calibration failed after measuring the micro-images: carries them for the plots."""
+
+    def __init__(self, message: str, partial: PartialPrecalibration) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+def mla_origin_uv(grid: MicroImageGrid) -> tuple[float, float]:
+    """Image position of the MLA frame origin (the lattice's bounding-box corner), px.
+
+    Micro-lens (k, l) sits at t + R·(c − g(k, l)) (``docs/conventions.md``): the origin, g = c, images
+    at the grid's ``offset + R(θ)·c`` in pixel units. The camera model's d is defined there.
+    """
+    cx, cy = lattice_corner(grid.lattice, grid.pitch_px)
+    c, s = np.cos(grid.rotation_rad), np.sin(grid.rotation_rad)
+    return grid.offset_px[0] + c * cx - s * cy, grid.offset_px[1] + s * cx + c * cy
 
 
 @dataclass(frozen=True)
@@ -109,6 +140,7 @@ def precalibrate(
     grid = grid_fit.grid
     k_all, l_all = spec.lattice.all_indices()
     moments: dict[float, Moments] = {}
+    flats: dict[float, NDArray[np.float32]] = {}
     for N, img in cleaned.items():
         dark = _dark_fraction(img, grid, k_all, l_all)
         if dark > NOT_WHITE_DARK_FRACTION:
@@ -116,12 +148,14 @@ def precalibrate(
                 f"white image {by_n[N].name or N} has {100 * dark:.0f} % dark micro-images: it is not a white "
                 "image (a checkerboard or scene?); give images of a uniform diffuser"
             )
-        moments[N] = micro_image_moments(flatten(img, grid.diameter_px), grid, k_all, l_all)
+        flats[N] = flatten(img, grid.diameter_px)
+        moments[N] = micro_image_moments(flats[N], grid, k_all, l_all)
 
     n_types = spec.n_types
-    # Types from the variance at every aperture (features joined on (k, l)).
+    # Types from the variance at every aperture (features joined on (k, l)), less the smooth trend
+    # across the sensor that a tilted MLA gives every type alike.
     common = _common_nodes(moments)
-    feats = np.stack([moments[N].variance_px2[idx] for N, idx in common.items()], axis=1)
+    feats = np.stack([detrended(moments[N].variance_px2[idx], moments[N].centre_px[idx]) for N, idx in common.items()], axis=1)
     ref_mom = moments[n_ref]
     kc = ref_mom.k[common[n_ref]]
     lc = ref_mom.l[common[n_ref]]
@@ -131,16 +165,13 @@ def precalibrate(
 
     configuration = spec.configuration
     inferred = configuration is None
-    fit = fit_internals(
-        moments,
-        type_of,
-        n_types=n_types,
-        pixel_size_mm=spec.pixel_size_mm,
-        micro_image_pitch_px=grid.diameter_px,
-        configuration=configuration or Configuration.GALILEAN,
-        f_number=checkerboard_f_number,
-        estimator=estimator,
-    )
+    reference = mla_origin_uv(grid)
+    fit_args = dict(n_types=n_types, pixel_size_mm=spec.pixel_size_mm, micro_image_pitch_px=grid.diameter_px,
+                    f_number=checkerboard_f_number, estimator=estimator, reference_uv_px=reference, images=flats)
+    try:
+        fit = fit_internals(moments, type_of, configuration=configuration or Configuration.GALILEAN, **fit_args)
+    except InternalsError as exc:
+        raise PrecalibrationError(str(exc), PartialPrecalibration(grid_fit, types, moments, exc.apertures)) from None
     if configuration is None:
         q_px = np.abs(np.array(fit.omega.q_mm)) / spec.pixel_size_mm
         if len(q_px) and float(q_px.max()) < UNFOCUSED_Q_PX:
@@ -151,14 +182,12 @@ def precalibrate(
                 f"magnitude in both; |q_i| = {np.round(q_px, 2).tolist()} px rules out unfocused): "
                 "set camera_spec.configuration"
             )
-        fit = fit_internals(
-            moments, type_of, n_types=n_types, pixel_size_mm=spec.pixel_size_mm,
-            micro_image_pitch_px=grid.diameter_px, configuration=configuration,
-            f_number=checkerboard_f_number, estimator=estimator,
-        )
+        fit = fit_internals(moments, type_of, configuration=configuration, **fit_args)
 
     camera, omega = initial_camera(
         fit.omega,
+        tilt_xy_rad=initial_tilt(fit.omega, focal_length_mm=spec.main_lens_focal_length_mm,
+                                 focus_distance_mm=spec.focus_distance_mm, configuration=configuration),
         focal_length_mm=spec.main_lens_focal_length_mm,
         focus_distance_mm=spec.focus_distance_mm,
         configuration=configuration,

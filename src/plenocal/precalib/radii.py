@@ -43,6 +43,8 @@ class Moments:
     """Mean background-subtracted intensity over the window (relative brightness of the type)."""
     offset_px: FloatArray
     """(M, 2) intensity centroid − grid centre."""
+    centre_px: FloatArray
+    """(M, 2) intensity centroid (u, v)."""
 
     @property
     def radius_alpha_px(self) -> FloatArray:
@@ -61,7 +63,7 @@ def micro_image_moments(
     k: NDArray[np.int64],
     l: NDArray[np.int64],
     *,
-    window_radius_px: float | None = None,
+    window_radius_px: float | FloatArray | None = None,
     centres_uv: FloatArray | None = None,
 ) -> Moments:
     """Second moments of micro-images (k, l) of a grey white image, vectorised.
@@ -71,7 +73,7 @@ def micro_image_moments(
     image : (H, W) float array (already dead-pixel filtered).
     grid : the micro-image grid (window centres).
     k, l : (M,) indices; micro-images whose window leaves the image are dropped.
-    window_radius_px : default pitch/2 − 0.5.
+    window_radius_px : one radius, or one per micro-image (M,); default pitch/2 − 0.5.
     centres_uv : (M, 2) window centres (default: the grid nodes).
 
     Notes
@@ -79,10 +81,19 @@ def micro_image_moments(
     The background is the mean of a 1-px ring at the window edge (the dark gaps between
     micro-images); intensities are not clipped, so noise averages out instead of biasing σ².
     """
-    img = np.asarray(image, dtype=np.float32)
-    rw = grid.diameter_px / 2.0 - 0.5 if window_radius_px is None else float(window_radius_px)
     c = grid.centres(k, l) if centres_uv is None else np.asarray(centres_uv, dtype=np.float64)
-    out, npx = moments_kernel(np.ascontiguousarray(img), np.ascontiguousarray(c), rw)
+    rw = grid.diameter_px / 2.0 - 0.5 if window_radius_px is None else window_radius_px
+    return windowed_moments(image, k, l, c, rw)
+
+
+def windowed_moments(
+    image: NDArray, k: NDArray[np.int64], l: NDArray[np.int64], centres_uv: FloatArray, window_radius_px: float | FloatArray
+) -> Moments:
+    """:func:`micro_image_moments` in disc windows of given centres (M, 2) and radii (scalar or (M,))."""
+    img = np.asarray(image, dtype=np.float32)
+    c = np.asarray(centres_uv, dtype=np.float64)
+    radii = np.broadcast_to(np.asarray(window_radius_px, dtype=np.float64), (len(c),))
+    out, npx = moments_kernel(np.ascontiguousarray(img), np.ascontiguousarray(c), np.ascontiguousarray(radii))
     kk, ll = np.asarray(k), np.asarray(l)
     m00, mx, my, sxx, syy, sxy = out.T
     out_var = 0.5 * (sxx + syy)
@@ -90,4 +101,4 @@ def micro_image_moments(
     out_mean = m00 / np.maximum(npx, 1)
     out_off = np.stack([mx, my], axis=1)
     ok = np.isfinite(out_var)
-    return Moments(kk[ok], ll[ok], out_var[ok], out_max[ok], out_mean[ok], out_off[ok])
+    return Moments(kk[ok], ll[ok], out_var[ok], out_max[ok], out_mean[ok], out_off[ok], c[ok] + out_off[ok])

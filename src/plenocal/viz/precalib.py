@@ -14,48 +14,62 @@ TYPE_COLOURS = ("#d62728", "#2ca02c", "#1f77b4", "#9467bd", "#ff7f0e", "#8c564b"
 
 
 def radii_figure(precal: Any) -> Any:
-    """Micro-image radii per type as violins against 1/N, with the fitted support-radius lines.
+    """Micro-image radii per type as violins against 1/N, with the fitted law (paper fig:radii).
 
-    Left: the variance-law radius √(R_a² + R_b²) = 2√(σ² − 1/12) and the fitted
-    √((m/N)² + q_i²); right: the support radius |R_i(N)| = |m|/N + |q_i| (eq:miradiusfnumber)
-    with the paper's α·σ radii for comparison. Apertures left out of the fit are greyed.
+    ``precal`` is a :class:`~plenocal.precalib.pipeline.Precalibration` or, when Ω could not be
+    estimated, a :class:`~plenocal.precalib.pipeline.PartialPrecalibration` (violins only, so that
+    the user sees why). Left: the variance-law radius 2√(σ² − p) with the fitted
+    √((m/N)² + (1 − w)·q_i²) at the centre of the sensor; right: the support radius |m|/N + |q_i|
+    (eq:miradiusfnumber) with the paper's α·σ radii. Apertures left out of the fit are grey.
     """
     fig = new_figure(figsize=(10.0, 4.2))
     ax1, ax2 = fig.subplots(1, 2, sharey=True)
-    omega = precal.internals.omega
-    s = omega.pixel_size_mm
-    n_types = max(len(omega.q_mm), 1)
-    used = {d.f_number: d.used for d in precal.internals.apertures}
+    internals = getattr(precal, "internals", None)
+    omega = internals.omega if internals is not None else None
+    apertures = internals.apertures if internals is not None else precal.apertures
+    p = internals.pixel_variance_px2 if internals is not None and internals.estimator == "variance" else 1.0 / 12.0
+    w = internals.unblurred_weight if internals is not None else 0.0
     layout = precal.types.layout
+    n_types = max(layout.n_types, 1)
+    used = {d.f_number: d.used for d in apertures}
     inv_n = np.array(sorted(1.0 / N for N in precal.moments))
     width = 0.12 * (inv_n.max() - inv_n.min() + 1e-9) / max(len(inv_n), 1)
-    m_px = abs(omega.m_mm) / s
-    q_px = np.abs(np.array(omega.q_mm if omega.q_mm else (0.0,))) / s
-    xs = np.linspace(0, inv_n.max() * 1.05, 50)
+    centre = np.zeros(2)
     for N, mom in precal.moments.items():
-        t = layout.type_of(mom.k, mom.l) if len(omega.q_mm) else np.zeros(len(mom.k), dtype=int)
+        centre = np.mean(mom.centre_px, axis=0)
+        t = layout.type_of(mom.k, mom.l) if layout.n_types else np.zeros(len(mom.k), dtype=int)
+        r_rms = 2.0 * np.sqrt(np.maximum(mom.variance_px2 - p, 0.0))
         for i in range(n_types):
             sel = t == i
             if not np.any(sel):
                 continue
             offset = (i - (n_types - 1) / 2) * width
-            for ax, values in ((ax1, mom.radius_rms_px[sel]), (ax2, mom.radius_alpha_px[sel])):
+            for ax, values in ((ax1, r_rms[sel]), (ax2, mom.radius_alpha_px[sel])):
                 parts = ax.violinplot([values], positions=[1.0 / N + offset], widths=width, showextrema=False)
                 for body in parts["bodies"]:
                     body.set_facecolor(TYPE_COLOURS[i % len(TYPE_COLOURS)] if used.get(N, False) else "#bbbbbb")
                     body.set_alpha(0.6)
-    for i in range(n_types):
-        colour = TYPE_COLOURS[i % len(TYPE_COLOURS)]
-        ax1.plot(xs, np.sqrt((m_px * xs) ** 2 + q_px[i] ** 2), color=colour, lw=1.2, label=f"type {i}")
-        ax2.plot(xs, m_px * xs + q_px[i], color=colour, lw=1.2, label=f"type {i}: |m|/N + |q|")
-    ax1.set_title("variance-law radius 2√(σ² − 1/12) (fit)")
+    if omega is not None:
+        s = omega.pixel_size_mm
+        xs = np.linspace(0, inv_n.max() * 1.05, 50)
+        m_c, q_c = omega.local(np.repeat(centre[None], n_types, axis=0), np.arange(n_types))
+        m_px = abs(float(m_c[0])) / s
+        q_px = np.abs(q_c) / s if omega.q_mm else np.zeros(n_types)
+        for i in range(n_types):
+            colour = TYPE_COLOURS[i % len(TYPE_COLOURS)]
+            ax1.plot(xs, np.sqrt((m_px * xs) ** 2 + (1.0 - w) * q_px[i] ** 2), color=colour, lw=1.2, label=f"type {i}")
+            ax2.plot(xs, m_px * xs + q_px[i], color=colour, lw=1.2, label=f"type {i}: |m|/N + |q|")
+        ax2.legend(fontsize=8, loc="upper left")
+        title = f"micro-image radii (grey: apertures left out); m = {omega.m_mm * 1e3:.3f} µm at the MLA origin"
+    else:
+        title = "micro-image radii (grey: apertures left out); Ω could not be estimated"
+    ax1.set_title(f"variance-law radius 2√(σ² − p), p = {p:.3f} px²")
     ax2.set_title("support radius |m|/N + |q_i| and the paper's α·σ")
     for ax in (ax1, ax2):
         ax.set_xlabel("1/N")
         ax.grid(alpha=0.3)
     ax1.set_ylabel("radius [px]")
-    ax2.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"micro-image radii (grey: apertures left out); m = {omega.m_mm * 1e3:.3f} µm")
+    fig.suptitle(title)
     return fig
 
 
@@ -79,9 +93,9 @@ def centres_crop_figure(image: NDArray[np.floating], f_number: float, precal: An
     s = omega.pixel_size_mm
     N = f_number
     types = precal.types.layout.type_of(mic.k[sel], mic.l[sel]) if omega.q_mm else np.zeros(int(sel.sum()), dtype=int)
-    for (u, v), t in zip(zip(mic.u[sel], mic.v[sel], strict=True), types, strict=True):
-        q = abs(omega.q_mm[t]) if omega.q_mm else 0.0
-        r = (abs(omega.m_mm) / N + q) / s
+    m_loc, q_loc = omega.local(np.stack([mic.u[sel], mic.v[sel]], axis=1), types)
+    for (u, v), t, mm, qq in zip(zip(mic.u[sel], mic.v[sel], strict=True), types, m_loc, q_loc, strict=True):
+        r = (abs(mm) / N + (abs(qq) if omega.q_mm else 0.0)) / s
         ax.add_patch(Circle((u, v), r, fill=False, lw=0.8, color=TYPE_COLOURS[t % len(TYPE_COLOURS)]))
     ax.plot(mic.u[sel], mic.v[sel], "+", color="yellow", ms=6, label="detected centre")
     ax.plot(nodes[:, 0], nodes[:, 1], ".", color="cyan", ms=2, label="grid node")
