@@ -1,6 +1,7 @@
-"""Cluster-to-node linking on the PRISM r12-b renders, against their truth (issue #14).
+"""Cluster-to-node linking on the PRISM r12-b renders against their truth, and on the real R12-A
+observations against the reference's own linking (issue #14).
 
-Usage: python benchmarks/check_linking_prism.py OUT [--prism DIR] [--detect-cli]
+Usage: python benchmarks/check_linking.py OUT [--prism DIR] [--detect-cli]
 
 DIR is ``../shared/validation/prism-r12b`` by default (13 frames: calibration 0–7, translation
 100–104; 8 × 5 nodes, every node ≥ 220 px inside the image). Pre-calibration is bypassed: the
@@ -20,7 +21,12 @@ the settings of ``plenocal detect``; the raw (unlinked) features are cached in
   correctly or reported, never mislabelled.
 
 ``--detect-cli`` also runs ``plenocal detect`` end to end (about 100 s on 2 cores) and reports its
-per-frame linking. Prints JSON (also written to OUT/linking-prism.json).
+per-frame linking.
+
+Real data: the reference's R12-A BAP features (``../shared/fixtures/libpleno-r12a-observations``,
+detected by COMPOTE in the real images, 16 frames of a 9 × 5 board) with their node ids replaced
+by arbitrary cluster ids are linked again with the reference's published camera; the node ids must
+come back. Prints JSON (also written to OUT/linking.json).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from plenocal.model.target import Checkerboard
 
 ROOT = Path(__file__).resolve().parents[1]
 PRISM = ROOT / ".." / "shared" / "validation" / "prism-r12b"
+R12A = ROOT / ".." / "shared" / "fixtures"
 TRUE_NODE_FRACTION = 0.3
 """A cluster is a node's when its barycentre is within this fraction of the node spacing of the
 node's true barycentre (true barycentres are 240–470 px apart; detected ones 3–5 px off)."""
@@ -70,7 +77,7 @@ def prepare(prism: Path, out: Path) -> tuple[Path, Path]:
         inside = (uv[:, 0] >= 0) & (uv[:, 0] <= cam.sensor.width_px - 1) & (uv[:, 1] >= 0) & (uv[:, 1] <= cam.sensor.height_px - 1)
         mic = MicroImageCentres(k[inside].astype(np.int32), l[inside].astype(np.int32), uv[inside, 0], uv[inside, 1])
         write_camera(pre / "camera.json", cam, internal_parameters=cf.internal_parameters,
-                     provenance={"note": "PRISM r12-b truth camera in image-index coordinates (benchmarks/check_linking_prism.py)"})
+                     provenance={"note": "PRISM r12-b truth camera in image-index coordinates (benchmarks/check_linking.py)"})
         write_observations(pre / "observations.npz", Observations(BapFeatures.empty(), mic))
     return ds, pre
 
@@ -121,10 +128,35 @@ def verdict(node: np.ndarray, truth: np.ndarray, ok: bool) -> str:
     return "correct" if np.array_equal(node, truth) else "WRONG"
 
 
+def r12a_real(fixtures: Path) -> dict[str, object]:
+    """Re-link the reference's real R12-A observations from arbitrary cluster ids."""
+    from plenocal.io.libpleno import camera_from_intrinsics, read_scene
+    from plenocal.io.libpleno.observations import read_observations_csv
+
+    bap = read_observations_csv(fixtures / "libpleno-r12a-observations" / "bap-R12-A.csv").bap
+    camera = camera_from_intrinsics(fixtures / "libpleno-r12a-configs" / "intrinsics.js")
+    board = read_scene(fixtures / "libpleno-r12a-configs" / "scene.js")
+    cols = bap.columns()
+    ref = bap.node.copy()
+    cols["cluster"] = np.where(ref >= 0, (ref * 7 + 3) % 1000, -1)
+    cols["node"] = np.full(len(bap), -1)
+    ext = initial_extrinsics(camera, BapFeatures(**cols), board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION)
+    assert ext.bap is not None
+    frames = [
+        {"frame": f.frame, "nodes_seen": int(np.unique(ref[bap.frame == f.frame]).size), "linked": f.ok,
+         "correct": bool(f.ok and np.array_equal(ext.bap.node[bap.frame == f.frame], ref[bap.frame == f.frame])),
+         "reason": f.reason, "note": f.note, "rmse_px": f.rmse_px}
+        for f in ext.frames
+    ]
+    return {"n_frames": len(frames), "n_linked": sum(f["linked"] for f in frames),
+            "n_correct": sum(f["correct"] for f in frames), "frames": frames}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--prism", type=Path, default=PRISM)
+    ap.add_argument("--fixtures", type=Path, default=R12A, help="folder with libpleno-r12a-observations and -configs")
     ap.add_argument("--detect-cli", action="store_true", help="also run 'plenocal detect' end to end")
     args = ap.parse_args()
     prism, out = args.prism.resolve(), args.out
@@ -179,6 +211,7 @@ def main() -> None:
         "detect_s": t_detect,
         "link_s": t_link,
         "frames": frames,
+        "r12a_real": r12a_real(args.fixtures.resolve()),
         "machine": machine(),
     }
     if args.detect_cli:
@@ -192,7 +225,7 @@ def main() -> None:
             "frames": {f["frame"]: f["linking"] for f in det["frames"]},
         }
     text = json.dumps(doc, indent=2, default=float)
-    (out / "linking-prism.json").write_text(text + "\n")
+    (out / "linking.json").write_text(text + "\n")
     print(text)
 
 
