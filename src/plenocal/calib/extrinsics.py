@@ -8,12 +8,16 @@ length (D + d)/s pixels and principal point (u0, v0), independent of F (referenc
 Per frame:
 
 1. barycentres of the clusters (by node id when the features are linked, else by detector cluster);
-2. linking, when node ids are unknown: the four extreme barycentres (the largest quadrilateral in
-   their convex hull; the reference's farthest-point search fails on tilted boards) give a
-   coarse pose for each labelling of the board's corners compatible with
-   its size; all nodes are projected and every node claims its nearest barycentre within
-   0.6 × the projected inter-node spacing; the labelling that links the most clusters with the
-   lowest RMSE wins (ties: the rotation closest to the identity, i.e. an upright board);
+2. linking, when node ids are unknown (:func:`link_barycentres`; no barycentre is assumed to be a
+   board corner, so partial boards, missing nodes and spurious clusters are fine): integer
+   lattice coordinates of the barycentres (:mod:`plenocal.calib.linking`), then every placement
+   of them in the board (8 lattice symmetries × offsets); the placements that best explain
+   which nodes were seen and put the board in front of the camera, facing it, remain. The
+   barycentres cannot tell a 180° (square boards: 90°) in-plane rotation of the labels, nor a
+   shift of a partial board, from the truth: the rotation is decided by the datasets'
+   convention (node 0 top-left in the image, when one labelling is clearly the most upright)
+   and said in the report's ``note``; anything else is reported as ambiguous and the frame is
+   not linked;
 3. PnP (OpenCV SQPnP, then Levenberg–Marquardt refinement) over all linked barycentres;
 4. a check: finite pose, board in front of the camera, reprojection RMSE below
    ``max_rmse_fraction`` × the inter-node spacing. Frames that fail are reported and skipped.
@@ -27,8 +31,17 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from plenocal.calib.linking import (
+    MAX_GAP_SITES,
+    MAX_SITE_DISTANCE_FRACTION,
+    MIN_BORDER_DISTANCE_FRACTION,
+    SYMMETRIES,
+    board_placements,
+    lattice_coordinates,
+    placement_support,
+)
 from plenocal.model.camera import PlenopticCamera
-from plenocal.model.geometry import Pose, rodrigues, rotvec_from_matrix
+from plenocal.model.geometry import Pose, rodrigues
 from plenocal.model.observations import BapFeatures
 from plenocal.model.target import Checkerboard
 
@@ -36,6 +49,20 @@ FloatArray = NDArray[np.float64]
 
 LINK_RADIUS_FRACTION = 0.6
 """A node claims its nearest barycentre within this fraction of the inter-node spacing (ref §7.1)."""
+
+MIN_LINKED_NODES = 6
+"""Fewest barycentres a labelling must link (PnP on 4–5 coplanar points has no redundancy left to
+check the labelling)."""
+
+MIN_SUPPORT_MARGIN = 2
+"""Labellings whose support (see :func:`link_barycentres`, in nodes) is within this margin of the
+best count as fitting equally: one lost node or one spurious cluster must not decide."""
+
+MIN_UPRIGHT_ROLL_GAP_DEG = 60.0
+"""The upright convention (node 0 top-left) picks between labellings the barycentres cannot tell
+apart only when the chosen one's in-plane roll |angle of the board's column axis from +u| is
+smaller than every alternative's by at least this much (0°/180°: rolls up to 60°; the 90°
+alternatives of square views: up to 15°)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +76,8 @@ class FramePoseInit:
     rmse_px: float = float("nan")
     n_points: int = 0
     n_clusters: int = 0
+    note: str = ""
+    """How the linking chose among labellings the barycentres fit equally (empty if unique)."""
 
 
 @dataclass
@@ -69,7 +98,7 @@ class ExtrinsicsInit:
             "n_frames": len(self.frames),
             "n_initialised": len(self.poses),
             "frames": [
-                {"frame": f.frame, "ok": f.ok, "reason": f.reason, "rmse_px": f.rmse_px,
+                {"frame": f.frame, "ok": f.ok, "reason": f.reason, "note": f.note, "rmse_px": f.rmse_px,
                  "n_points": f.n_points, "n_clusters": f.n_clusters}
                 for f in self.frames
             ],
@@ -123,31 +152,6 @@ def solve_pnp(camera: PlenopticCamera, points_world: FloatArray, image_points: F
     return pose
 
 
-def _extreme_corners(bary: FloatArray) -> tuple[int, int, int, int]:
-    """Indices of the four board-corner barycentres, in cyclic order.
-
-    The reference's farthest-point search fails on strongly tilted boards (it can return the
-    corners out of cyclic order); here the corners are the vertices of the largest-area
-    quadrilateral inscribed in the convex hull of the barycentres, sorted by angle around
-    their centroid.
-    """
-    hull = cv2.convexHull(np.ascontiguousarray(bary, dtype=np.float32), returnPoints=False).reshape(-1)
-    if hull.size < 4:
-        raise ValueError("fewer than 4 hull vertices")
-    if hull.size > 40:  # keep the brute force small: the 40 hull vertices farthest from the centroid
-        c = bary[hull].mean(axis=0)
-        hull = hull[np.argsort(-np.hypot(*(bary[hull] - c).T))[:40]]
-        hull = hull[np.argsort(np.arctan2(*(bary[hull] - c).T[::-1]))]
-    n = hull.size
-    idx = np.array(np.meshgrid(*[np.arange(n)] * 4, indexing="ij")).reshape(4, -1)
-    idx = idx[:, (idx[0] < idx[1]) & (idx[1] < idx[2]) & (idx[2] < idx[3])]
-    P = bary[hull][idx]  # (4, n_combos, 2), hull order is cyclic
-    x, y = P[..., 0], P[..., 1]
-    area = 0.5 * np.abs(np.sum(x * np.roll(y, -1, axis=0) - np.roll(x, -1, axis=0) * y, axis=0))
-    best = hull[idx[:, int(np.argmax(area))]]
-    return tuple(int(i) for i in best)  # type: ignore[return-value]
-
-
 def link_nodes(
     camera: PlenopticCamera, board: Checkerboard, pose: Pose, bary: FloatArray
 ) -> tuple[NDArray[np.int64], float]:
@@ -177,21 +181,150 @@ def link_nodes(
     return node_of, float(spacing)
 
 
-def _coarse_candidates(board: Checkerboard) -> list[tuple[int, int, int, int]]:
-    """Node ids for the (TL, TR, BR, BL) barycentres: the 8 cyclic labellings of the board corners.
+@dataclass(frozen=True)
+class Linking:
+    """Node of each barycentre of one frame (:func:`link_barycentres`)."""
 
-    The farthest-point search finds the four extreme barycentres in cyclic order but not which
-    board corner each one is (a tilted board breaks the reference's upright assumption), so every
-    rotation and direction of the cycle is tried; wrong ones leave clusters unlinked or a large
-    reprojection error.
+    node: NDArray[np.int64]
+    """(C,) node id of each barycentre, −1 for unlinked ones (all −1 when the frame failed)."""
+    pose: Pose | None = None
+    """cam_from_world from PnP on the linked barycentres."""
+    reason: str = ""
+    """Why the frame could not be linked (empty on success)."""
+    note: str = ""
+    """How a choice between labellings the barycentres fit equally was made (empty if unique)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+
+def board_roll_deg(camera: PlenopticCamera, board: Checkerboard, pose: Pose, nodes: NDArray[np.integer]) -> float:
+    """In-plane roll of the board in the image: angle of its column axis (+x) from +u, degrees.
+
+    Measured at the centroid of ``nodes`` (pinhole projection of one square along +x); 0 for an
+    upright board (node 0 top-left), ±180 for one upside down.
     """
+    c = board.node_points(nodes).mean(axis=0)
+    p = project_pinhole(camera, pose, np.stack([c, c + np.array([board.square_mm, 0.0, 0.0])]))
+    d = p[1] - p[0]
+    return float(np.degrees(np.arctan2(d[1], d[0])))
+
+
+def link_barycentres(
+    camera: PlenopticCamera,
+    board: Checkerboard,
+    bary: FloatArray,
+    *,
+    max_site_distance_fraction: float = MAX_SITE_DISTANCE_FRACTION,
+    max_gap_sites: int = MAX_GAP_SITES,
+    min_linked_nodes: int = MIN_LINKED_NODES,
+    min_border_distance_fraction: float = MIN_BORDER_DISTANCE_FRACTION,
+    min_support_margin: int = MIN_SUPPORT_MARGIN,
+    absent_edge_lines_are_evidence: bool = False,
+    min_upright_roll_gap_deg: float = MIN_UPRIGHT_ROLL_GAP_DEG,
+) -> Linking:
+    """Node ids of one frame's cluster barycentres, without assuming any is a board corner.
+
+    1. Integer lattice coordinates (:func:`plenocal.calib.linking.lattice_coordinates`);
+       barycentres off the lattice stay unlinked.
+    2. Every placement of them in the board (:func:`plenocal.calib.linking.board_placements`).
+    3. Keep those that agree best with the observations, within ``min_support_margin``
+       (:func:`plenocal.calib.linking.placement_support`: barycentres linked − barycentres left
+       off the board − board nodes without a barycentre although in view, inside the bounding
+       box of the linked ones). A spurious cluster on the lattice just beyond the board (e.g. at
+       a corner of the outer squares) is thus left out: taking it in pushes a line of nodes off
+       the board or opens a line of undetected ones. Nodes beyond the box are no evidence by
+       default: a board cut by the image border and a board whose edge line was not detected
+       inside the image (focus plane, occlusion, glare) give the same barycentres, and a partial
+       board's offset stays ambiguous. ``absent_edge_lines_are_evidence`` counts them too (for
+       detections known to be complete inside the image).
+    4. PnP (:func:`solve_pnp`) for each; keep the poses with the board in front of the camera and
+       facing it (camera on the board's −z side: mirror labellings see it from behind).
+    5. Several left: they are the same barycentres relabelled by a rotation of the board in its
+       plane, or a shift of a partial board: rigid motions of the board, so PnP fits them with
+       exactly the same RMSE. The upright convention picks the one whose column axis is nearest
+       the image's +u if its |roll| is smaller than all the others' by
+       ``min_upright_roll_gap_deg`` (said in ``note``); otherwise the frame is reported
+       ambiguous. (The old linker and the reference assume an upright board too: the
+       reference takes the top-left barycentre for node 0.)
+
+    Parameters
+    ----------
+    bary : ndarray, shape (C, 2)
+        Cluster barycentres, px.
+    max_site_distance_fraction, max_gap_sites
+        Lattice growth (see :func:`plenocal.calib.linking.lattice_coordinates`).
+    min_linked_nodes : int
+        Fewest barycentres the chosen labelling must link.
+    min_border_distance_fraction : float
+        Step 3, see :data:`plenocal.calib.linking.MIN_BORDER_DISTANCE_FRACTION`.
+    min_support_margin : int
+        Step 3, see :data:`MIN_SUPPORT_MARGIN`.
+    absent_edge_lines_are_evidence : bool
+        Step 3: also count undetected in-view nodes beyond the linked ones' box. Links
+        partial boards cut by the image border, but mislabels a board with an undetected edge
+        line inside the image when its other edge is at the image border.
+    min_upright_roll_gap_deg : float
+        See :data:`MIN_UPRIGHT_ROLL_GAP_DEG`.
+
+    Returns
+    -------
+    Linking
+    """
+    bary = np.asarray(bary, dtype=np.float64)
+    unlinked = np.full(len(bary), -1, dtype=np.int64)
+    lat = lattice_coordinates(
+        bary, max_site_distance_fraction=max_site_distance_fraction, max_gap_sites=max_gap_sites,
+        camera_matrix=pinhole_matrix(camera),
+    )
+    if not lat.ok:
+        return Linking(unlinked, reason=lat.reason)
+    idx = np.flatnonzero(lat.on_lattice)
+    ij = lat.ij[idx]
     C, R = board.columns, board.rows
-    cycle = [0, C - 1, C * R - 1, (R - 1) * C]
-    cands = []
-    for direction in (1, -1):
-        for start in range(4):
-            cands.append(tuple(cycle[(start + direction * i) % 4] for i in range(4)))
-    return cands  # type: ignore[return-value]
+    nodes, sym, off = board_placements(ij, columns=C, rows=R, min_linked=min_linked_nodes)
+    if len(nodes) == 0:
+        return Linking(unlinked, reason=f"only {ij.shape[0]} barycentres on a lattice (need >= {min_linked_nodes} on the board)")
+    support = placement_support(
+        lat, nodes, sym, off, columns=C, rows=R, image_size=(camera.sensor.width_px, camera.sensor.height_px),
+        min_border_distance_fraction=min_border_distance_fraction,
+        absent_edge_lines_are_evidence=absent_edge_lines_are_evidence, margin=min_support_margin,
+    )
+    cand = np.flatnonzero(support > support.max() - min_support_margin)
+    n_linked = (nodes >= 0).sum(axis=1)
+    n_rejected = int(np.sum((n_linked >= n_linked[cand].max()) & (support <= support.max() - min_support_margin)))
+    survivors: list[tuple[float, int, Pose]] = []
+    for p in cand:
+        ok = nodes[p] >= 0
+        pose = solve_pnp(camera, board.node_points(nodes[p][ok]), bary[idx[ok]])
+        # Facing: the board's +z axis points away from the camera, i.e. R[:, 2] · t > 0.
+        if pose is None or pose.translation[2] <= 0 or pose.rotation[:, 2] @ pose.translation <= 0:
+            continue
+        survivors.append((abs(board_roll_deg(camera, board, pose, nodes[p][ok])), int(p), pose))
+    if not survivors:
+        return Linking(unlinked, reason="no labelling puts the board in front of the camera, facing it")
+    survivors.sort(key=lambda s: s[0])
+    roll, best, pose = survivors[0]
+    w, h = np.ptp(ij @ SYMMETRIES[sym[best]].T, axis=0) + 1  # observed extent, as the board's columns × rows
+    notes = [f"{n_rejected} labellings linking as many rejected: they leave nodes in view undetected"] if n_rejected else []
+    if len(survivors) > 1:
+        rolls = ", ".join(f"{s[0]:.0f}°" for s in survivors)
+        if survivors[1][0] - roll < min_upright_roll_gap_deg:
+            shifts = len({tuple(off[s[1]]) for s in survivors if s[0] - roll < min_upright_roll_gap_deg})
+            return Linking(
+                unlinked,
+                reason=(
+                    f"ambiguous labelling: {len(survivors)} placements of the observed {w} × {h} lattice in the "
+                    f"{C} × {R} board fit the barycentres equally (|roll| {rolls}"
+                    + (f"; {shifts} offsets of a partial view: which board edge is unseen is unknown" if shifts > 1 else "")
+                    + f"); the upright convention needs one |roll| {min_upright_roll_gap_deg:.0f}° below the others"
+                ),
+            )
+        notes.append(f"upright convention: node 0 top-left chosen among {len(survivors)} labellings fitting equally (|roll| {rolls})")
+    node_of = unlinked.copy()
+    node_of[idx] = nodes[best]
+    return Linking(node_of, pose, note="; ".join(notes))
 
 
 def init_frame(
@@ -220,6 +353,7 @@ def init_frame(
     """
     uid, bary = cluster_barycentres(np.asarray(ids), u, v)
     n_cl = int(uid.size)
+    note = ""
     if n_cl < 4:
         return FramePoseInit(frame, False, f"only {n_cl} clusters (need >= 4)", n_clusters=n_cl), {}
     if linked:
@@ -229,34 +363,10 @@ def init_frame(
         mapping = {int(i): int(i) for i in nodes}
         pts_w, pts_i = board.node_points(nodes), bary[valid]
     else:
-        best = None
-        try:
-            corners = _extreme_corners(bary)
-        except ValueError:
-            return FramePoseInit(frame, False, "degenerate cluster layout", n_clusters=n_cl), {}
-        for cand in _coarse_candidates(board):
-            p0 = solve_pnp(camera, board.node_points(np.array(cand)), bary[list(corners)])
-            if p0 is None or p0.translation[2] <= 0:
-                continue
-            node_of, _ = link_nodes(camera, board, p0, bary)
-            ok = node_of >= 0
-            p1 = solve_pnp(camera, board.node_points(node_of[ok]), bary[ok])
-            if p1 is None or p1.translation[2] <= 0:
-                continue
-            node_of, _ = link_nodes(camera, board, p1, bary)
-            ok = node_of >= 0
-            p2 = solve_pnp(camera, board.node_points(node_of[ok]), bary[ok])
-            if p2 is None:
-                continue
-            err = project_pinhole(camera, p2, board.node_points(node_of[ok])) - bary[ok]
-            rmse = float(np.sqrt(np.mean(np.sum(err**2, axis=1))))
-            angle = float(np.linalg.norm(rotvec_from_matrix(p2.rotation)))
-            score = (-int(ok.sum()), round(rmse, 1), angle)
-            if best is None or score < best[0]:
-                best = (score, p2, node_of)
-        if best is None:
-            return FramePoseInit(frame, False, "no consistent board labelling", n_clusters=n_cl), {}
-        _, pose, node_of = best
+        link = link_barycentres(camera, board, bary)
+        if not link.ok:
+            return FramePoseInit(frame, False, link.reason, n_clusters=n_cl), {}
+        pose, node_of, note = link.pose, link.node, link.note
         ok = node_of >= 0
         mapping = {int(uid[i]): int(node_of[i]) for i in np.flatnonzero(ok)}
         pts_w, pts_i = board.node_points(node_of[ok]), bary[ok]
@@ -266,13 +376,13 @@ def init_frame(
     rmse = float(np.sqrt(np.mean(np.sum(err**2, axis=1))))
     _, spacing = link_nodes(camera, board, pose, pts_i[:1])
     if pose.translation[2] <= 0 or np.any(pose.apply(board.node_points())[:, 2] <= camera.main_lens.focal_length_mm):
-        return FramePoseInit(frame, False, "board not in front of the camera", pose, rmse, len(pts_w), n_cl), {}
+        return FramePoseInit(frame, False, "board not in front of the camera", pose, rmse, len(pts_w), n_cl, note), {}
     if not rmse <= max_rmse_fraction * spacing:
         return FramePoseInit(
             frame, False, f"barycentre reprojection RMSE {rmse:.2f} px > {max_rmse_fraction} × spacing {spacing:.1f} px",
-            pose, rmse, len(pts_w), n_cl,
+            pose, rmse, len(pts_w), n_cl, note,
         ), {}
-    return FramePoseInit(frame, True, "", pose, rmse, len(pts_w), n_cl), mapping
+    return FramePoseInit(frame, True, "", pose, rmse, len(pts_w), n_cl, note), mapping
 
 
 def initial_extrinsics(
@@ -421,8 +531,11 @@ def plenoptic_poses(
 __all__ = [
     "ExtrinsicsInit",
     "FramePoseInit",
+    "Linking",
+    "board_roll_deg",
     "cluster_barycentres",
     "initial_extrinsics",
+    "link_barycentres",
     "link_nodes",
     "pinhole_matrix",
     "plenoptic_poses",

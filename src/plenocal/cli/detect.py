@@ -7,7 +7,8 @@ devignetting white of the manifest. Writes atomically:
 - ``OUT/observations.npz`` — BAP features of every frame (calibration, evaluation and translation
   roles) linked to checkerboard nodes, and the micro-image centres of the pre-calibration;
 - ``OUT/detection.json`` — per frame: counts (micro-images examined, corners, rejections by
-  reason, clusters, linked features), virtual depths, linking result, timing;
+  reason, clusters, linked features), virtual depths, linking result (why a frame was not
+  linked; how equally fitting labellings were decided), timing;
 - ``OUT/overlays/frame-NNN.png`` — a crop of each of the first ``--overlays`` frames with the
   detected corners and their blur circles; ``--csv`` adds libpleno-style ``bap.csv``/``mic.csv``.
 """
@@ -139,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         rec["linking"] = {
             "ok": bool(r.ok) and few is None if r else False,
             "reason": (f"only {few} linked clusters (need >= {min_clusters})" if few is not None else r.reason) if r else "no features",
+            "note": r.note if r else "",
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),

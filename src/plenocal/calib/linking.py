@@ -1,0 +1,559 @@
+"""Integer lattice coordinates of cluster barycentres, and their placements in the board.
+
+The barycentres of one frame are the (perspective-distorted) images of a sub-lattice of the
+board's ``columns × rows`` nodes; some nodes may be missing (a partial board, a node no
+micro-image resolves) and some barycentres may be spurious. No barycentre is assumed to be a
+board corner:
+
+1. :func:`lattice_coordinates` estimates the two lattice steps at a seed barycentre from its
+   nearest-neighbour vectors and grows integer coordinates (i, j) over the others with the
+   lattice-to-image homography of those already placed (bridging up to ``max_gap_sites``
+   missing sites), then takes the board's own axes as the lattice basis (not a diagonal step):
+   the basis whose steps are orthogonal and equal once back-projected through the camera
+   matrix, else the basis that puts the points on the fewest lines if it is unique;
+2. :func:`board_placements` lists every placement of those coordinates in the board: the 8
+   symmetries of the square lattice times every integer offset that puts some of them on the
+   board (points off the board are left unlinked).
+
+:func:`undetected_in_view` says which nodes a placement predicts in the image without a
+barycentre. Choosing among the placements needs the camera (image size, facing); see
+:func:`plenocal.calib.extrinsics.link_barycentres`. Every distance threshold is a fraction of the
+local lattice step, from the homography fitted to the barycentres.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+MAX_SITE_DISTANCE_FRACTION = 0.25
+"""Largest distance of a barycentre from its predicted lattice site, as a fraction of the shorter
+lattice step there (a quarter keeps neighbouring sites' capture discs apart, with room for the
+barycentres' bias and noise, a few px on 200–500 px spacings)."""
+
+MAX_SQUARE_BASIS_ERROR = 0.25
+"""Largest |cos(angle)| + |ln(length ratio)| of the two lattice steps back-projected through the
+camera matrix for the basis to count as the board's square grid (≈ 0.01–0.05 with noise and
+lens distortion; a basis with a diagonal step is ≈ 0.7)."""
+
+MAX_GAP_SITES = 2
+"""Most consecutive missing sites the growth bridges (a missing column inside the board)."""
+
+MIN_BORDER_DISTANCE_FRACTION = 0.5
+"""A node missing from the observations counts against a labelling only if the labelling predicts
+its barycentre at least this fraction of the local lattice step inside the image (nearer the
+border its micro-images are cut and it may be lost legitimately)."""
+
+
+SYMMETRIES: IntArray = np.array(
+    [np.linalg.matrix_power(np.array([[0, -1], [1, 0]]), r) @ f for f in (np.eye(2, dtype=np.int64), np.diag([1, -1])) for r in range(4)],
+    dtype=np.int64,
+)
+"""The 8 symmetries of the square lattice, shape (8, 2, 2): 4 rotations, then the same composed
+with a mirror (first the 4 proper ones, determinant +1)."""
+
+_SEED_SITES = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))
+_ALL_2X2: IntArray = np.array(list(np.ndindex(5, 5, 5, 5)), dtype=np.int64).reshape(-1, 2, 2) - 2
+_BASES: IntArray = _ALL_2X2[np.abs(_ALL_2X2[:, 0, 0] * _ALL_2X2[:, 1, 1] - _ALL_2X2[:, 0, 1] * _ALL_2X2[:, 1, 0]) == 1]
+"""Unimodular 2 × 2 integer matrices with entries in −2…2: candidate changes of lattice basis."""
+
+
+@dataclass(frozen=True)
+class LatticeFit:
+    """Integer lattice coordinates of barycentres (:func:`lattice_coordinates`).
+
+    Attributes
+    ----------
+    ij : ndarray of int, shape (C, 2)
+        Lattice coordinates of each barycentre (meaningful where ``on_lattice``), ≥ 0.
+    on_lattice : ndarray of bool, shape (C,)
+        Barycentres placed on the lattice; the others are off it (spurious) or unreachable.
+    image_from_lattice : ndarray, shape (3, 3)
+        Homography from (i, j, 1) to image pixels, fitted to the placed barycentres (affine for
+        a lattice one or two lines thick).
+    reason : str
+        Empty when a lattice was found, else why not.
+    """
+
+    ij: IntArray
+    on_lattice: NDArray[np.bool_]
+    image_from_lattice: FloatArray
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """(width, height) of the placed coordinates' bounding box, in sites."""
+        if not np.any(self.on_lattice):
+            return (0, 0)
+        span = self.ij[self.on_lattice].max(axis=0) - self.ij[self.on_lattice].min(axis=0) + 1
+        return int(span[0]), int(span[1])
+
+    def sites_to_image(self, ij: FloatArray) -> FloatArray:
+        """Image positions of lattice sites, shape (S, 2) -> (S, 2) px (NaN behind the horizon)."""
+        return apply_homography(self.image_from_lattice, ij)
+
+    def step_px(self, ij: FloatArray) -> FloatArray:
+        """Shorter of the two lattice steps at each site, in px, shape (S, 2) -> (S,)."""
+        return site_steps(self.image_from_lattice, ij)
+
+
+def apply_homography(H: FloatArray, xy: FloatArray) -> FloatArray:
+    """``H · (x, y, 1)`` dehomogenised, shape (..., 2) -> (..., 2); NaN where the scale is ≤ 0."""
+    p = np.asarray(xy, dtype=np.float64)
+    w = H[2, 0] * p[..., 0] + H[2, 1] * p[..., 1] + H[2, 2]
+    w = np.where(w > 0, w, np.nan)
+    return np.stack(
+        [(H[0, 0] * p[..., 0] + H[0, 1] * p[..., 1] + H[0, 2]) / w, (H[1, 0] * p[..., 0] + H[1, 1] * p[..., 1] + H[1, 2]) / w],
+        axis=-1,
+    )
+
+
+def _fit_homography(ij: IntArray, points: FloatArray, *, projective: bool = True) -> FloatArray | None:
+    """Least-squares lattice-to-image homography, signed so that the sites' homogeneous scale is
+    positive; an affine map when not ``projective`` or from fewer than 6 sites (a seed cross or T
+    has 3 on one line, which leaves a homography undetermined). None when the sites are on one
+    line."""
+    if len(ij) < 3 or np.linalg.matrix_rank(ij[1:] - ij[0]) < 2:
+        return None
+    src = ij.astype(np.float64)
+    if len(ij) < 6 or not projective:
+        A, *_ = np.linalg.lstsq(np.c_[src, np.ones(len(src))], points, rcond=None)
+        return np.vstack([A.T, [0.0, 0.0, 1.0]])
+    H, _ = cv2.findHomography(src, points.astype(np.float64), 0)
+    if H is None or not np.all(np.isfinite(H)):
+        return None
+    w = H[2, 0] * ij[:, 0] + H[2, 1] * ij[:, 1] + H[2, 2]
+    return np.asarray(H if np.median(w) > 0 else -H, dtype=np.float64)
+
+
+def site_steps(H: FloatArray, sites: FloatArray) -> FloatArray:
+    """Shorter of the two lattice steps at each site under homography H, px, shape (S, 2) -> (S,)."""
+    p = apply_homography(H, sites)
+    di = np.hypot(*(apply_homography(H, sites + np.array([1.0, 0.0])) - p).T)
+    dj = np.hypot(*(apply_homography(H, sites + np.array([0.0, 1.0])) - p).T)
+    return np.fmin(di, dj)
+
+
+def _seeds(points: FloatArray, dist: FloatArray, *, max_site_distance_fraction: float) -> list[tuple[int, ...]]:
+    """Seeds for the growth: crosses (seed, +a, −a, +b, −b), then T's (seed, +a, −a, +b).
+
+    A cross: ``a`` is the seed's nearest neighbour and ``b`` its nearest neighbour off the line of
+    ``a``, both with an opposite partner (``|v + v'|`` within the site tolerance). Being the
+    nearest, they are single lattice steps (a missing neighbour would let a partner two steps
+    away qualify otherwise). A T (boards two nodes high, where no cross exists): ``a`` is the
+    nearest neighbour with a partner, ``b`` the nearest one off its line. Nearest the median
+    position first.
+    """
+    C = len(points)
+    k = min(8, C - 1)
+    nbr = np.argsort(dist, axis=1)[:, :k]  # (C, k), nearest first
+    vec = points[nbr] - points[:, None, :]  # (C, k, 2)
+    length = np.hypot(vec[..., 0], vec[..., 1])
+    tol = max_site_distance_fraction * np.minimum(length[:, :, None], length[:, None, :])
+    opposite = np.hypot(*(vec[:, :, None, :] + vec[:, None, :, :]).transpose(3, 0, 1, 2)) < tol  # (C, k, k)
+    opposite &= ~np.eye(k, dtype=bool)[None]
+    has_opp = opposite.any(axis=2)
+    partner = np.argmax(opposite, axis=2)  # (C, k)
+    by_centre = np.argsort(np.hypot(*(points - np.median(points, axis=0)).T), kind="stable")
+    rows = np.arange(C)
+    seeds: list[tuple[int, ...]] = []
+    for ia, kind in ((np.zeros(C, dtype=np.int64), "cross"), (np.argmax(has_opp, axis=1), "tee")):
+        a, la = vec[rows, ia], length[rows, ia]
+        # Distance of each neighbour from the line of a, against the tolerance on a.
+        off_line = np.abs(a[:, None, 0] * vec[..., 1] - a[:, None, 1] * vec[..., 0]) / la[:, None] > max_site_distance_fraction * la[:, None]
+        ib = np.argmax(off_line, axis=1)  # nearest off-line neighbour
+        ok = has_opp[rows, ia] & off_line.any(axis=1)
+        if kind == "cross":
+            ok &= has_opp[rows, ib]
+            seeds += [
+                (int(s), int(nbr[s, 0]), int(nbr[s, partner[s, 0]]), int(nbr[s, ib[s]]), int(nbr[s, partner[s, ib[s]]]))
+                for s in by_centre[ok[by_centre]]
+            ]
+        else:
+            seeds += [(int(s), int(nbr[s, ia[s]]), int(nbr[s, partner[s, ia[s]]]), int(nbr[s, ib[s]])) for s in by_centre[ok[by_centre]]]
+    return seeds
+
+
+def _fewest_lines_basis(ij: IntArray) -> tuple[IntArray, bool]:
+    """Unimodular S (2, 2) such that the coordinates ``ij @ S.T`` lie on the fewest lines.
+
+    The observed nodes are a sub-rectangle of the board with holes, on the fewest columns × rows
+    in the board's own axes (a stray point on the lattice adds at most one line each way).
+    Chooses among :data:`_BASES` by the product of the numbers of distinct i and j values;
+    returns (S, unique), unique when every basis as good is S up to a lattice symmetry (a
+    triangular patch, e.g. a board cut diagonally, can tie with a sheared basis).
+    """
+    coords = np.einsum("nj,bkj->bnk", ij, _BASES)  # (B, n, 2)
+    srt = np.sort(coords, axis=1)
+    distinct = 1 + np.sum(np.diff(srt, axis=1) != 0, axis=1)  # (B, 2)
+    count = distinct[:, 0] * distinct[:, 1]
+    best = np.flatnonzero(count == count.min())
+    S = _BASES[best[0]]
+    # B · S⁻¹ is a symmetry for every equally good B: S is unique up to the symmetries.
+    rel = np.rint(_BASES[best] @ np.linalg.inv(S)).astype(np.int64)  # (k, 2, 2)
+    unique = bool(np.all(np.any(np.all(rel[:, None] == SYMMETRIES[None], axis=(2, 3)), axis=1)))
+    return np.asarray(S), unique
+
+
+def _square_basis(H: FloatArray, camera_matrix: FloatArray) -> tuple[IntArray, float]:
+    """Unimodular S (2, 2) whose lattice steps are those of a square grid seen by the camera.
+
+    For the board's own axes, the first two columns of K⁻¹·H are s·r₁ and s·r₂ (the board's x and
+    y axes in the camera frame): orthogonal and of equal length. A basis with a diagonal step
+    (what the growth may start from on a strongly foreshortened, sheared view, and what a
+    diagonally cut board's bounding box cannot tell) is far from that. Chooses among
+    :data:`_BASES` the S minimising error = |cos(m₁, m₂)| + |ln(|m₁|/|m₂|)| for H·S⁻¹; returns
+    (S, error).
+    """
+    A = np.linalg.solve(camera_matrix, H)[:, :2]  # (3, 2): images of the steps (i, j)
+    M = np.einsum("ij,bjk->bik", A, np.linalg.inv(_BASES.astype(np.float64)))  # A · S⁻¹, (B, 3, 2)
+    n1, n2 = np.linalg.norm(M[:, :, 0], axis=1), np.linalg.norm(M[:, :, 1], axis=1)
+    err = np.abs(np.sum(M[:, :, 0] * M[:, :, 1], axis=1)) / (n1 * n2) + np.abs(np.log(n1 / n2))
+    best = int(np.argmin(err))
+    return np.asarray(_BASES[best]), float(err[best])
+
+
+def _grow(
+    pts: FloatArray, seed: tuple[int, ...], *, max_site_distance_fraction: float, max_gap_sites: int
+) -> tuple[IntArray, NDArray[np.bool_], FloatArray] | None:
+    """Lattice coordinates grown from a seed: (ij (C, 2), placed (C,), homography) or None."""
+    C = len(pts)
+    ij = np.zeros((C, 2), dtype=np.int64)
+    placed = np.zeros(C, dtype=bool)
+    for n, site in zip(seed, _SEED_SITES[: len(seed)], strict=True):  # a cross, or a T
+        ij[n], placed[n] = site, True
+    H = _fit_homography(ij[placed], pts[placed])
+    reach = 1
+    while H is not None:
+        lo, hi = ij[placed].min(axis=0) - reach, ij[placed].max(axis=0) + reach
+        gi, gj = np.meshgrid(np.arange(lo[0], hi[0] + 1), np.arange(lo[1], hi[1] + 1), indexing="ij")
+        sites = np.stack([gi.ravel(), gj.ravel()], axis=-1)
+        occupied = np.zeros(len(sites), dtype=bool)
+        width = hi[1] - lo[1] + 1
+        occupied[(ij[placed, 0] - lo[0]) * width + (ij[placed, 1] - lo[1])] = True
+        sites = sites[~occupied]
+        free = np.flatnonzero(~placed)
+        if free.size == 0 or sites.size == 0:
+            break
+        pred = apply_homography(H, sites.astype(np.float64))
+        tol = max_site_distance_fraction * site_steps(H, sites.astype(np.float64))
+        d = np.hypot(pts[free, None, 0] - pred[None, :, 0], pts[free, None, 1] - pred[None, :, 1])
+        d = np.where(np.isfinite(d), d, np.inf)
+        near = np.argmin(d, axis=1)
+        d_near = d[np.arange(free.size), near]
+        take = d_near < tol[near]
+        if not np.any(take):
+            if reach > max_gap_sites:
+                break
+            reach += 1
+            continue
+        order = np.flatnonzero(take)[np.argsort(d_near[take])]
+        _, first = np.unique(near[order], return_index=True)  # a contested site: nearest wins
+        new = order[first]
+        ij[free[new]] = sites[near[new]]
+        placed[free[new]] = True
+        H = _fit_homography(ij[placed], pts[placed])
+        reach = 1
+    if H is None:
+        return None
+    # Contest every site again with the homography of all: a spurious barycentre placed early
+    # (extrapolated sites) gives its site up to a free one nearer to it.
+    on = np.flatnonzero(placed)
+    free = np.flatnonzero(~placed)
+    if free.size:
+        pred = apply_homography(H, ij[on].astype(np.float64))
+        d_on = np.hypot(*(pts[on] - pred).T)
+        d = np.hypot(pts[free, None, 0] - pred[None, :, 0], pts[free, None, 1] - pred[None, :, 1])
+        near = np.argmin(d, axis=1)
+        better = d[np.arange(free.size), near] < d_on[near]
+        order = np.flatnonzero(better)[np.argsort(d[np.flatnonzero(better), near[better]])]
+        _, first = np.unique(near[order], return_index=True)
+        win = order[first]
+        placed[on[near[win]]] = False
+        ij[free[win]], placed[free[win]] = ij[on[near[win]]], True
+        H = _fit_homography(ij[placed], pts[placed])
+        if H is None:
+            return None
+    # The final homography, fitted to all, must still hold every placed barycentre.
+    site_f = ij[placed].astype(np.float64)
+    resid = np.hypot(*(apply_homography(H, site_f) - pts[placed]).T)
+    keep = resid < max_site_distance_fraction * site_steps(H, site_f)
+    if not np.all(keep):
+        placed[np.flatnonzero(placed)[~keep]] = False
+        H = _fit_homography(ij[placed], pts[placed])
+    return None if H is None else (ij, placed, H)
+
+
+def lattice_coordinates(
+    points: FloatArray,
+    *,
+    max_site_distance_fraction: float = MAX_SITE_DISTANCE_FRACTION,
+    max_gap_sites: int = MAX_GAP_SITES,
+    n_seeds: int = 3,
+    camera_matrix: FloatArray | None = None,
+    max_square_basis_error: float = MAX_SQUARE_BASIS_ERROR,
+) -> LatticeFit:
+    """Integer lattice coordinates of the barycentres of one frame.
+
+    Parameters
+    ----------
+    points : ndarray, shape (C, 2)
+        Cluster barycentres, px.
+    max_site_distance_fraction : float
+        A barycentre joins the lattice when it is within this fraction of the shorter local
+        lattice step from a predicted free site (the nearest barycentre wins a contested site).
+    max_gap_sites : int
+        Missing sites bridged in one step (rows or columns of undetected nodes).
+    n_seeds : int
+        Seeds tried (nearest the median position first); the growth placing most is kept.
+    camera_matrix : ndarray, shape (3, 3), optional
+        Pinhole K of the barycentres. With it, the lattice basis is the one whose steps are
+        orthogonal and equal on the board (:func:`_square_basis`) if one is within
+        ``max_square_basis_error`` and the lattice has 3 or more lines each way; otherwise the
+        one putting the points on the fewest lines, if that is unique (else ``reason`` says the
+        axes are ambiguous).
+    max_square_basis_error : float
+        See :data:`MAX_SQUARE_BASIS_ERROR`.
+
+    Returns
+    -------
+    LatticeFit
+        ``ij`` in an arbitrary one of the 8 orientations of the board's axes, shifted to start
+        at 0; ``reason`` set when no barycentre has neighbours both ways along one lattice step
+        and a neighbour along the other.
+    """
+    pts = np.asarray(points, dtype=np.float64)
+    C = len(pts)
+
+    def failed(reason: str) -> LatticeFit:
+        return LatticeFit(np.zeros((C, 2), dtype=np.int64), np.zeros(C, dtype=bool), np.full((3, 3), np.nan), reason)
+
+    if C < 5:
+        return failed(f"{C} barycentres (a lattice needs >= 5)")
+    dist = np.hypot(pts[:, None, 0] - pts[None, :, 0], pts[:, None, 1] - pts[None, :, 1])
+    np.fill_diagonal(dist, np.inf)
+    seeds = _seeds(pts, dist, max_site_distance_fraction=max_site_distance_fraction)
+    if not seeds:
+        return failed("no barycentre with neighbours both ways along one lattice step and along another step")
+    best: tuple[IntArray, NDArray[np.bool_], FloatArray] | None = None
+    for seed in seeds[:n_seeds]:  # over a few seeds: a spurious neighbour can mislead one
+        grown = _grow(pts, seed, max_site_distance_fraction=max_site_distance_fraction, max_gap_sites=max_gap_sites)
+        if grown is not None and (best is None or grown[1].sum() > best[1].sum()):
+            best = grown
+    if best is None:
+        return failed("degenerate lattice (placed barycentres on one line)")
+    ij, placed, H = best
+    S, unique = _fewest_lines_basis(ij[placed])
+    lines = ij[placed] @ S.T
+    thin = min(np.unique(lines[:, 0]).size, np.unique(lines[:, 1]).size) < 3
+    square = False
+    if camera_matrix is not None and not thin:  # a homography from 2 lines is too loose for this
+        S_square, error = _square_basis(H, np.asarray(camera_matrix, dtype=np.float64))
+        if error <= max_square_basis_error:
+            S, square = S_square, True
+    if not (square or unique):
+        return failed(
+            "ambiguous lattice axes: a sheared basis holds the barycentres on as few lines as another, "
+            + ("and the lattice is too thin to tell the square one" if thin or camera_matrix is None else "and neither is square")
+        )
+    out = np.zeros((C, 2), dtype=np.int64)
+    out[placed] = ij[placed] @ S.T
+    out[placed] -= out[placed].min(axis=0)
+    # Thin lattices (one or two lines) get an affine map: their perspective is undetermined.
+    H_final = _fit_homography(out[placed], pts[placed], projective=not thin)
+    if H_final is None:  # cannot happen: the growth fitted the same sites in another basis
+        return failed("degenerate lattice (placed barycentres on one line)")
+    return LatticeFit(out, placed, H_final / np.linalg.norm(H_final))
+
+
+def board_placements(
+    ij: IntArray, *, columns: int, rows: int, min_linked: int = 1
+) -> tuple[IntArray, IntArray, IntArray]:
+    """Every placement of integer lattice coordinates in a ``columns × rows`` board.
+
+    Each of the 8 symmetries maps the coordinates to (column, row) offsets from their bounding
+    box's corner; every integer offset of that box follows under which at least ``min_linked``
+    points fall on the board (the others are left unlinked: spurious clusters on the lattice
+    beyond the board). Non-square boards thus get their 90° rotations only as far as they fit.
+
+    Parameters
+    ----------
+    ij : ndarray of int, shape (n, 2)
+    columns, rows : int
+        Board size in nodes.
+    min_linked : int
+        Fewest points a placement must put on the board.
+
+    Returns
+    -------
+    nodes : ndarray of int, shape (P, n)
+        Node id (row · columns + column) of each point per placement, −1 outside the board.
+    symmetry : ndarray of int, shape (P,)
+        Index into :data:`SYMMETRIES`.
+    offset : ndarray of int, shape (P, 2)
+        (column, row) of the box corner.
+    """
+    ij = np.asarray(ij, dtype=np.int64).reshape(-1, 2)
+    nodes, sym, off = [], [], []
+    for s, T in enumerate(SYMMETRIES):  # 8 symmetries; offsets vectorised
+        m = ij @ T.T
+        m -= m.min(axis=0)
+        w, h = m.max(axis=0) + 1
+        OC, OR = (a.ravel() for a in np.meshgrid(np.arange(1 - w, columns), np.arange(1 - h, rows), indexing="ij"))
+        col = m[None, :, 0] + OC[:, None]
+        row = m[None, :, 1] + OR[:, None]
+        inside = (col >= 0) & (col < columns) & (row >= 0) & (row < rows)
+        keep = inside.sum(axis=1) >= max(min_linked, 1)
+        nodes.append(np.where(inside, row * columns + col, -1)[keep])
+        sym.append(np.full(int(keep.sum()), s))
+        off.append(np.stack([OC, OR], axis=-1)[keep])
+    return np.concatenate(nodes), np.concatenate(sym), np.concatenate(off)
+
+
+def board_sites(ij: IntArray, symmetry: int, offset: IntArray, *, columns: int, rows: int) -> FloatArray:
+    """Lattice sites of every board node under one placement (inverse of :func:`board_placements`).
+
+    Parameters
+    ----------
+    ij : ndarray of int, shape (n, 2)
+        The placed points' lattice coordinates (as given to :func:`board_placements`).
+    symmetry : int
+        Index into :data:`SYMMETRIES`.
+    offset : ndarray of int, shape (2,)
+        (column, row) of the box corner.
+
+    Returns
+    -------
+    ndarray, shape (columns · rows, 2)
+        Site (i, j) of node n = row · columns + column, in node order.
+    """
+    T = SYMMETRIES[symmetry]
+    m_min = (np.asarray(ij, dtype=np.int64).reshape(-1, 2) @ T.T).min(axis=0)
+    row, col = np.divmod(np.arange(columns * rows), columns)
+    m = np.stack([col, row], axis=-1) - np.asarray(offset) + m_min
+    return (m @ T).astype(np.float64)  # T is orthogonal: ij = Tᵀ m, i.e. m @ T row-wise
+
+
+def undetected_in_view(
+    lat: LatticeFit,
+    sites: FloatArray,
+    seen: NDArray[np.bool_],
+    *,
+    image_size: tuple[int, int],
+    min_border_distance_fraction: float = MIN_BORDER_DISTANCE_FRACTION,
+) -> NDArray[np.bool_]:
+    """Board nodes a placement leaves without a barycentre although it predicts them in view.
+
+    In view: the lattice homography puts the node at least ``min_border_distance_fraction`` ×
+    the local lattice step inside the image.
+
+    Parameters
+    ----------
+    lat : LatticeFit
+    sites : ndarray, shape (N, 2)
+        Lattice site of every board node under the placement (:func:`board_sites`).
+    seen : ndarray of bool, shape (N,)
+        Nodes the placement links to a barycentre.
+    image_size : (width, height)
+        Pixels.
+
+    Returns
+    -------
+    ndarray of bool, shape (N,)
+    """
+    width, height = image_size
+    img = lat.sites_to_image(sites)
+    margin = min_border_distance_fraction * lat.step_px(sites)
+    in_view = (img[:, 0] >= margin) & (img[:, 0] <= width - 1 - margin) & (img[:, 1] >= margin) & (img[:, 1] <= height - 1 - margin)
+    return (~seen) & in_view
+
+
+def within_seen_extent(seen: NDArray[np.bool_], *, columns: int, rows: int) -> NDArray[np.bool_]:
+    """Board nodes inside the bounding box (columns × rows) of the ``seen`` ones, shape (N,)."""
+    row, col = np.divmod(np.arange(columns * rows), columns)
+    if not np.any(seen):
+        return np.zeros(columns * rows, dtype=bool)
+    c, r = col[seen], row[seen]
+    return (col >= c.min()) & (col <= c.max()) & (row >= r.min()) & (row <= r.max())
+
+
+def placement_support(
+    lat: LatticeFit,
+    nodes: IntArray,
+    symmetry: IntArray,
+    offset: IntArray,
+    *,
+    columns: int,
+    rows: int,
+    image_size: tuple[int, int],
+    min_border_distance_fraction: float = MIN_BORDER_DISTANCE_FRACTION,
+    absent_edge_lines_are_evidence: bool = False,
+    margin: int = 0,
+) -> IntArray:
+    """How well each placement explains the observations, in nodes.
+
+    support = points on the board − points off it − board nodes without a point although in view
+    (:func:`undetected_in_view`) inside the bounding box of the linked ones (anywhere with
+    ``absent_edge_lines_are_evidence``: a whole edge line lost inside the image and a board cut
+    by the image border look the same).
+
+    Parameters
+    ----------
+    lat : LatticeFit
+    nodes, symmetry, offset
+        Placements of ``lat``'s points (:func:`board_placements`).
+    columns, rows : int
+    image_size : (width, height)
+    margin : int
+        Placements that cannot come within ``margin`` of the best are not scored (support ≤
+        linked − off the board): they get a value ``margin`` below any score.
+
+    Returns
+    -------
+    ndarray of int, shape (P,)
+    """
+    ij = lat.ij[lat.on_lattice]
+    n_linked = (nodes >= 0).sum(axis=1)
+    n_off = ij.shape[0] - n_linked
+    support = np.full(len(nodes), -(ij.shape[0] + columns * rows) - margin, dtype=np.int64)
+    for p in np.argsort(-n_linked, kind="stable"):  # over placements, most linked first; stops early
+        if n_linked[p] - n_off[p] <= support.max() - margin:
+            break
+        seen = np.zeros(columns * rows, dtype=bool)
+        seen[nodes[p][nodes[p] >= 0]] = True
+        absent = undetected_in_view(
+            lat, board_sites(ij, int(symmetry[p]), offset[p], columns=columns, rows=rows), seen,
+            image_size=image_size, min_border_distance_fraction=min_border_distance_fraction,
+        )
+        if not absent_edge_lines_are_evidence:
+            absent &= within_seen_extent(seen, columns=columns, rows=rows)
+        support[p] = n_linked[p] - n_off[p] - int(absent.sum())
+    return support
+
+
+__all__ = [
+    "MAX_GAP_SITES",
+    "MAX_SITE_DISTANCE_FRACTION",
+    "MAX_SQUARE_BASIS_ERROR",
+    "MIN_BORDER_DISTANCE_FRACTION",
+    "SYMMETRIES",
+    "LatticeFit",
+    "apply_homography",
+    "board_placements",
+    "board_sites",
+    "lattice_coordinates",
+    "placement_support",
+    "site_steps",
+    "undetected_in_view",
+    "within_seen_extent",
+]

@@ -1,0 +1,326 @@
+"""Linking cluster barycentres to board nodes without assuming the board's corners are seen.
+
+Synthetic barycentres: the pinhole projection of the nodes of an 8 × 5 board (20 mm) through the
+r12-b preset's barycentre pinhole (focal (D + d)/s ≈ 9540 px, 4080 × 3068 px), with 3 px of noise
+(the PRISM r12-b barycentres are 3–5 px from the distortion-free pinhole).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plenocal.calib.extrinsics import initial_extrinsics, link_barycentres, pinhole_matrix, project_pinhole
+from plenocal.calib.linking import SYMMETRIES, board_placements, board_sites, lattice_coordinates
+from plenocal.model.geometry import Pose, rodrigues
+from plenocal.model.observations import BapFeatures
+from plenocal.model.target import Checkerboard
+from plenocal.sim.presets import preset
+
+NOISE_PX = 3.0
+
+
+@pytest.fixture(scope="module")
+def camera():
+    return preset("r12-b").camera
+
+
+@pytest.fixture(scope="module")
+def board():
+    return Checkerboard(8, 5, 20.0)
+
+
+def board_pose(board: Checkerboard, *, z: float, tilt_deg: float = 0.0, tilt_axis_deg: float = 0.0,
+               roll_deg: float = 0.0, centre_xy: tuple[float, float] = (0.0, 0.0)) -> Pose:
+    """cam_from_world: the board's centre at (x, y, z) mm, tilted about an in-plane axis, then rolled."""
+    a = np.radians(tilt_axis_deg)
+    tilt = rodrigues(np.radians(tilt_deg) * np.array([np.cos(a), np.sin(a), 0.0]))
+    R = rodrigues(np.radians(roll_deg) * np.array([0.0, 0.0, 1.0])) @ tilt
+    centre_board = np.array([(board.columns - 1) * board.square_mm / 2, (board.rows - 1) * board.square_mm / 2, 0.0])
+    return Pose(R, np.array([*centre_xy, z]) - R @ centre_board)
+
+
+def barycentres(camera, board, pose, *, seed: int, drop=()) -> tuple[np.ndarray, np.ndarray]:
+    """(true node of each barycentre, barycentres (C, 2)), nodes in ``drop`` removed, rows shuffled."""
+    rng = np.random.default_rng(seed)
+    nodes = np.setdiff1d(np.arange(board.n_nodes), np.asarray(drop, dtype=np.int64))
+    uv = project_pinhole(camera, pose, board.node_points(nodes)) + rng.normal(0.0, NOISE_PX, (nodes.size, 2))
+    order = rng.permutation(nodes.size)
+    return nodes[order], uv[order]
+
+
+def column(board, c):
+    return np.arange(board.rows) * board.columns + c
+
+
+POSES = {
+    "fronto": dict(z=500.0),
+    "tilted": dict(z=450.0, tilt_deg=35.0, tilt_axis_deg=20.0, roll_deg=8.0, centre_xy=(10.0, -5.0)),
+    "steep": dict(z=600.0, tilt_deg=55.0, tilt_axis_deg=45.0, roll_deg=-20.0),
+    "rolled": dict(z=650.0, tilt_deg=15.0, tilt_axis_deg=100.0, roll_deg=40.0),
+}
+
+
+# --- the lattice ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(POSES))
+def test_lattice_coordinates_follow_the_board_axes(camera, board, name):
+    """Every barycentre gets the lattice site of its node, up to a lattice symmetry and shift
+    (the board's own axes even when a diagonal step is the shorter one, "steep")."""
+    truth, uv = barycentres(camera, board, board_pose(board, **POSES[name]), seed=1)
+    lat = lattice_coordinates(uv)
+    assert lat.ok and lat.on_lattice.all()
+    cr = np.stack([truth % board.columns, truth // board.columns], axis=-1)
+    assert any(
+        np.array_equal(lat.ij - lat.ij.min(axis=0), (cr @ T.T) - (cr @ T.T).min(axis=0)) for T in SYMMETRIES
+    )
+    assert sorted(lat.extent) == sorted((board.columns, board.rows))
+    # The homography puts each site within noise of its barycentre.
+    assert np.max(np.hypot(*(lat.sites_to_image(lat.ij.astype(float)) - uv).T)) < 5 * NOISE_PX
+
+
+@pytest.mark.parametrize("name", sorted(POSES))
+def test_lattice_axes_of_a_diagonally_cut_board(camera, board, name):
+    """A triangle of nodes (a board cut diagonally): a sheared basis holds it on as few lines as
+    the board's axes; with the camera matrix, the axes are those of a square grid."""
+    row, col = np.divmod(np.arange(board.n_nodes), board.columns)
+    truth, uv = barycentres(camera, board, board_pose(board, **POSES[name]), seed=17, drop=np.flatnonzero(col + 2 * row > 8))
+    lat = lattice_coordinates(uv, camera_matrix=pinhole_matrix(camera))
+    assert lat.ok and lat.on_lattice.all()
+    cr = np.stack([truth % board.columns, truth // board.columns], axis=-1)
+    assert any(
+        np.array_equal(lat.ij - lat.ij.min(axis=0), (cr @ T.T) - (cr @ T.T).min(axis=0)) for T in SYMMETRIES
+    )
+
+
+def test_lattice_bridges_a_missing_column(camera, board):
+    _, uv = barycentres(camera, board, board_pose(board, **POSES["tilted"]), seed=2, drop=column(board, 3))
+    lat = lattice_coordinates(uv)
+    assert lat.on_lattice.all() and sorted(lat.extent) == sorted((board.columns, board.rows))
+
+
+def test_lattice_needs_two_directions():
+    line = np.stack([np.arange(8) * 300.0, np.full(8, 1000.0)], axis=-1)
+    lat = lattice_coordinates(line)
+    assert not lat.ok and "along another step" in lat.reason
+    assert not lattice_coordinates(line[:3]).ok
+
+
+def test_board_placements_and_sites_round_trip(board):
+    ij = np.array([[i, j] for i in range(5) for j in range(5)])  # a 5 × 5 patch of the 8 × 5 board
+    nodes, sym, off = board_placements(ij, columns=board.columns, rows=board.rows)
+    assert np.all((nodes >= 0).sum(axis=1) >= 1)
+    # 8 symmetries × 4 column offsets × 1 row offset link all 25 points, each differently.
+    full = np.all(nodes >= 0, axis=1)
+    assert full.sum() == 32 and len({tuple(n) for n in nodes[full]}) == 32
+    for p in range(len(nodes)):
+        sites = board_sites(ij, int(sym[p]), off[p], columns=board.columns, rows=board.rows)
+        on = nodes[p] >= 0
+        np.testing.assert_array_equal(sites[nodes[p][on]], ij[on])
+    # A complete 8 × 5 extent: only the symmetries that keep columns as columns link all.
+    full = np.array([[i, j] for i in range(8) for j in range(5)])
+    nodes, _, _ = board_placements(full, columns=8, rows=5, min_linked=30)
+    assert np.all(nodes >= 0, axis=1).sum() == 4 and np.all((nodes >= 0).sum(axis=1) >= 30)
+
+
+# --- linking -------------------------------------------------------------------------------------
+
+
+def assert_links(camera, board, truth, uv, **kw):
+    link = link_barycentres(camera, board, uv, **kw)
+    assert link.ok, link.reason
+    np.testing.assert_array_equal(link.node, truth)
+    return link
+
+
+@pytest.mark.parametrize("name", sorted(POSES))
+def test_complete_board(camera, board, name):
+    truth, uv = barycentres(camera, board, board_pose(board, **POSES[name]), seed=3)
+    link = assert_links(camera, board, truth, uv)
+    # 180° relabelling fits as well; the upright convention decided, and says so.
+    assert "upright convention" in link.note
+    assert link.pose is not None and link.pose.rotation[:, 2] @ link.pose.translation > 0
+
+
+@pytest.mark.parametrize("name", sorted(POSES))
+def test_two_row_board(camera, name):
+    """A board two nodes high (the demo's 4 × 2): no node has neighbours both ways along both
+    steps, and the lattice's perspective is undetermined (affine fit, fewest-lines basis)."""
+    board = Checkerboard(4, 2, 20.0)
+    truth, uv = barycentres(camera, board, board_pose(board, **POSES[name]), seed=18)
+    assert_links(camera, board, truth, uv, min_linked_nodes=6)
+
+
+@pytest.mark.parametrize("corner", [0, 7, 32, 39])
+def test_missing_corner_node(camera, board, corner):
+    truth, uv = barycentres(camera, board, board_pose(board, **POSES["tilted"]), seed=4, drop=[corner])
+    assert_links(camera, board, truth, uv)
+
+
+def test_missing_interior_column_and_nodes(camera, board):
+    drop = [*column(board, 4), 9, 22, 30]
+    truth, uv = barycentres(camera, board, board_pose(board, **POSES["steep"]), seed=5, drop=drop)
+    assert_links(camera, board, truth, uv)
+
+
+def test_partial_board_cut_obliquely_by_the_image_border(camera, board):
+    """Column 7 partly beyond the image border and nodes missing inside; rows 0 and 1 still span
+    the board, so the labelling is pinned."""
+    pose = board_pose(board, z=430.0, tilt_deg=12.0, tilt_axis_deg=30.0, roll_deg=-6.0, centre_xy=(25.0, 12.0))
+    uv_all = project_pinhole(camera, pose, board.node_points())
+    outside = np.flatnonzero((uv_all[:, 0] > camera.sensor.width_px) | (uv_all[:, 1] > camera.sensor.height_px))
+    np.testing.assert_array_equal(outside, [23, 31, 39])  # the premise: column 7 partly out
+    truth, uv = barycentres(camera, board, pose, seed=6, drop=[*outside, 10, 27])
+    assert_links(camera, board, truth, uv)
+
+
+def cut_board_pose(board, centre_x_mm):
+    """A board whose column 7 is beyond the right image border (centre_x ≈ 28 mm at 420 mm)."""
+    return board_pose(board, z=420.0, tilt_deg=10.0, tilt_axis_deg=80.0, roll_deg=3.0, centre_xy=(centre_x_mm, 0.0))
+
+
+def test_partial_board_cut_by_the_image_edge(camera, board):
+    """Column 7 beyond the right image border, nodes missing inside. The barycentres are those of
+    a board whose column 0 was not detected, shifted by a column: reported as ambiguous; linked
+    when absent edge lines count as evidence (the shifted labelling leaves a column undetected
+    well inside the image)."""
+    pose = cut_board_pose(board, 28.0)
+    u_all = project_pinhole(camera, pose, board.node_points())[:, 0]
+    outside = np.flatnonzero(u_all > camera.sensor.width_px)
+    np.testing.assert_array_equal(outside, column(board, 7))  # the premise: column 7 out,
+    u_left = project_pinhole(camera, pose, np.array([[-board.square_mm, 40.0, 0.0]]))[0, 0]
+    assert u_left > 500  # and a column left of column 0 well inside the image
+    truth, uv = barycentres(camera, board, pose, seed=6, drop=[*outside, 10, 27])
+    link = link_barycentres(camera, board, uv)
+    assert not link.ok and "ambiguous" in link.reason and "7 × 5" in link.reason and "2 offsets" in link.reason
+    link = assert_links(camera, board, truth, uv, absent_edge_lines_are_evidence=True)
+    assert "in view undetected" in link.note
+
+
+def test_partial_board_pinned_by_a_cluster_beyond_its_edge(camera, board):
+    """The board cut by the image border at the right, and a spurious cluster on the lattice one
+    step left of column 0 (an outer corner of the squares): taking it in as column 0 would leave
+    the rest of that column undetected in view, so column 0 is where the nodes start."""
+    pose = cut_board_pose(board, 28.0)
+    truth, uv = barycentres(camera, board, pose, seed=16, drop=column(board, 7))
+    outer = project_pinhole(camera, pose, np.array([[-board.square_mm, 2 * board.square_mm, 0.0]]))
+    assert_links(camera, board, np.r_[truth, -1], np.vstack([uv, outer]))
+
+
+def test_missing_edge_column_in_view_is_ambiguous(camera, board):
+    """The whole board in view but column 0 undetected: the 7 × 5 nodes fit columns 0–6 or 1–7
+    with identical barycentres. Reported, not guessed, even when absent edge lines count."""
+    _, uv = barycentres(camera, board, board_pose(board, z=550.0, tilt_deg=20.0, roll_deg=5.0), seed=7, drop=column(board, 0))
+    for evidence in (False, True):
+        link = link_barycentres(camera, board, uv, absent_edge_lines_are_evidence=evidence)
+        assert not link.ok and "ambiguous" in link.reason and "7 × 5" in link.reason and "2 offsets" in link.reason
+        assert np.all(link.node == -1) and link.pose is None
+
+
+def test_edge_column_lost_near_the_image_border_is_ambiguous(camera, board):
+    """Column 0 lost inside the image (e.g. at the focus plane) while column 7 is near the right
+    border: the same barycentres as a board cut by the border. Reported by default; counting
+    absent edge lines takes it for the cut board, one column off."""
+    pose = cut_board_pose(board, 18.0)
+    sq = board.square_mm
+    u_out = project_pinhole(camera, pose, np.array([[8 * sq, r * sq, 0.0] for r in range(board.rows)]))[:, 0]
+    u_in = project_pinhole(camera, pose, board.node_points(column(board, 0)))[:, 0]
+    assert np.all(u_out > camera.sensor.width_px) and np.all(u_in > 500)  # the premise
+    truth, uv = barycentres(camera, board, pose, seed=15, drop=column(board, 0))
+    link = link_barycentres(camera, board, uv)
+    assert not link.ok and "ambiguous" in link.reason
+    shifted = link_barycentres(camera, board, uv, absent_edge_lines_are_evidence=True)
+    np.testing.assert_array_equal(shifted.node, truth - 1)
+
+
+def test_180_degree_symmetric_view(camera, board):
+    """Head-on, the barycentres of the board and of the board turned by 180° in its plane are the
+    same: the upright convention labels node 0 top-left in both (the second is unknowable)."""
+    truth, uv = barycentres(camera, board, board_pose(board, z=500.0), seed=8)
+    assert_links(camera, board, truth, uv)
+    turned, uv_turned = barycentres(camera, board, board_pose(board, z=500.0, roll_deg=180.0), seed=8)
+    link = link_barycentres(camera, board, uv_turned)
+    np.testing.assert_array_equal(link.node, board.n_nodes - 1 - turned)
+    assert "upright convention" in link.note
+
+
+@pytest.mark.parametrize(("columns", "rows", "roll"), [(8, 5, 90.0), (8, 5, -85.0), (5, 5, 40.0)])
+def test_rolled_symmetric_view_is_ambiguous(camera, columns, rows, roll):
+    """Rolled so that no labelling is clearly the upright one: reported, not linked."""
+    board = Checkerboard(columns, rows, 20.0)
+    _, uv = barycentres(camera, board, board_pose(board, z=500.0, tilt_deg=10.0, roll_deg=roll), seed=9)
+    link = link_barycentres(camera, board, uv)
+    assert not link.ok and "ambiguous" in link.reason and "|roll|" in link.reason
+    assert np.all(link.node == -1)
+
+
+def test_spurious_clusters_are_not_linked(camera, board):
+    """Off-lattice clusters (between nodes, outside the board) and one on the lattice beyond the
+    board (an outer corner of the squares) stay unlinked; every node keeps its id."""
+    pose = board_pose(board, **POSES["tilted"])
+    truth, uv = barycentres(camera, board, pose, seed=10)
+    sq = board.square_mm
+    spurious_world = np.array([
+        [0.5 * sq, 0.5 * sq, 0.0],  # a square's centre
+        [3.4 * sq, 2.0 * sq, 0.0],  # 0.4 of a step from node 19
+        [9.5 * sq, -1.5 * sq, 0.0],  # off the board
+        [-sq, 2 * sq, 0.0],  # on the lattice, one step left of node 16
+    ])
+    uv_all = np.vstack([uv, project_pinhole(camera, pose, spurious_world)])
+    link = assert_links(camera, board, np.r_[truth, [-1, -1, -1, -1]], uv_all)
+    assert np.all(link.node[-4:] == -1)
+
+
+def test_too_few_nodes_are_reported(camera, board):
+    plus = [1, 8, 9, 10, 17]  # a lattice, but 5 points leave PnP nothing to check the labels with
+    _, uv = barycentres(camera, board, board_pose(board, z=500.0), seed=11, drop=np.setdiff1d(np.arange(40), plus))
+    link = link_barycentres(camera, board, uv)
+    assert not link.ok and "only 5 barycentres" in link.reason
+    _, uv = barycentres(camera, board, board_pose(board, z=500.0), seed=11, drop=np.arange(8, 40))  # row 0 only
+    link = link_barycentres(camera, board, uv)
+    assert not link.ok and "along another step" in link.reason
+
+
+# --- through initial_extrinsics ------------------------------------------------------------------
+
+
+def features(frames: dict[int, tuple[np.ndarray, np.ndarray]], *, per_cluster: int = 5, seed: int = 0) -> BapFeatures:
+    """Detector-like features: ``per_cluster`` around each barycentre (zero-mean offsets), cluster
+    ids unrelated to nodes, node −1."""
+    rng = np.random.default_rng(seed)
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in ("frame", "k", "l", "u", "v", "rho", "node", "cluster")}
+    for f, (_, uv) in frames.items():
+        n = len(uv)
+        off = rng.normal(0.0, 20.0, (n, per_cluster, 2))
+        off -= off.mean(axis=1, keepdims=True)
+        pts = (uv[:, None, :] + off).reshape(-1, 2)
+        cols["frame"].append(np.full(len(pts), f))
+        cols["k"].append(np.zeros(len(pts), dtype=int))
+        cols["l"].append(np.zeros(len(pts), dtype=int))
+        cols["u"].append(pts[:, 0])
+        cols["v"].append(pts[:, 1])
+        cols["rho"].append(np.full(len(pts), 3.0))
+        cols["node"].append(np.full(len(pts), -1))
+        cols["cluster"].append(np.repeat(rng.permutation(1000)[:n] + 17, per_cluster))
+    return BapFeatures(**{c: np.concatenate(v) for c, v in cols.items()})
+
+
+def test_initial_extrinsics_reports_unlinkable_frames(camera, board):
+    frames = {
+        0: barycentres(camera, board, board_pose(board, **POSES["tilted"]), seed=12, drop=[0, 13]),
+        1: barycentres(camera, board, board_pose(board, z=550.0, tilt_deg=20.0), seed=13, drop=column(board, 0)),
+        2: barycentres(camera, board, board_pose(board, **POSES["steep"]), seed=14, drop=column(board, 5)),
+    }
+    bap = features(frames)
+    ext = initial_extrinsics(camera, bap, board)
+    assert sorted(ext.poses) == [0, 2]
+    doc = ext.to_dict()
+    rec = {r["frame"]: r for r in doc["frames"]}
+    assert rec[1]["ok"] is False and "ambiguous" in rec[1]["reason"]
+    assert "upright convention" in rec[0]["note"]
+    assert ext.bap is not None
+    # Linked frames: each feature's node is its cluster's true node; the ambiguous frame: none.
+    for f, (truth, _) in frames.items():
+        got = ext.bap.node[ext.bap.frame == f].reshape(-1, 5)[:, 0]
+        np.testing.assert_array_equal(got, truth if f != 1 else -1)
