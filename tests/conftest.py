@@ -33,6 +33,16 @@ def r12a_camera(r12a_camera_file):
 
 
 @pytest.fixture(scope="session")
+def r12a_truth(r12a_camera):
+    """The same camera with the calibration's default ρ form: the truth of synthetic
+    observations that the default calibration models (the reference files are legacy)."""
+    from plenocal.calib.calibrate import DEFAULT_RHO_FORM
+    from plenocal.model.camera import RhoForm
+
+    return r12a_camera.replace(rho_form=RhoForm(DEFAULT_RHO_FORM))
+
+
+@pytest.fixture(scope="session")
 def r12a_params(r12a_camera_file):
     """Ω (libpleno's params.js)."""
     assert r12a_camera_file.internal_parameters is not None

@@ -16,11 +16,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def r12a_synthetic(r12a_camera, r12a_poses, r12a_board):
+def r12a_synthetic(r12a_truth, r12a_poses, r12a_board):
     """(noisy, truth) observations, seed 1 (noise 0.3 / 0.05 / 0.1 px)."""
     from plenocal.calib.synthetic import synthetic_observations
 
-    return synthetic_observations(r12a_camera, r12a_poses, r12a_board, seed=1)
+    return synthetic_observations(r12a_truth, r12a_poses, r12a_board, seed=1)
 
 
 @pytest.fixture(scope="session")

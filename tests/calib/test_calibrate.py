@@ -84,11 +84,11 @@ def test_ablation_and_pinhole_run(r12a_camera, r12a_board, r12a_synthetic, freez
     start = perturbed_camera(r12a_camera, seed=3)
     res = calibrate(noisy, start, r12a_board, options=CalibrationOptions(freeze=freeze))
     assert res.converged
-    for n in ("theta_x_rad", "pitch_mm", "q1"):
-        assert res.x[res.layout.index[n]] == res.layout.pack_intrinsics(start)[res.layout.index[n]] or n == "pitch_mm"
+    for n in ("theta_x_rad", "pitch0_mm", "pitch1_mm", "q1"):
+        assert res.x[res.layout.index[n]] == res.layout.pack_intrinsics(start)[res.layout.index[n]]
     nour = calibrate(noisy, start, r12a_board, options=CalibrationOptions(pinhole_micro_lenses=True))
     assert nour.camera.n_types == 0 and np.isnan(nour.rmse["rho_px"])
-    assert nour.layout.n_intrinsics == 16
+    assert nour.layout.n_intrinsics == 17  # 15 + two pitches
     assert nour.rmse["uv_px"] < 0.6
 
 

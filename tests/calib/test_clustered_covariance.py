@@ -25,8 +25,8 @@ def _fit(camera, poses, board, *, per_cluster: bool, clustered: bool, seed: int 
 
 
 @pytest.fixture(scope="module")
-def shared(r12a_camera, r12a_poses, r12a_board):
-    return {c: _fit(r12a_camera, r12a_poses, r12a_board, per_cluster=True, clustered=c) for c in (True, False)}
+def shared(r12a_truth, r12a_poses, r12a_board):
+    return {c: _fit(r12a_truth, r12a_poses, r12a_board, per_cluster=True, clustered=c) for c in (True, False)}
 
 
 def test_shared_rho_errors_are_detected_and_widen_sigma(shared):
@@ -40,9 +40,9 @@ def test_shared_rho_errors_are_detected_and_widen_sigma(shared):
         assert on.std[i[name]] > 1.3 * off.std[i[name]], name
 
 
-def test_independent_errors_leave_sigma_unchanged(r12a_camera, r12a_poses, r12a_board):
-    on = _fit(r12a_camera, r12a_poses, r12a_board, per_cluster=False, clustered=True)
-    off = _fit(r12a_camera, r12a_poses, r12a_board, per_cluster=False, clustered=False)
+def test_independent_errors_leave_sigma_unchanged(r12a_truth, r12a_poses, r12a_board):
+    on = _fit(r12a_truth, r12a_poses, r12a_board, per_cluster=False, clustered=True)
+    off = _fit(r12a_truth, r12a_poses, r12a_board, per_cluster=False, clustered=False)
     assert on.intra_cluster_correlation["rho"] < 0.05
     i = on.layout.index
     for name in ("d_mm", "f1_mm", "F_mm", "u0_px"):

@@ -9,7 +9,8 @@ from plenocal.calib.residuals import Residuals
 from plenocal.model.projection import micro_image_centres, project_bap
 
 
-def test_residuals_match_model_projection(r12a_camera, r12a_poses, r12a_board, r12a_synthetic):
+def test_residuals_match_model_projection(r12a_truth, r12a_poses, r12a_board, r12a_synthetic):
+    r12a_camera = r12a_truth  # the camera that generated r12a_synthetic
     noisy, truth = r12a_synthetic
     lay = ParameterLayout(r12a_camera, tuple(sorted(r12a_poses)))
     res = Residuals(lay, noisy.bap, noisy.mic, r12a_board)

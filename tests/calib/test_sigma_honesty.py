@@ -25,14 +25,14 @@ def _spread_over_sigma(camera, poses, board, first_seed, **noise):
 
 
 @pytest.mark.slow
-def test_sigma_honesty_40_seeds(r12a_camera, r12a_poses, r12a_board):
-    ratio = _spread_over_sigma(r12a_camera, r12a_poses, r12a_board, 1000)
+def test_sigma_honesty_40_seeds(r12a_truth, r12a_poses, r12a_board):
+    ratio = _spread_over_sigma(r12a_truth, r12a_poses, r12a_board, 1000)
     assert np.all((ratio > 0.7) & (ratio < 1.4)), dict(zip(KEY, ratio.round(3), strict=True))
 
 
 @pytest.mark.slow
-def test_sigma_honesty_with_shared_rho_errors_40_seeds(r12a_camera, r12a_poses, r12a_board):
+def test_sigma_honesty_with_shared_rho_errors_40_seeds(r12a_truth, r12a_poses, r12a_board):
     """ρ errors shared per (frame, node), as detection produces them: the clustered covariance
     (the default) stays honest."""
-    ratio = _spread_over_sigma(r12a_camera, r12a_poses, r12a_board, 2000, rho_per_cluster=True)
+    ratio = _spread_over_sigma(r12a_truth, r12a_poses, r12a_board, 2000, rho_per_cluster=True)
     assert np.all((ratio > 0.7) & (ratio < 1.4)), dict(zip(KEY, ratio.round(3), strict=True))

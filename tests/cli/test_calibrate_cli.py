@@ -21,21 +21,21 @@ from plenocal.io.poses import read_poses
 from plenocal.model.observations import MicroImageCentres, Observations
 
 N_FRAMES = 6
-KEY = ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "f1_mm", "f2_mm", "f3_mm", "theta_x_rad", "theta_y_rad", "pitch_mm")
+KEY = ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "f1_mm", "f2_mm", "f3_mm", "theta_x_rad", "theta_y_rad", "pitch0_mm", "pitch1_mm")
 
 
 def _truth_values(camera) -> dict[str, float]:
     from plenocal.calib.parameters import ParameterLayout
 
-    lay = ParameterLayout(camera, ())
+    lay = ParameterLayout(camera, (), two_pitches=True)  # the default model
     return dict(zip(lay.intrinsic_names, lay.pack_intrinsics(camera).tolist(), strict=True))
 
 
 @pytest.fixture(scope="module")
-def truth(r12a_camera, r12a_poses, r12a_board):
+def truth(r12a_truth, r12a_poses, r12a_board):
     poses = {f: r12a_poses[f] for f in sorted(r12a_poses)[:N_FRAMES]}
-    noisy, _ = synthetic_observations(r12a_camera, poses, r12a_board, seed=3)
-    return r12a_camera, poses, noisy
+    noisy, _ = synthetic_observations(r12a_truth, poses, r12a_board, seed=3)
+    return r12a_truth, poses, noisy
 
 
 def _libpleno_src(folder: Path, r12a_libpleno_dir: Path, obs: Observations, *, csv: bool = False) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from plenocal.detect.corners import CornerFit, chief_ray_corners, locate_corners, render_corners
 from plenocal.model.projection import pupil_shift_px
@@ -82,8 +83,10 @@ def test_cornerfit_select_and_concatenate_keep_fields_aligned():
     np.testing.assert_array_equal(fit.sign, sign)
 
 
-def test_render_gradients_match_finite_differences_of_the_render():
-    """render_grad_kernel: value = render_corners; ∂/∂K and ∂/∂θ = central differences."""
+@pytest.mark.parametrize("unblurred", [0.0, 0.05])
+def test_render_gradients_match_finite_differences_of_the_render(unblurred):
+    """render_grad_kernel: value = render_corners; ∂/∂K and ∂/∂θ = central differences (also with
+    an unblurred fraction of light along the chief ray)."""
     from plenocal.detect._kernels import render_grad_kernel
     from plenocal.detect.corners import (
         _DISC_OFFSETS,
@@ -99,15 +102,15 @@ def test_render_gradients_match_finite_differences_of_the_render():
     h = int(np.ceil(usable.max()))
     origin = np.rint(centres).astype(np.int64)
     G = np.zeros((5, len(rho), (2 * h + 1) ** 2))
-    render_grad_kernel(G, origin, h, shape[0], shape[1], centres, usable, rb, RA, rho, chief, angles, sign,
-                       RENDER_SIGMA_PX, RENDER_DENSITY, RENDER_MASK_DENSITY, _DISC_POINTS, _DISC_OFFSETS)
+    render_grad_kernel(G, origin, h, shape[0], shape[1], centres, usable, rb, np.full(len(rho), RA), rho, chief, angles, sign,
+                       RENDER_SIGMA_PX, RENDER_DENSITY, RENDER_MASK_DENSITY, _DISC_POINTS, _DISC_OFFSETS, unblurred)
     oy, ox = np.mgrid[-h : h + 1, -h : h + 1]
     px, py = origin[:, :1] + ox.reshape(1, -1), origin[:, 1:] + oy.reshape(1, -1)
     disc = (px - centres[:, :1]) ** 2 + (py - centres[:, 1:]) ** 2 <= (usable**2)[:, None]
 
     def render(K, th):
         img = np.zeros(shape)
-        render_corners(img, centres, usable, K, th, sign, rho, RA, rb)
+        render_corners(img, centres, usable, K, th, sign, rho, RA, rb, unblurred_weight=unblurred)
         return img[py, px]
 
     np.testing.assert_allclose(G[0][disc], render(chief, angles)[disc], atol=1e-12)

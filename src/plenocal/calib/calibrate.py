@@ -41,10 +41,11 @@ from threadpoolctl import threadpool_limits
 
 from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenoptic_poses
 from plenocal.calib.parameters import ParameterLayout, derived_values
+from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import Residuals
 from plenocal.calib.solver import SolverReport, covariance, levenberg_marquardt
 from plenocal.errors import DataError
-from plenocal.model.camera import MicroLensArray, PlenopticCamera
+from plenocal.model.camera import MicroLensArray, PlenopticCamera, RhoForm
 from plenocal.model.geometry import Pose
 from plenocal.model.lattice import TypeLayout
 from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
@@ -78,6 +79,14 @@ model, which we cannot check without the real R12-A data.
 """
 
 
+DEFAULT_RHO_FORM = "virtual-depth"
+"""The blur-radius form calibrations use unless told otherwise. Measured on the PRISM renders of
+an R12 with the paper's full MLA tilt (prism-r12b, 12 024 detected features against the truth): the
+detector's ρ (eq:radiusfinal: the cluster's virtual depth through Ω's one q'_i per type) is
+biased by +0.005 px (RMS 0.012) against the virtual-depth form, +0.045 px (RMS 0.049, with a
+spatial trend) against the legacy form and −0.23 px against libpleno HEAD's (docs/model.md)."""
+
+
 @dataclass(frozen=True)
 class CalibrationOptions:
     """Options of :func:`calibrate` (all keyword, all with defaults).
@@ -87,7 +96,13 @@ class CalibrationOptions:
     freeze : tuple of str
         Parameter groups or names held at their initial value (e.g. ``("tilt", "pitch")``).
     two_pitches : bool
-        Optimise two MLA pitches (p0, p1) instead of one.
+        Optimise two MLA pitches (p0, p1) (libpleno HEAD, the default) instead of one (the paper).
+        A real R12's micro-image lattice is anisotropic (23.3126 / 23.3146 px in the reference's
+        files); one pitch reproduces it by tilting the MLA and moving the principal point, which on
+        PRISM renders of such a camera put F, D, d and f_i 9 % off at 11σ.
+    rho_form : str or None
+        The blur-radius form (:class:`plenocal.model.camera.RhoForm` value): ``"legacy"``,
+        ``"head"`` or ``"virtual-depth"``; None keeps the initial camera's.
     pinhole_micro_lenses : bool
         I = 0: micro-lenses as pinholes, no ρ residuals (the paper's NOUR baseline).
     loss : {"huber", "linear"}
@@ -118,10 +133,15 @@ class CalibrationOptions:
         σ of the parameters with the errors of one target corner's observations in one frame
         correlated (:func:`plenocal.calib.solver.covariance`); False treats every row as
         independent (too small σ for detected features, whose ρ share the cluster's υ).
+    frame_resampling : bool
+        Also estimate each parameter's σ by the leave-one-frame-out jackknife
+        (:func:`plenocal.calib.resampling.frame_jackknife`), which sees model mismatch that the
+        Jacobian σ cannot.
     """
 
     freeze: tuple[str, ...] = ()
-    two_pitches: bool = False
+    two_pitches: bool = True
+    rho_form: str | None = DEFAULT_RHO_FORM
     pinhole_micro_lenses: bool = False
     loss: str = "huber"
     huber_threshold: float = 2.5
@@ -133,12 +153,15 @@ class CalibrationOptions:
     pose_iterations: int = 0
     pupil_vignetting: bool = False
     clustered_covariance: bool = True
+    frame_resampling: bool = True
 
     def __post_init__(self) -> None:
         if self.loss not in ("huber", "linear"):
             raise ValueError(f"loss must be 'huber' or 'linear', got {self.loss!r}")
         if self.weighting not in ("noise", "none"):
             raise ValueError(f"weighting must be 'noise' or 'none', got {self.weighting!r}")
+        if self.rho_form is not None and self.rho_form not in {r.value for r in RhoForm}:
+            raise ValueError(f"rho_form must be one of {[r.value for r in RhoForm]}, got {self.rho_form!r}")
 
 
 @dataclass
@@ -147,6 +170,19 @@ class ParameterEstimate:
     value: float
     std: float
     frozen: bool = False
+    std_frames: float | None = None
+    """σ from the leave-one-frame-out jackknife (None when not computed)."""
+
+    @property
+    def std_max(self) -> float:
+        """The larger of the Jacobian and the frame-resampling σ."""
+        return max(self.std, self.std_frames) if self.std_frames is not None and np.isfinite(self.std_frames) else self.std
+
+
+UNDETERMINED_RELATIVE_SIGMA = 0.01
+"""A length whose larger σ exceeds this fraction of its value is "not determined by the data"."""
+VALLEY_CORRELATION = 0.99
+"""Two parameters correlated beyond this move together along a valley of Θ."""
 
 
 @dataclass
@@ -176,6 +212,8 @@ class CalibrationResult:
     intra_cluster_correlation: dict[str, float] = field(default_factory=dict)
     """Per BAP term, the correlation of the errors of one target corner's observations in one
     frame, used in the covariance (:func:`plenocal.calib.solver.covariance`)."""
+    frame_resampling: FrameResampling | None = None
+    """Leave-one-frame-out jackknife (σ that sees model mismatch), when computed."""
 
     @property
     def converged(self) -> bool:
@@ -190,12 +228,50 @@ class CalibrationResult:
         lay = self.layout
         free = lay.free_mask
         sd = self.std
+        fr = self.frame_resampling
         out = [
-            ParameterEstimate(n, float(self.x[i]), float(sd[i]), not bool(free[i]))
+            ParameterEstimate(n, float(self.x[i]), float(sd[i]), not bool(free[i]),
+                              None if fr is None else float(fr.std[i]))
             for i, n in enumerate(lay.intrinsic_names)
         ]
         for name, (val, grad) in derived_values(lay, self.x).items():
-            out.append(ParameterEstimate(name, float(val), float(np.sqrt(max(grad @ self.covariance @ grad, 0.0)))))
+            out.append(ParameterEstimate(name, float(val), float(np.sqrt(max(grad @ self.covariance @ grad, 0.0))),
+                                         std_frames=None if fr is None else fr.derived_std.get(name)))
+        return out
+
+    def uncertainty_warnings(self) -> list[str]:
+        """Plain-words flags: parameters whose two σ disagree by more than
+        :data:`~plenocal.calib.resampling.DISAGREEMENT_FACTOR`, and lengths (F, D, d, f_i, D + d)
+        that the data do not determine (larger σ above :data:`UNDETERMINED_RELATIVE_SIGMA`),
+        with the valley they move along."""
+        params = {p.name: p for p in self.parameters()}
+        names, corr = self.correlation()
+        pos = {n: i for i, n in enumerate(names)}
+        out = []
+        for p in params.values():
+            if p.frozen or p.std_frames is None or not np.isfinite(p.std_frames) or p.std <= 0 or p.std_frames <= 0:
+                continue
+            ratio = p.std_frames / p.std
+            if ratio > DISAGREEMENT_FACTOR or ratio < 1.0 / DISAGREEMENT_FACTOR:
+                out.append(f"{p.name}: σ from frame resampling {p.std_frames:.3g} is {ratio:.1f}× the Jacobian σ "
+                           f"{p.std:.3g}" + (" — model mismatch moves it more than noise does; trust the larger"
+                                             if ratio > 1 else " — the frames agree better than the noise suggests"))
+        lengths = [n for n in params if n in ("F_mm", "D_mm", "d_mm", "sensor_distance_mm") or
+                   (n[0] == "f" and n.endswith("_mm") and n[1:-3].isdigit())]
+        for n in lengths:
+            p = params[n]
+            if p.frozen or not np.isfinite(p.std_max) or abs(p.value) == 0:
+                continue
+            rel = p.std_max / abs(p.value)
+            if rel <= UNDETERMINED_RELATIVE_SIGMA:
+                continue
+            partners = []
+            if n in pos:
+                row = corr[pos[n]]
+                partners = [f"{names[j]} ({row[j]:+.3f})" for j in np.argsort(-np.abs(row))
+                            if j != pos[n] and abs(row[j]) >= VALLEY_CORRELATION][:3]
+            along = f"; it moves together with {', '.join(partners)}" if partners else ""
+            out.append(f"{n} is not determined by these data: ±{p.std_max:.3g} ({100 * rel:.1f} %){along}")
         return out
 
     def correlation(self) -> tuple[tuple[str, ...], FloatArray]:
@@ -210,7 +286,7 @@ class CalibrationResult:
         """A readable table of intrinsics: value, σ, and the strongest correlation of each."""
         names, corr = self.correlation()
         pos = {n: i for i, n in enumerate(names)}
-        lines = [f"{'parameter':<20s} {'value':>18s} {'std':>12s}  strongest correlation"]
+        lines = [f"{'parameter':<20s} {'value':>18s} {'std':>12s} {'std_frames':>12s}  strongest correlation"]
         for p in self.parameters():
             strongest = ""
             if p.name in pos:
@@ -220,7 +296,8 @@ class CalibrationResult:
                     j = int(np.argmax(row))
                     strongest = f"{names[j]} {corr[pos[p.name], j]:+.4f}"
             std = "frozen" if p.frozen else f"{p.std:.4g}"
-            lines.append(f"{p.name:<20s} {p.value:>18.10g} {std:>12s}  {strongest}")
+            sf = "" if p.frozen or p.std_frames is None else f"{p.std_frames:.4g}"
+            lines.append(f"{p.name:<20s} {p.value:>18.10g} {std:>12s} {sf:>12s}  {strongest}")
         return "\n".join(lines)
 
     def report(self) -> dict[str, object]:
@@ -245,7 +322,16 @@ class CalibrationResult:
             "rejected": dict(self.rejected),
             "downweighted": dict(self.downweighted),
             "parameters": {
-                p.name: {"value": p.value, "std": p.std, "frozen": p.frozen} for p in self.parameters()
+                p.name: {"value": p.value, "std": p.std, "std_frames": p.std_frames, "frozen": p.frozen}
+                for p in self.parameters()
+            },
+            "uncertainty_warnings": self.uncertainty_warnings(),
+            "frame_resampling": None if self.frame_resampling is None else {
+                "frames_left_out": list(self.frame_resampling.frames),
+                "converged": [bool(c) for c in self.frame_resampling.converged],
+                "wall_time_s": self.frame_resampling.wall_time_s,
+                "estimates": {n: [float(v) for v in self.frame_resampling.estimates[:, i]]
+                              for i, n in enumerate(self.layout.intrinsic_names)},
             },
             "correlation": {"names": list(names), "matrix": corr.tolist()},
             "stages": self.stages,
@@ -377,6 +463,8 @@ def _calibrate(
         bap = bap.select(np.isin(bap.frame, np.fromiter(frames, dtype=np.int64)))
     if len(bap) == 0:
         raise DataError("no BAP features to calibrate from")
+    if opt.rho_form is not None:
+        initial = initial.replace(rho_form=RhoForm(opt.rho_form))
     camera0 = as_pinhole(initial) if opt.pinhole_micro_lenses else initial
 
     # 1. Extrinsics.
@@ -493,6 +581,9 @@ def _calibrate(
     t0 = time.perf_counter()
     cov, sigma_hat, icc = covariance(res, x, sigma=sig, active=active, clustered=opt.clustered_covariance)
     timings["covariance"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    resampling = frame_jackknife(res, x, sigma=sig, active=active, mu0=mu) if opt.frame_resampling else None
+    timings["frame_resampling"] = time.perf_counter() - t0
     r = res.residuals(x)
     rmse, ssq = _rmse(res, r, active)
     keep_bap, keep_mic = _unit_active(res, active)
@@ -520,4 +611,5 @@ def _calibrate(
         extrinsics=ext,
         options=opt,
         intra_cluster_correlation=icc,
+        frame_resampling=resampling,
     )

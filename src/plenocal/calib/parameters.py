@@ -297,6 +297,7 @@ class ParameterLayout:
             mia=t.grid,
             configuration=t.configuration,
             focus_distance_mm=t.focus_distance_mm,
+            rho_form=t.rho_form,
         )
 
     def pose_arrays(self, x: FloatArray) -> tuple[FloatArray, FloatArray]:

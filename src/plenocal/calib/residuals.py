@@ -36,8 +36,7 @@ from plenocal.model.camera import PlenopticCamera, lattice_corner
 from plenocal.model.geometry import rodrigues
 from plenocal.model.observations import BapFeatures, MicroImageCentres
 from plenocal.model.projection import (
-    blur_radius_mm,
-    depth_in_mla,
+    blur_radius_px,
     disc_intersection_centroid,
     lens_radius_gain,
     virtual_points,
@@ -254,8 +253,7 @@ class Residuals:
         u = u0 - (C[:, 0] + t * (P[:, 0] - C[:, 0])) / s
         v = v0 - (C[:, 1] + t * (P[:, 1] - C[:, 1])) / s
         if self.use_rho or self.pupil_vignetting:
-            a = depth_in_mla(camera, pu)[rows]
-            rho = blur_radius_mm(camera, a, self.types) / s
+            rho = blur_radius_px(camera, P, C, self.types)
         if self.pupil_vignetting:
             u, v = self._vignetted(camera, u, v, rho, C)
         out = [u, v]

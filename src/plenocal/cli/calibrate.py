@@ -17,7 +17,7 @@ Inputs (everything is read and validated before anything is written):
      micro-image grid is the dataset camera's, else fitted to the MICs
      (:func:`plenocal.precalib.grid.fit_grid`).
 
-Outputs: ``OUT/camera.json`` (with Ω, ``uncertainty`` {name: σ} and ``provenance``),
+Outputs: ``OUT/camera.json`` (with Ω, ``uncertainty`` {name: Jacobian σ, ``std_frames``: {name: jackknife σ}} and ``provenance``),
 ``OUT/poses.json``, ``OUT/report.json`` (``docs/formats.md``) and, with ``--ablation-table``,
 ``OUT/ablation.json`` and ``OUT/ablation.md`` (paper Table ablation: configurations 1–8 and
 NOUR). A parameter table is printed to stdout.
@@ -36,14 +36,20 @@ from typing import Any
 import numpy as np
 
 from plenocal import __version__
-from plenocal.calib.calibrate import ABLATION_CONFIGURATIONS, CalibrationOptions, CalibrationResult, calibrate
+from plenocal.calib.calibrate import (
+    ABLATION_CONFIGURATIONS,
+    DEFAULT_RHO_FORM,
+    CalibrationOptions,
+    CalibrationResult,
+    calibrate,
+)
 from plenocal.errors import DataError, InputFileError, ModelError
 from plenocal.io._json import write_document
 from plenocal.io.camera import read_camera_file, read_internal_parameters, write_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
 from plenocal.io.observations import read_observations
 from plenocal.io.poses import write_poses
-from plenocal.model.camera import MicroImageGrid, PlenopticCamera
+from plenocal.model.camera import MicroImageGrid, PlenopticCamera, RhoForm
 from plenocal.model.observations import Observations
 from plenocal.model.white import InternalParameters
 
@@ -80,7 +86,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="robust Huber loss with outlier rejection (default) or plain least squares")
     p.add_argument("--freeze", default="", metavar="GROUP[,GROUP...]",
                    help="parameter groups or names held at their initial value (e.g. tilt,pitch)")
-    p.add_argument("--two-pitches", action="store_true", help="optimise two MLA pitches (p0, p1)")
+    model = p.add_argument_group("camera model")
+    pitches = model.add_mutually_exclusive_group()
+    pitches.add_argument("--two-pitches", dest="two_pitches", action="store_true", default=None,
+                         help="optimise two MLA pitches p0, p1 (libpleno HEAD; the default)")
+    pitches.add_argument("--one-pitch", dest="two_pitches", action="store_false",
+                         help="one MLA pitch (the paper)")
+    model.add_argument("--rho-form", choices=[r.value for r in RhoForm], default=None,
+                       help=f"blur-radius form: lens distances of ρ (default {DEFAULT_RHO_FORM}; see docs)")
+    model.add_argument("--legacy-model", action="store_true",
+                       help="the paper's model: one pitch and the legacy ρ (reproduces the paper's R12-A numbers)")
+    p.add_argument("--weighting", choices=("noise", "none"), default="noise",
+                   help="per-term 1/σ² weights (default: maximum likelihood, honest σ) or the paper's unweighted Θ")
     p.add_argument("--pinhole", action="store_true", help="pinhole micro-lenses, I = 0, no ρ (NOUR baseline)")
     p.add_argument("--ablation", type=int, choices=range(1, 9), default=None, metavar="N",
                    help="paper Table ablation configuration 1..8 (tilt/pitch/distortion kept or frozen)")
@@ -221,11 +238,18 @@ def options_from_args(args: argparse.Namespace) -> CalibrationOptions:
     freeze = [g.strip() for g in args.freeze.split(",") if g.strip()]
     if args.ablation is not None:
         freeze += list(ABLATION_CONFIGURATIONS[args.ablation])
+    legacy = getattr(args, "legacy_model", False)
+    two_pitches = getattr(args, "two_pitches", None)
+    rho_form = getattr(args, "rho_form", None)
+    if legacy and (two_pitches or (rho_form not in (None, RhoForm.LEGACY.value))):
+        raise InputFileError(Path("--legacy-model"), "is one pitch and the legacy ρ: it cannot go with --two-pitches or another --rho-form")
     return CalibrationOptions(
         freeze=tuple(dict.fromkeys(freeze)),
-        two_pitches=args.two_pitches,
+        two_pitches=(not legacy) if two_pitches is None else two_pitches,
+        rho_form=RhoForm.LEGACY.value if legacy else (rho_form or DEFAULT_RHO_FORM),
         pinhole_micro_lenses=args.pinhole,
         loss=args.loss,
+        weighting=getattr(args, "weighting", "noise"),
         use_mic=not args.no_mic,
         pupil_vignetting=args.pupil_vignetting,
     )
@@ -281,7 +305,7 @@ def ablation_rows(inputs: Inputs, base: CalibrationOptions) -> list[dict[str, An
             rmse=dict(r.rmse), n_bap=r.n_bap, n_mic=r.n_mic, rejected=dict(r.rejected),
             wall_time_s=r.timings_s.get("total"),
             parameters={n: {"value": p[n].value, "std": p[n].std} for n in
-                        ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "theta_x_rad", "theta_y_rad", "pitch_mm",
+                        ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "theta_x_rad", "theta_y_rad", "pitch_mm", "pitch0_mm", "pitch1_mm",
                          *sorted(k for k in p if k[0] == "f" and k[1:-3].isdigit() and k.endswith("_mm")))
                         if n in p},
         )
@@ -330,6 +354,9 @@ def run(args: argparse.Namespace) -> int:
         if args.ablation_table else None
     out = Path(args.output)
     uncertainty = {p.name: p.std for p in result.parameters() if not p.frozen}
+    frames_sd = {p.name: p.std_frames for p in result.parameters() if not p.frozen and p.std_frames is not None}
+    if frames_sd:
+        uncertainty["std_frames"] = frames_sd  # {name: σ} from the leave-one-frame-out jackknife
     provenance = {
         "stage": "calibrate",
         "plenocal_version": __version__,
@@ -360,6 +387,8 @@ def run(args: argparse.Namespace) -> int:
         f"{'converged' if result.converged else 'NOT converged'} ({result.solver.termination}) "
         f"in {result.timings_s['total']:.2f} s; wrote {', '.join(p.name for p in written)} to {out}"
     )
+    for w in result.uncertainty_warnings():
+        print(f"warning: {w}")
     if rows is not None:
         print(ablation_markdown(rows), end="")
     return 0

@@ -327,7 +327,64 @@ def _edge(t, dk):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, inline="always", fastmath=True)
-def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, grad, g):  # pragma: no cover
+def _lens_sample(zx, zy, x, y, ex, ey, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, scale):  # pragma: no cover
+    """The contribution of lens point z (unit disc) to :func:`_render_pixel`, times ``scale``:
+    returns (scale·(m·f + cov·h), scale·m) and adds scale × its derivatives into ``g``."""
+    wx = ex - rbi * zx
+    wy = ey - rbi * zy
+    r2 = wx * wx + wy * wy
+    if r2 > lim * lim:
+        return 0.0, 0.0
+    px = x + rho_i * zx - kx
+    py = y + rho_i * zy - ky
+    a1 = c1 * px + n1 * py
+    a2 = c2 * px + n2 * py
+    e1, d1 = _edge(a1 * k, dk)  # erf and de/da of line 1
+    e2, d2 = _edge(a2 * k, dk)
+    f = e1 * e2
+    if r2 < inner * inner:
+        m = 1.0
+        cov = 0.0
+        nx = 0.0
+        ny = 0.0
+    else:
+        # The pixel offset's distribution across the mask edge: a Beta(2, 2) density of
+        # variance σ² (support ±√5·σ), whose CDF is the smoothstep: m = the mask's pixel
+        # fraction, cov = −σ²·dm/dt (exact for a Gaussian, first order for any density).
+        rr = math.sqrt(r2)
+        xs = min(max(((ra - rr) / sigma + _SMOOTH_HALF) / (2.0 * _SMOOTH_HALF), 0.0), 1.0)
+        m = xs * xs * (3.0 - 2.0 * xs)
+        cov = -sigma * 6.0 * xs * (1.0 - xs) / (2.0 * _SMOOTH_HALF)
+        nx = wx / max(rr, 1e-12)
+        ny = wy / max(rr, 1e-12)
+    acc = m * f
+    if cov != 0.0:
+        p1 = nx * c1 + ny * n1
+        p2 = nx * c2 + ny * n2
+        h = d1 * e2 * p1 + e1 * d2 * p2  # n·∇_y f
+        acc += cov * h
+    if grad:
+        # a_i = c_i·(x − K) + n_i·(y − K): ∂a/∂K = −(c_i, n_i); ∂a_i/∂θ_i = b_i = −n_i·px + c_i·py.
+        b1 = -n1 * px + c1 * py
+        b2 = -n2 * px + c2 * py
+        g[0] -= scale * m * (d1 * c1 * e2 + e1 * d2 * c2)
+        g[1] -= scale * m * (d1 * n1 * e2 + e1 * d2 * n2)
+        g[2] += scale * m * d1 * b1 * e2
+        g[3] += scale * m * e1 * d2 * b2
+        if cov != 0.0:
+            dd1 = -2.0 * k * k * a1 * d1  # d²e1/da1²
+            dd2 = -2.0 * k * k * a2 * d2
+            q1 = -nx * n1 + ny * c1  # ∂p1/∂θ1
+            q2 = -nx * n2 + ny * c2
+            g[0] -= scale * cov * (dd1 * c1 * e2 * p1 + d1 * d2 * (c2 * p1 + c1 * p2) + e1 * dd2 * c2 * p2)
+            g[1] -= scale * cov * (dd1 * n1 * e2 * p1 + d1 * d2 * (n2 * p1 + n1 * p2) + e1 * dd2 * n2 * p2)
+            g[2] += scale * cov * (dd1 * b1 * e2 * p1 + d1 * e2 * q1 + d1 * b1 * d2 * p2)
+            g[3] += scale * cov * (d1 * d2 * b2 * p1 + e1 * dd2 * b2 * p2 + e1 * d2 * q2)
+    return scale * acc, scale * m
+
+
+@nb.njit(cache=True, inline="always", fastmath=True)
+def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, grad, g, unblurred):  # pragma: no cover
     """Σ_z over lens samples of the pixel-integrated devignetted corner at pixel (x, y), and its
     derivatives when ``grad`` (into ``g``: ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 of the returned mean).
 
@@ -338,12 +395,13 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, s
     m is the CDF of δ across the edge, taken as the smoothstep (a Beta(2, 2) density of variance
     σ²; a Gaussian CDF costs an erf and an exp per sample and gave the same accuracy: 12
     full-scale r12-c / r12-d frames, uv RMS 0.0460 / 0.0512 px against 0.0459 / 0.0510 px).
+    A fraction ``unblurred`` of the light (measured on the white images by pre-calibration:
+    0 for a real lens, 1/31 for PRISM's chief ray) reaches the pixel along its chief ray, z = 0,
+    unblurred but through the same aperture mask.
     The devignetted value is Σ E[M·S] / Σ m, the white being Σ m.
     Returns (Σ m·f + T, Σ m) where f = erf·erf is the unit-contrast corner; (±1, 1) with zero
     derivatives when the pixel is farther than ``reach`` from both lines (every sample then sees
     the same quadrant)."""
-    acc = 0.0
-    wsum = 0.0
     g[0] = 0.0
     g[1] = 0.0
     g[2] = 0.0
@@ -356,60 +414,19 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, s
     ey = y - my
     lim = ra + _SMOOTH_HALF * sigma
     inner = ra - _SMOOTH_HALF * sigma
+    acc = 0.0
+    wsum = 0.0
+    blurred = 1.0 - unblurred
     for s in range(s0, s1):
-        zx = pts[s, 0]
-        zy = pts[s, 1]
-        wx = ex - rbi * zx
-        wy = ey - rbi * zy
-        r2 = wx * wx + wy * wy
-        if r2 > lim * lim:
-            continue
-        px = x + rho_i * zx - kx
-        py = y + rho_i * zy - ky
-        a1 = c1 * px + n1 * py
-        a2 = c2 * px + n2 * py
-        e1, d1 = _edge(a1 * k, dk)  # erf and de/da of line 1
-        e2, d2 = _edge(a2 * k, dk)
-        f = e1 * e2
-        if r2 < inner * inner:
-            m = 1.0
-            cov = 0.0
-            nx = 0.0
-            ny = 0.0
-        else:
-            # The pixel offset's distribution across the mask edge: a Beta(2, 2) density of
-            # variance σ² (support ±√5·σ), whose CDF is the smoothstep: m = the mask's pixel
-            # fraction, cov = −σ²·dm/dt (exact for a Gaussian, first order for any density).
-            rr = math.sqrt(r2)
-            xs = min(max(((ra - rr) / sigma + _SMOOTH_HALF) / (2.0 * _SMOOTH_HALF), 0.0), 1.0)
-            m = xs * xs * (3.0 - 2.0 * xs)
-            cov = -sigma * 6.0 * xs * (1.0 - xs) / (2.0 * _SMOOTH_HALF)
-            nx = wx / max(rr, 1e-12)
-            ny = wy / max(rr, 1e-12)
-        wsum += m
-        acc += m * f
-        if cov != 0.0:
-            p1 = nx * c1 + ny * n1
-            p2 = nx * c2 + ny * n2
-            h = d1 * e2 * p1 + e1 * d2 * p2  # n·∇_y f
-            acc += cov * h
-        if grad:
-            # a_i = c_i·(x − K) + n_i·(y − K): ∂a/∂K = −(c_i, n_i); ∂a_i/∂θ_i = b_i = −n_i·px + c_i·py.
-            b1 = -n1 * px + c1 * py
-            b2 = -n2 * px + c2 * py
-            g[0] -= m * (d1 * c1 * e2 + e1 * d2 * c2)
-            g[1] -= m * (d1 * n1 * e2 + e1 * d2 * n2)
-            g[2] += m * d1 * b1 * e2
-            g[3] += m * e1 * d2 * b2
-            if cov != 0.0:
-                dd1 = -2.0 * k * k * a1 * d1  # d²e1/da1²
-                dd2 = -2.0 * k * k * a2 * d2
-                q1 = -nx * n1 + ny * c1  # ∂p1/∂θ1
-                q2 = -nx * n2 + ny * c2
-                g[0] -= cov * (dd1 * c1 * e2 * p1 + d1 * d2 * (c2 * p1 + c1 * p2) + e1 * dd2 * c2 * p2)
-                g[1] -= cov * (dd1 * n1 * e2 * p1 + d1 * d2 * (n2 * p1 + n1 * p2) + e1 * dd2 * n2 * p2)
-                g[2] += cov * (dd1 * b1 * e2 * p1 + d1 * e2 * q1 + d1 * b1 * d2 * p2)
-                g[3] += cov * (d1 * d2 * b2 * p1 + e1 * dd2 * b2 * p2 + e1 * d2 * q2)
+        a, w = _lens_sample(pts[s, 0], pts[s, 1], x, y, ex, ey, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2,
+                            sigma, k, dk, lim, inner, grad, g, blurred)
+        acc += a
+        wsum += w
+    if unblurred > 0.0:
+        a, w = _lens_sample(0.0, 0.0, x, y, ex, ey, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2,
+                            sigma, k, dk, lim, inner, grad, g, unblurred * (s1 - s0))
+        acc += a
+        wsum += w
     return acc, wsum
 
 
@@ -430,7 +447,7 @@ def _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density,
 
 
 @nb.njit(parallel=True, cache=True)
-def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets):  # pragma: no cover
+def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
 
     Pixel x of micro-image i sees the sharp (chief-ray) image S at x + ρ·z for the lens-disc
@@ -455,13 +472,13 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
                 ey = y - mic[i, 1]
                 if ex * ex + ey * ey > r * r:
                     continue
-                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra, rho[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, False, g)
+                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra[i], rho[i], corner[i, 0], corner[i, 1],
+                                          c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, False, g, unblurred)
                 out[y, x] = 0.5 + 0.5 * sign[i] * acc / wsum if wsum > 1e-9 else 0.0
 
 
 @nb.njit(parallel=True, cache=True, fastmath=True)
-def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets):  # pragma: no cover
+def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred):  # pragma: no cover
     """:func:`render_kernel` and its derivatives in one pass, on a square stencil per micro-image:
     ``out[q, i, (y − oy + h)·(2h + 1) + (x − ox + h)]`` for the pixels (x, y) of micro-image i,
     (ox, oy) = ``origin[i]``, h = ``half_size``; q = 0 the devignetted value, 1–2 ∂/∂K (u, v),
@@ -487,8 +504,8 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
                 if ex * ex + ey * ey > r * r:
                     continue
                 o = (y - origin[i, 1] + half_size) * side + (x - origin[i, 0] + half_size)
-                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra, rho[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, True, g)
+                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra[i], rho[i], corner[i, 0], corner[i, 1],
+                                          c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, True, g, unblurred)
                 if wsum > 1e-9:
                     inv = half / wsum
                     out[0, i, o] = 0.5 + acc * inv

@@ -312,6 +312,11 @@ RENDER_SIGMA_PX = 0.3
 """Edge blur of the rendered sharp image: pixel integration (a 1-px box ≈ Gaussian σ = 1/√12)."""
 
 
+def _per_corner(value: float | FloatArray, n: int) -> FloatArray:
+    """One value per corner (C-contiguous float64), from a scalar or an (n,) array."""
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)))
+
+
 def render_corners(
     out: FloatArray,
     centres: FloatArray,
@@ -320,10 +325,11 @@ def render_corners(
     angles: FloatArray,
     sign: FloatArray,
     rho: FloatArray,
-    radius_aperture_px: float,
+    radius_aperture_px: float | FloatArray,
     radius_lens_px: FloatArray,
     *,
     sigma_px: float = RENDER_SIGMA_PX,
+    unblurred_weight: float = 0.0,
 ) -> FloatArray:
     """Render, in place in ``out``, devignetted micro-images of checkerboard corners whose
     chief-ray projection is ``corner`` (model.projection.project_bap), blurred by ρ through the
@@ -339,15 +345,18 @@ def render_corners(
     out : (H, W) image written at the pixels within ``radii_px`` of each centre.
     centres : (M, 2) micro-image centres; radii_px : (M,) radius to render.
     corner : (M, 2) chief-ray corners; angles : (M, 2) line-normal angles; sign : (M,) ±1.
-    rho : (M,) signed blur radii (px); radius_aperture_px : R_a = |m|/(N·s);
+    rho : (M,) signed blur radii (px); radius_aperture_px : R_a = |m|/(N·s), one or (M,);
     radius_lens_px : (M,) R_b = |q_i|/s.
+    unblurred_weight : the fraction of light that reaches each pixel along its chief ray, unblurred
+        (pre-calibration's w: 0 for a real lens, 1/31 for PRISM).
     """
     render_kernel(
         out, np.ascontiguousarray(centres, dtype=np.float64), np.ascontiguousarray(radii_px, dtype=np.float64),
-        np.ascontiguousarray(radius_lens_px, dtype=np.float64), float(radius_aperture_px),
+        np.ascontiguousarray(radius_lens_px, dtype=np.float64), _per_corner(radius_aperture_px, len(centres)),
         np.ascontiguousarray(rho, dtype=np.float64), np.ascontiguousarray(corner, dtype=np.float64),
         np.ascontiguousarray(angles, dtype=np.float64), np.ascontiguousarray(sign, dtype=np.float64),
         float(sigma_px), float(RENDER_DENSITY), float(RENDER_MASK_DENSITY), _DISC_POINTS, _DISC_OFFSETS,
+        float(unblurred_weight),
     )
     return out
 
@@ -369,12 +378,13 @@ def chief_ray_corners(
     weight: FloatArray,
     centres: FloatArray,
     radii_px: FloatArray,
-    radius_aperture_px: float,
+    radius_aperture_px: float | FloatArray,
     radius_lens_px: FloatArray,
     *,
     iterations: int = 4,
     tolerance_px: float = 0.02,
     buffer: FloatArray | None = None,
+    unblurred_weight: float = 0.0,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Chief-ray corners from observed ones, by inverting the image formation.
 
@@ -398,16 +408,17 @@ def chief_ray_corners(
     if M == 0:
         return np.zeros((0, 2)), np.zeros(0, dtype=bool)
     rb = np.asarray(radius_lens_px, dtype=np.float64)
+    ra = _per_corner(radius_aperture_px, M)
     rho = np.asarray(rho, dtype=np.float64)
-    K = pupil_unshift(observed, rho, centres, radius_aperture_px, rb)
+    K = pupil_unshift(observed, rho, centres, ra, rb)
     # Jacobian of the first-order model at the start (it varies slowly).
     h = 0.05
     J = np.empty((M, 2, 2))
     for a in range(2):
         dp = np.zeros(2)
         dp[a] = h
-        fp = pupil_shift_px(K + dp, rho, centres, radius_aperture_px, rb)
-        fm = pupil_shift_px(K - dp, rho, centres, radius_aperture_px, rb)
+        fp = pupil_shift_px(K + dp, rho, centres, ra, rb)
+        fm = pupil_shift_px(K - dp, rho, centres, ra, rb)
         J[:, :, a] = (fp - fm) / (2 * h)
     det = J[:, 0, 0] * J[:, 1, 1] - J[:, 0, 1] * J[:, 1, 0]
     bad = ~(np.abs(det) > 0.2)
@@ -420,7 +431,8 @@ def chief_ray_corners(
     for _ in range(iterations):
         # Only the corners not converged yet are rendered and re-estimated.
         t = todo
-        render_corners(out, centres[t], radii_px[t] + 1.5, K[t], fit.angles[t], sign[t], rho[t], radius_aperture_px, rb[t])
+        render_corners(out, centres[t], radii_px[t] + 1.5, K[t], fit.angles[t], sign[t], rho[t], ra[t], rb[t],
+                       unblurred_weight=unblurred_weight)
         e, _ = locate_corners(out, weight, centres[t], radii_px[t], observed[t], fit.angles[t])
         s = np.clip(np.einsum("mij,mj->mi", Jinv[t], observed[t] - e), -1.0, 1.0)
         K[t] += s
@@ -459,12 +471,13 @@ def refine_rendered(
     angles: FloatArray,
     sign: FloatArray,
     rho: FloatArray,
-    radius_aperture_px: float,
+    radius_aperture_px: float | FloatArray,
     radius_lens_px: FloatArray,
     *,
     iterations: int = 3,
     density: float = RENDER_DENSITY,
     tolerance_px: float = 0.01,
+    unblurred_weight: float = 0.0,
 ) -> RenderedFit:
     """Chief-ray corners by fitting the rendered corner (:func:`render_corners`) to the pixels.
 
@@ -499,6 +512,7 @@ def refine_rendered(
     w = np.where(inside, weight[pyc, pxc], 0.0)
     obs = image[pyc, pxc]
     rb = np.asarray(radius_lens_px, dtype=np.float64)
+    ra = _per_corner(radius_aperture_px, M)
     rad = np.asarray(radii_px, dtype=np.float64)
     rho = np.asarray(rho, dtype=np.float64)
     sign = np.asarray(sign, dtype=np.float64)
@@ -515,9 +529,9 @@ def refine_rendered(
         t = todo
         G = np.zeros((5, len(t), px.shape[1]))
         render_grad_kernel(
-            G, origin[t], r, H, W, np.ascontiguousarray(centres[t], dtype=np.float64), rad[t], rb[t], float(radius_aperture_px),
+            G, origin[t], r, H, W, np.ascontiguousarray(centres[t], dtype=np.float64), rad[t], rb[t], ra[t],
             rho[t], np.ascontiguousarray(K[t]), np.ascontiguousarray(th[t]), sign[t], float(RENDER_SIGMA_PX), float(density),
-            float(RENDER_MASK_DENSITY), _DISC_POINTS, _DISC_OFFSETS,
+            float(RENDER_MASK_DENSITY), _DISC_POINTS, _DISC_OFFSETS, float(unblurred_weight),
         )
         # G: value, ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 at the stencil pixels (0 where w = 0 is unused).
         # Linear in (a, b, b·dKx, b·dKy, b·dθ1, b·dθ2): obs = a + b·r0 + Σ (b·d_j)·J_j.

@@ -98,8 +98,13 @@ def detect_frame(
     centres = grid.centres(k_all, l_all)
     n_types = max(layout.n_types, 1)
     types = layout.type_of(k_all, l_all) if layout.n_types else np.zeros(len(k_all), dtype=np.int64)
-    q = np.asarray(omega.q_mm if omega.q_mm else (0.0,), dtype=np.float64)
-    radius = np.abs(omega.m_mm / omega.f_number + q[np.clip(types, 0, n_types - 1)]) / omega.pixel_size_mm
+    # The white radius law where each micro-image is (a tilted MLA varies it by ~3 %): R_a, R_b
+    # and the physical blur of the renderer are local; the reported ρ uses Ω at its reference
+    # point (eq:radiusfinal), which is what the calibration model predicts.
+    s_mm = omega.pixel_size_mm
+    m_loc, q_loc = omega.local(centres, np.clip(types, 0, n_types - 1))
+    q_ref = np.asarray(omega.q_mm if omega.q_mm else (0.0,), dtype=np.float64)[np.clip(types, 0, n_types - 1)]
+    radius = np.abs(m_loc / omega.f_number + q_loc) / s_mm
     usable = USABLE_RADIUS_FRACTION * radius
     margin = np.ceil(radius) + 2
     on = (centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin) & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin)
@@ -127,8 +132,9 @@ def detect_frame(
     fit = fit.select(accept)
     clusters = cluster_observations(uv, grid.diameter_px)
     counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
-    ra = abs(omega.m_mm) / omega.f_number / omega.pixel_size_mm
-    rb_all = np.abs(q[np.clip(types, 0, n_types - 1)]) / omega.pixel_size_mm
+    ra_all = np.abs(m_loc) / omega.f_number / s_mm
+    rb_all = np.abs(q_loc) / s_mm
+    blur_offset = (q_loc - q_ref) / s_mm  # physical blur − reported ρ, per micro-image
     # Unfocused cameras (|q| → 0, R_b → 0): the aperture holds the whole lens disc for every pixel
     # but a strip R_b wide at the micro-image border, so corners are not displaced.
     vig = pupil_vignetting and layout.n_types > 0 and float(np.min(rb_all)) > MIN_LENS_RADIUS_PX
@@ -155,7 +161,7 @@ def detect_frame(
         else:
             for _ in range(VIRTUAL_DEPTH_ROUNDS):
                 labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
-                chief = pupil_unshift(uv, np.nan_to_num(rho), mic_sel, ra, rb_all[sel])
+                chief = pupil_unshift(uv, np.nan_to_num(rho) + blur_offset[sel], mic_sel, ra_all[sel], rb_all[sel])
             if exact:
                 labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
                 ok = np.zeros(len(sel), dtype=bool)
@@ -166,12 +172,15 @@ def detect_frame(
                         # Each round continues from the previous one's corners and line angles;
                         # a corner may end at most REFINE_MAX_MOVE_PX from its first-order position.
                         new, new_ok, angles, *_ = refine_rendered(
-                            dv, weight, mic_sel, usable[sel], chief, angles, fit.render_sign, np.nan_to_num(rho), ra, rb_all[sel],
+                            dv, weight, mic_sel, usable[sel], chief, angles, fit.render_sign, np.nan_to_num(rho) + blur_offset[sel],
+                            ra_all[sel], rb_all[sel], unblurred_weight=omega.unblurred_weight,
                             iterations=RENDERED_ITERATIONS[min(rnd, 1)],
                         )
                         new_ok &= np.hypot(*(new - first_order).T) <= REFINE_MAX_MOVE_PX
                     else:
-                        new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho), weight, mic_sel, usable[sel], ra, rb_all[sel], buffer=buffer)
+                        new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho) + blur_offset[sel], weight, mic_sel, usable[sel],
+                                                        ra_all[sel], rb_all[sel], buffer=buffer,
+                                                        unblurred_weight=omega.unblurred_weight)
                     if rnd:
                         # Later rounds refine ρ; a cluster whose υ jumps is not converging: keep its
                         # previous positions.
@@ -207,7 +216,8 @@ def detect_frame(
     # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
     # there from that start and keep fits that land on the prediction.
     g_sel, g_uv, g_fit, g_lab = _guided(
-        dv, weight, centres, usable, on, types, sel, chief, fit.angles, labels, v_cluster, omega, ra, rb_all, vig, layout
+        dv, weight, centres, usable, on, types, sel, chief, fit.angles, labels, v_cluster, omega, ra_all, rb_all, vig, layout,
+        blur_offset,
     )
     counts["guided_added"] = len(g_sel)
     if len(g_sel):
@@ -238,7 +248,7 @@ GUIDED_TOLERANCE_PX = 1.0
 """A guided fit must land within this distance of its prediction."""
 
 
-def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra, rb_all, vig, layout):
+def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra_all, rb_all, vig, layout, blur_offset):
     """Candidate corners predicted from each cluster's plenoptic model, fitted and checked."""
     from plenocal.model.projection import pupil_shift_px
 
@@ -264,8 +274,8 @@ def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, 
         # modulo π, so they are not averaged.
         ref = members[np.argmin(np.hypot(*(chief[members] - centres[sel[members]]).T))]
         if vig:
-            rho = blur_radii_px(np.full(len(near), v_cluster[c]), types[near], omega)
-            pred = pupil_shift_px(pred, rho, centres[near], ra, rb_all[near])
+            rho = blur_radii_px(np.full(len(near), v_cluster[c]), types[near], omega) + blur_offset[near]
+            pred = pupil_shift_px(pred, rho, centres[near], ra_all[near], rb_all[near])
         th = angles[ref]
         cand_idx.append(near)
         cand_pred.append(pred)

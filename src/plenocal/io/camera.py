@@ -22,6 +22,7 @@ from plenocal.model.camera import (
     MicroImageGrid,
     MicroLensArray,
     PlenopticCamera,
+    RhoForm,
     Sensor,
 )
 from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
@@ -76,6 +77,7 @@ def omega_to_json(omega: InternalParameters) -> dict[str, Any]:
         "kappa": float(omega.kappa),
         "f_number": float(omega.f_number),
         "pixel_size_mm": float(omega.pixel_size_mm),
+        "unblurred_weight": float(omega.unblurred_weight),
         **({"field": {
             "reference_uv_px": floats(omega.field.reference_uv_px),
             "m_gradient_mm_per_px": floats(omega.field.m_gradient_mm_per_px),
@@ -93,6 +95,13 @@ def _field_from_json(f: Fields, n_types: int) -> RadiusLawField:
     return RadiusLawField((ref[0], ref[1]), (mg[0], mg[1]), tuple((float(a), float(b)) for a, b in qg))
 
 
+def _fraction(f: Fields, name: str) -> float:
+    w = f.number(name, 0.0)
+    if not 0.0 <= w < 1.0:
+        raise f.error(name, f"must be in [0, 1), got {w!r}")
+    return w
+
+
 def omega_from_json(f: Fields) -> InternalParameters:
     q_mm = f.numbers("q_mm")
     return InternalParameters(
@@ -104,6 +113,7 @@ def omega_from_json(f: Fields) -> InternalParameters:
         kappa=f.number("kappa", positive=True),
         pixel_size_mm=f.number("pixel_size_mm", positive=True),
         field=_field_from_json(f.sub("field"), len(q_mm)) if f.has("field") else None,
+        unblurred_weight=_fraction(f, "unblurred_weight"),
     )
 
 
@@ -122,6 +132,7 @@ def camera_to_json(
         "format": CAMERA_FORMAT,
         "version": 1,
         "configuration": camera.configuration.value,
+        "rho_form": camera.rho_form.value,
         "focus_distance_mm": None if math.isinf(h) else float(h),
         "main_lens": {
             "focal_length_mm": float(camera.main_lens.focal_length_mm),
@@ -203,6 +214,8 @@ def camera_from_json(f: Fields) -> CameraFile:
             mia=mia,
             configuration=Configuration(f.string("configuration", choices=_CONFIGURATIONS)),
             focus_distance_mm=math.inf if h is None else h,
+            # Files written before the ρ forms existed used the legacy form.
+            rho_form=RhoForm(f.string("rho_form", RhoForm.LEGACY.value, choices=tuple(r.value for r in RhoForm))),
         )
         omega = omega_from_json(f.sub("internal_parameters")) if f.has("internal_parameters") else None
     except ModelError as exc:

@@ -36,6 +36,25 @@ class Configuration(Enum):
         return 1.0 if self is Configuration.KEPLERIAN else -1.0
 
 
+class RhoForm(Enum):
+    """How the blur radius ρ of a BAP feature depends on the micro-lens (paper eq:blurradius with
+    A = λ·Δc; reference §4.7). With r = (A/2)·(d_f/f_i − 1 − d_v/a), a the signed depth of the
+    virtual point from the micro-lens plane:
+
+    - ``LEGACY`` (the paper, libpleno Dec-2020): d_f = d_v = d, the MLA–sensor distance at the MLA
+      frame origin, for every lens;
+    - ``HEAD`` (libpleno HEAD): d_f = d_v = d(k, l), each lens' own distance to the sensor under the
+      tilted MLA;
+    - ``VIRTUAL_DEPTH``: d_v = d(k, l), d_f = d: each lens' own virtual depth υ = −a/d(k, l) (what the
+      disparity of the detector measures, eq:virtdepth) in eq:radiusfinal with Ω's constant term at
+      the reference lens (what the detector uses: one q'_i per type, eq:radiusfinal).
+    """
+
+    LEGACY = "legacy"
+    HEAD = "head"
+    VIRTUAL_DEPTH = "virtual-depth"
+
+
 def infer_configuration(focal_length_mm: float, d_mm: float, *, rtol: float = 0.02) -> Configuration:
     """Configuration from a micro-lens focal length and the MLA–sensor distance d.
 
@@ -250,6 +269,8 @@ class PlenopticCamera:
         Internal configuration (Galilean, Keplerian or unfocused).
     focus_distance_mm : float
         Main-lens focus distance h (``inf`` for infinity).
+    rho_form : RhoForm
+        Which lens distances the blur radius uses (:class:`RhoForm`).
     """
 
     main_lens: MainLens
@@ -259,6 +280,7 @@ class PlenopticCamera:
     mia: MicroImageGrid | None = None
     configuration: Configuration = Configuration.GALILEAN
     focus_distance_mm: float = float("inf")
+    rho_form: RhoForm = RhoForm.VIRTUAL_DEPTH
 
     def __post_init__(self) -> None:
         if self.D_mm <= 0.0:
@@ -351,6 +373,7 @@ __all__ = [
     "MicroImageGrid",
     "MicroLensArray",
     "PlenopticCamera",
+    "RhoForm",
     "Sensor",
     "consistent_mia",
     "infer_configuration",

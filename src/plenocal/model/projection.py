@@ -7,7 +7,8 @@
 - :func:`back_project_bap`: (u, v, ρ) through a micro-lens back to the camera-frame point.
 
 (u, v) follow the chief ray through the micro-lens centre; ρ is the paper's blur radius
-(eq:blurradius with A = λ·Δc, the "legacy" form of reference §4.7), signed.
+(eq:blurradius with A = λ·Δc), signed, with the lens distances of the camera's
+:class:`~plenocal.model.camera.RhoForm` (reference §4.7).
 
 **Pupil vignetting (beyond the paper, opt-in).** A pixel at offset e from its micro-image centre
 receives light only through the part of the micro-lens disc whose rays pass the main-lens
@@ -25,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from plenocal.model.camera import PlenopticCamera
+from plenocal.model.camera import PlenopticCamera, RhoForm
 
 FloatArray = NDArray[np.float64]
 
@@ -106,21 +107,61 @@ def depth_in_mla(camera: PlenopticCamera, virtual: FloatArray) -> FloatArray:
     return (virtual - np.asarray(mla.translation_mm)) @ n
 
 
-def blur_radius_mm(camera: PlenopticCamera, a_mm: ArrayLike, types: ArrayLike) -> FloatArray:
-    """Signed blur radius r = A·(d/2)·(1/f − 1/a − 1/d), paper eq:blurradius, with A = λ·Δc.
+def blur_radius_mm(
+    camera: PlenopticCamera, a_mm: ArrayLike, types: ArrayLike, *, d_lens_mm: ArrayLike | None = None
+) -> FloatArray:
+    """Signed blur radius r = (A/2)·(d_f/f − 1 − d_v/a), paper eq:blurradius with A = λ·Δc.
+
+    (d_f, d_v) per :class:`~plenocal.model.camera.RhoForm`: (d, d) legacy, (d(k, l), d(k, l))
+    HEAD, (d, d(k, l)) virtual-depth, d the MLA–sensor distance at the MLA frame origin.
 
     Parameters
     ----------
     a_mm : array_like
-        Signed distance of the virtual point from the MLA plane.
+        Signed distance of the virtual point from the micro-lens plane.
     types : array_like of int
         Micro-lens type of each observation (0..I−1).
+    d_lens_mm : array_like, optional
+        d(k, l) of each observation's lens (:func:`lens_distances`); required unless legacy.
     """
     f = np.asarray(camera.mla.focal_lengths_mm, dtype=np.float64)[np.asarray(types)]
-    d = camera.d_mm
+    d_f, d_v = rho_distances(camera, d_lens_mm)
     A = camera.micro_lens_aperture_mm
     a = np.asarray(a_mm, dtype=np.float64)
-    return A * (d / 2.0) * (1.0 / f - 1.0 / a - 1.0 / d)
+    return (A / 2.0) * (d_f / f - 1.0 - d_v / a)
+
+
+def rho_distances(camera: PlenopticCamera, d_lens_mm: ArrayLike | None) -> tuple[FloatArray | float, FloatArray | float]:
+    """(d_f, d_v) of :func:`blur_radius_mm` for the camera's ρ form."""
+    form = camera.rho_form
+    if form is RhoForm.LEGACY:
+        return camera.d_mm, camera.d_mm
+    if d_lens_mm is None:
+        raise ValueError(f"the {form.value} ρ needs each lens' d(k, l)")
+    dk = np.asarray(d_lens_mm, dtype=np.float64)
+    return (dk if form is RhoForm.HEAD else camera.d_mm), dk
+
+
+def lens_distances(camera: PlenopticCamera, centres_mm: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(D(k, l), d(k, l)) of lenses at camera-frame centres C (N, 3): −C_z and (D + d) − D(k, l)."""
+    D = -np.asarray(centres_mm, dtype=np.float64)[..., 2]
+    return D, camera.sensor.distance_mm - D
+
+
+def blur_radius_px(camera: PlenopticCamera, virtual: FloatArray, centres_mm: FloatArray, types: ArrayLike) -> FloatArray:
+    """ρ (px) of distorted virtual points ``virtual`` (N, 3) through lenses centred at ``centres_mm``
+    (N, 3) of ``types`` (N,), in the camera's ρ form (reference §4.7).
+
+    The depth a is the virtual point's distance from the tilted MLA plane (legacy: the MLA frame's
+    z), or its camera-z difference with the lens centre z_u + D(k, l) (HEAD, virtual-depth); the
+    two differ by O(tilt²).
+    """
+    if camera.rho_form is RhoForm.LEGACY:
+        a = depth_in_mla(camera, virtual)
+        return blur_radius_mm(camera, a, types) / camera.sensor.pixel_size_mm
+    D, d = lens_distances(camera, centres_mm)
+    a = np.asarray(virtual, dtype=np.float64)[..., 2] + D
+    return blur_radius_mm(camera, a, types, d_lens_mm=d) / camera.sensor.pixel_size_mm
 
 
 def disc_intersection_centroid(e: ArrayLike, r1: ArrayLike, r2: ArrayLike) -> FloatArray:
@@ -207,7 +248,7 @@ def pupil_shift_px(
     uv: FloatArray,
     rho: FloatArray,
     mic_uv: FloatArray,
-    radius_aperture_px: float,
+    radius_aperture_px: float | FloatArray,
     radius_lens_px: FloatArray,
     *,
     iterations: int = 40,
@@ -215,7 +256,7 @@ def pupil_shift_px(
     """:func:`pupil_shift` in image terms: chief-ray positions ``uv`` (N, 2) with blur ``rho`` in
     micro-images centred at ``mic_uv``, R_a = ``radius_aperture_px``, R_b = ``radius_lens_px``."""
     rb = np.asarray(radius_lens_px, dtype=np.float64)
-    ra = float(radius_aperture_px)
+    ra = np.asarray(radius_aperture_px, dtype=np.float64)
     e = np.asarray(uv, dtype=np.float64) - mic_uv
     en = np.hypot(e[:, 0], e[:, 1])
     gain = lens_radius_gain(rho, rb)
@@ -231,7 +272,7 @@ def pupil_unshift(
     uv: FloatArray,
     rho: FloatArray,
     mic_uv: FloatArray,
-    radius_aperture_px: float,
+    radius_aperture_px: float | FloatArray,
     radius_lens_px: FloatArray,
 ) -> FloatArray:
     """Chief-ray positions of observed (pupil-vignetted) features: the inverse of :func:`pupil_shift`.
@@ -296,8 +337,7 @@ def project_bap(
         rho = np.full(u.shape, np.nan)
     else:
         types = camera.mla.types.type_of(k, l)
-        a = depth_in_mla(camera, pu)
-        rho = blur_radius_mm(camera, a, types) / camera.sensor.pixel_size_mm
+        rho = blur_radius_px(camera, pu, C, types)
         if pupil_vignetting:
             shifted = pupil_shift(camera, np.stack([u, v], axis=-1), rho, k, l)
             u, v = shifted[:, 0], shifted[:, 1]
@@ -332,16 +372,20 @@ def back_project_bap(
     C = micro_lens_centres(camera, k, l)
     types = camera.mla.types.type_of(k, l)
     f = np.asarray(camera.mla.focal_lengths_mm)[types]
-    d = camera.d_mm
     A = camera.micro_lens_aperture_mm
     r = feat[..., 2] * s
-    inv_a = 1.0 / f - 1.0 / d - 2.0 * r / (A * d)
-    a = 1.0 / inv_a
-    # Point on the line P -> C (and beyond) at signed depth a from the MLA plane.
-    n = camera.mla.rotation[:, 2]
-    t_m = np.asarray(camera.mla.translation_mm)
-    depth_P = (P - t_m) @ n
-    depth_C = (C - t_m) @ n
+    D_k, d_k = lens_distances(camera, C)
+    d_f, d_v = rho_distances(camera, None if camera.rho_form is RhoForm.LEGACY else d_k)
+    a = -d_v / (2.0 * r / A - d_f / f + 1.0)  # r = (A/2)(d_f/f − 1 − d_v/a) solved for a
+    if camera.rho_form is RhoForm.LEGACY:
+        # Point on the line P -> C (and beyond) at signed depth a from the MLA plane.
+        n = camera.mla.rotation[:, 2]
+        t_m = np.asarray(camera.mla.translation_mm)
+        depth_P = (P - t_m) @ n
+        depth_C = (C - t_m) @ n
+    else:
+        # ... at camera z = a − D(k, l).
+        depth_P, depth_C = P[..., 2] + D_k, C[..., 2] + D_k
     t = (a - depth_P) / (depth_C - depth_P)
     pu = P + t[..., None] * (C - P)
     x, y = camera.distortion.invert(pu[..., 0], pu[..., 1])

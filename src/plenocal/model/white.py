@@ -85,6 +85,9 @@ class InternalParameters:
     pixel_size_mm: float = 0.0055
     field: RadiusLawField | None = None
     """Variation of the law across the sensor (MLA tilt); None: uniform."""
+    unblurred_weight: float = 0.0
+    """Fraction of the light that reaches a pixel along its chief ray without the micro-lens blur,
+    measured on the white images (0 for a real lens; PRISM adds its chief ray to 30 lens samples: 1/31)."""
 
     @property
     def n_types(self) -> int:
@@ -168,8 +171,28 @@ def radius_law_at(camera: PlenopticCamera, k: np.ndarray, l: np.ndarray) -> tupl
 
 
 def internal_parameters(camera: PlenopticCamera, *, kappa: float = 1.0) -> InternalParameters:
-    """Ω of a camera (eq:miradiusfnumbermc, eq:qprime), at the camera's f-number."""
+    """Ω of a camera (eq:miradiusfnumbermc, eq:qprime) at the camera's f-number, at the MLA frame
+    origin, with the :class:`RadiusLawField` of its per-lens law (:func:`radius_law_at`) when the
+    MLA is tilted (m and q_i fitted linear in the micro-image position)."""
     m, q = radius_law(camera)
+    field = None
+    if any(camera.mla.rotation_xyz_rad[:2]):
+        from plenocal.model.projection import micro_image_centres  # projection imports camera only
+
+        lattice = camera.mla.lattice
+        k, l = lattice.all_indices()
+        mk, qk = radius_law_at(camera, k, l)
+        uv = micro_image_centres(camera, k, l)
+        cx, cy = lattice_corner(lattice, camera.grid.pitch_px)
+        g = camera.grid
+        c, sn = np.cos(g.rotation_rad), np.sin(g.rotation_rad)
+        ref = np.array([g.offset_px[0] + c * cx - sn * cy, g.offset_px[1] + sn * cx + c * cy])
+        A = np.stack([np.ones(len(k)), uv[:, 0] - ref[0], uv[:, 1] - ref[1]], axis=1)
+        gm = np.linalg.lstsq(A, mk, rcond=None)[0]
+        types = camera.mla.types.type_of(k, l) if camera.n_types else np.zeros(len(k), dtype=np.int64)
+        gq = [np.linalg.lstsq(A[types == i], qk[types == i], rcond=None)[0] for i in range(camera.n_types)]
+        field = RadiusLawField((float(ref[0]), float(ref[1])), (float(gm[1]), float(gm[2])),
+                               tuple((float(x[1]), float(x[2])) for x in gq))
     return InternalParameters(
         m_mm=m,
         q_mm=q,
@@ -178,6 +201,7 @@ def internal_parameters(camera: PlenopticCamera, *, kappa: float = 1.0) -> Inter
         f_number=camera.main_lens.f_number,
         kappa=kappa,
         pixel_size_mm=camera.sensor.pixel_size_mm,
+        field=field,
     )
 
 
@@ -311,5 +335,6 @@ def initial_camera(
         kappa=omega.kappa,
         pixel_size_mm=s,
         field=omega.field,
+        unblurred_weight=omega.unblurred_weight,
     )
     return camera, new_omega

@@ -441,7 +441,7 @@ def _fit_variance(
                             tuple((float(a), float(b)) for a, b in grad_q))
     omega = InternalParameters(
         m_mm=m_mm, q_mm=q_mm, micro_image_pitch_mm=s * micro_image_pitch_px, lambda_=1.0, f_number=f_number,
-        kappa=1.0, pixel_size_mm=s, field=fieldv,
+        kappa=1.0, pixel_size_mm=s, field=fieldv, unblurred_weight=w,
     )
     per_type = {N: tuple(float((abs(m_mm) / N + abs(q)) / s) for q in (q_mm or (0.0,))) for N in used}
     conf = joint_type_confusion(moments, types, used, n_types) if n_types >= 2 else 0.0

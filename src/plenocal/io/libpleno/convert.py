@@ -41,6 +41,7 @@ from plenocal.model.camera import (
     MicroImageGrid,
     MicroLensArray,
     PlenopticCamera,
+    RhoForm,
     Sensor,
     infer_configuration,
 )
@@ -119,6 +120,19 @@ def mia_from_mesh(mesh: MeshDoc | None, path: Path, lattice: Lattice) -> MicroIm
     return MicroImageGrid(lattice, mesh.pitch, theta, (float(offset[0]), float(offset[1])))
 
 
+def rho_form_of(doc: CameraConfigDoc) -> RhoForm:
+    """The ρ form of the code generation that wrote an ``intrinsics.js`` (reference §4.7, §10.2).
+
+    HEAD writes the (0, 0) lens' ``D`` and ``d`` (and ``pp``, ``Rxyz``...) and two MLA pitches;
+    the Dec-2020 (legacy) code wrote neither, with one pitch repeated.
+    """
+    if isinstance(doc.extra.get("plenocal_rho_form"), str) and doc.extra["plenocal_rho_form"] in {r.value for r in RhoForm}:
+        return RhoForm(doc.extra["plenocal_rho_form"])  # written by plenocal's exporter
+    head = "D" in doc.extra or "d" in doc.extra
+    two_pitches = doc.mla is not None and doc.mla.pitch is not None and doc.mla.pitch[0] != doc.mla.pitch[1]
+    return RhoForm.HEAD if head or two_pitches else RhoForm.LEGACY
+
+
 def camera_from_config(
     doc: CameraConfigDoc,
     path: str | Path = "intrinsics.js",
@@ -179,6 +193,7 @@ def camera_from_config(
             mia=mia_from_mesh(doc.mia, p, lattice),
             configuration=Configuration.GALILEAN,
             focus_distance_mm=math.inf if h >= INFINITY_MM else h,
+            rho_form=rho_form_of(doc),
         )
     except ModelError as exc:
         raise InputFileError(p, str(exc)) from None
@@ -241,6 +256,8 @@ def config_from_camera(camera: PlenopticCamera) -> CameraConfigDoc:
         mla=MeshDoc(geometry, lat.width, lat.height, mla.pitch_mm, PoseDoc(as_matrix(Rm), tuple(float(x) for x in tm))),
         focal_lengths=mla.focal_lengths_mm,
         distortions=DistortionsDoc((d.q1, d.q2, d.q3), (d.p1, d.p2)),
+        # libpleno ignores unknown keys; plenocal reads it back (the ρ form is not in libpleno's files).
+        extra={"plenocal_rho_form": camera.rho_form.value},
     )
 
 

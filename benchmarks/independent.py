@@ -1,0 +1,383 @@
+"""plenocal on data it did not make: PRISM renders with exact truth, and the reference's real R12-A
+observations. Prints JSON (and writes it to WORK/independent.json).
+
+Usage::
+
+    python benchmarks/independent.py [--work DIR] [--validation DIR] [--real DIR --configs DIR]
+                                     [--skip-prism] [--skip-real] [--reuse]
+
+For every PRISM set (``../shared/validation/prism-*``, with ``truth.json``), as a user would:
+``plenocal import-libpleno`` of its calibration and translation folders, ``plenocal run`` with
+default settings, then every output compared with the truth:
+
+- ``precalibration``: Ω at the MLA frame origin against the truth's radius law there (m, q'_i),
+  the initial camera (F, D, d, f_i, MLA tilt) against the truth;
+- ``linking``: per frame, linked or not and whether every node id is right (each feature's node
+  against the node whose true projection through its micro-lens is nearest);
+- ``detection``: (u, v) against the true chief-ray projection (RMS, mean bias, radial bias by
+  distance from the micro-image centre), ρ against the true camera's ρ (bias, RMS), per-cluster
+  virtual depth (from ρ and Ω) against the truth's at the cluster's lenses;
+- ``calibration``: every intrinsic's error (% and in σ: the Jacobian σ, the frame-resampling σ
+  when the report has it, and the larger), the principal point in px, convergence;
+- ``calibration_true_observations``: the same calibration on the truth's own projections of the
+  detected (frame, lens, node) set with detection-like noise: the model and solver alone;
+- ``evaluation``: ε_z on the translation frames;
+- ``timings``: each stage's wall time, detection's per frame.
+
+The real R12-A observations (BAP features and centres the reference detected in real images; no
+truth): calibrated with every model (one/two pitches × ρ form) and weighting, default loss and
+``--loss linear``: F, D, d, f_i with both σ, the unweighted cost, convergence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+def sh(args: list[str], *, cwd: Path | None = None) -> tuple[int, str, float]:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "plenocal", *args], cwd=cwd, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    return p.returncode, (p.stdout + p.stderr).strip(), time.perf_counter() - t0
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def pct(a: float, b: float) -> float:
+    return 100.0 * (a / b - 1.0)
+
+
+# --- PRISM sets ------------------------------------------------------------------------------
+def truth_of(set_dir: Path):
+    from plenocal.io.camera import read_camera
+    from plenocal.model.geometry import Pose
+
+    t = json.loads((set_dir / "truth.json").read_text())
+    cam = read_camera(set_dir / "camera" / "camera-true-image-index.json")
+    poses = {}
+    for entry in t["checkerboards"].values():
+        b = entry["board_in_camera"]
+        poses[int(entry["frame"])] = Pose(np.array(b["R"]), np.array(b["t"]))
+    return t, cam, poses
+
+
+def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
+    from plenocal.io.camera import read_camera, read_camera_file
+    from plenocal.io.dataset import read_dataset
+    from plenocal.io.observations import read_observations
+    from plenocal.model.white import internal_parameters
+
+    ds, out = work / "dataset", work / "out"
+    res: dict[str, Any] = {"set": str(set_dir)}
+    if not reuse or not (out / "report.html").is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        trans = [p for p in (set_dir / "libpleno-src-trans",) if p.is_dir()]
+        truth_json = json.loads((set_dir / "truth.json").read_text())
+        step = truth_json.get("translation", {}).get("step_mm")
+        args = ["import-libpleno", str(set_dir / "libpleno-src-calib")]
+        if trans and step:
+            args += ["--role", "translation", str(trans[0]), "--step-mm", str(step)]
+        code, text, _ = sh([*args, "-o", str(ds)])
+        if code:
+            return res | {"error": f"import-libpleno: {text}"}
+        code, text, wall = sh(["run", str(ds), "-o", str(out)])
+        res["run_wall_s"] = wall
+        res["run_exit_code"] = code
+        if code:
+            res["run_error"] = text.splitlines()[-3:]
+    _, cam_t, poses_t = truth_of(set_dir)
+    dataset = read_dataset(ds)
+    # --- timings
+    timings = {}
+    for stage in ("precalibration", "detection", "calibration", "blur", "evaluation", "profile"):
+        s = load(out / stage / "stage.json")
+        if s:
+            timings[stage] = s.get("wall_time_s")
+    det = load(out / "detection" / "detection.json") or {}
+    frame_times = [f.get("wall_time_s") for f in det.get("frames", []) if f.get("wall_time_s") is not None]
+    if frame_times:
+        timings["detection_per_frame_s"] = {"median": float(np.median(frame_times)), "max": float(np.max(frame_times)),
+                                            "n": len(frame_times)}
+    res["timings_s"] = timings
+    # --- pre-calibration
+    pre = read_camera_file(out / "precalibration" / "camera.json") if (out / "precalibration" / "camera.json").is_file() else None
+    om_t = internal_parameters(cam_t)
+    if pre is not None and pre.internal_parameters is not None:
+        om = pre.internal_parameters
+        c0 = pre.camera
+        res["precalibration"] = {
+            "m_error_percent": pct(om.m_mm, om_t.m_mm),
+            "q_prime_error_percent": [pct(a, b) for a, b in zip(om.q_prime_mm, om_t.q_prime_mm, strict=True)],
+            "initial_camera_error_percent": {
+                "F": pct(c0.main_lens.focal_length_mm, cam_t.main_lens.focal_length_mm),
+                "D": pct(c0.D_mm, cam_t.D_mm), "d": pct(c0.d_mm, cam_t.d_mm),
+                "f": [pct(a, b) for a, b in zip(c0.mla.focal_lengths_mm, cam_t.mla.focal_lengths_mm, strict=True)],
+            },
+            "initial_tilt_urad": [1e6 * x for x in c0.mla.rotation_xyz_rad[:2]],
+            "true_tilt_urad": [1e6 * x for x in cam_t.mla.rotation_xyz_rad[:2]],
+        }
+    pj = load(out / "precalibration" / "precalibration.json")
+    if pj:
+        res.setdefault("precalibration", {}).update({
+            "apertures_used": [a["f_number"] for a in pj["apertures"] if a["used"]],
+            "type_confusion": pj.get("type_confusion"), "pixel_variance_px2": pj.get("pixel_variance_px2"),
+            "unblurred_weight": pj.get("unblurred_weight")})
+    # --- detection and linking
+    obs_path = out / "detection" / "observations.npz"
+    if obs_path.is_file() and pre is not None:
+        obs = read_observations(obs_path)
+        res["linking"], res["detection"] = detection_vs_truth(obs, cam_t, poses_t, dataset, pre)
+        res["calibration_true_observations"] = calibrate_true_observations(obs, cam_t, poses_t, dataset, pre)
+    # --- calibration
+    rep = load(out / "calibration" / "report.json")
+    if rep and (out / "calibration" / "camera.json").is_file():
+        res["calibration"] = intrinsics_vs_truth(read_camera(out / "calibration" / "camera.json"), cam_t, rep)
+    ev = load(out / "evaluation" / "report.json")
+    if ev and ev.get("translation"):
+        res["evaluation"] = {"epsilon_z_percent": ev["translation"].get("epsilon_z_percent")}
+    return res
+
+
+def detection_vs_truth(obs, cam_t, poses_t, dataset, pre) -> tuple[dict[str, Any], dict[str, Any]]:
+    from plenocal.model.projection import micro_image_centres, micro_lens_centres, project_bap, virtual_points
+
+    board = dataset.manifest.target
+    bap = obs.bap
+    linking: dict[str, Any] = {}
+    # Per frame: the true node of each feature = the node whose true projection through its lens
+    # is nearest to the detected position.
+    nodes = board.node_points(np.arange(board.n_nodes))
+    true_node = np.full(len(bap), -1)
+    for f in np.unique(bap.frame):
+        sel = np.flatnonzero(bap.frame == f)
+        if int(f) not in poses_t:
+            continue
+        P = poses_t[int(f)].apply(nodes)
+        k = np.repeat(bap.k[sel], board.n_nodes)
+        l = np.repeat(bap.l[sel], board.n_nodes)
+        pr = project_bap(cam_t, np.tile(P, (len(sel), 1)), k, l)[:, :2].reshape(len(sel), board.n_nodes, 2)
+        d = np.hypot(pr[..., 0] - bap.u[sel, None], pr[..., 1] - bap.v[sel, None])
+        true_node[sel] = np.argmin(d, axis=1)
+        linked = bap.node[sel] >= 0
+        linking[str(int(f))] = {"linked": bool(linked.any()), "features": len(sel),
+                                "node_ids_correct": bool(np.all(bap.node[sel][linked] == true_node[sel][linked])) if linked.any() else None,
+                                "wrong_node_features": int(np.sum(linked & (bap.node[sel] != true_node[sel])))}
+    ok = (bap.node >= 0) & (bap.node == true_node)
+    b = bap.select(ok)
+    P = np.concatenate([poses_t[int(f)].apply(board.node_points(b.node[b.frame == f])) for f in np.unique(b.frame)])
+    order = np.concatenate([np.flatnonzero(b.frame == f) for f in np.unique(b.frame)])
+    Pw = np.empty_like(P)
+    Pw[order] = P
+    pred = project_bap(cam_t, Pw, b.k, b.l)
+    e = b.uv - pred[:, :2]
+    mic = micro_image_centres(cam_t, b.k, b.l)
+    off = b.uv - mic
+    r = np.hypot(off[:, 0], off[:, 1])
+    radial = np.sum(e * off, axis=1) / np.maximum(r, 1e-9)
+    bins = [0, 2, 4, 6, 8, 12]
+    by_r = []
+    for lo, hi in itertools.pairwise(bins):
+        s = (r >= lo) & (r < hi)
+        if s.any():
+            by_r.append({"from_px": lo, "to_px": hi, "n": int(s.sum()), "radial_bias_px": float(radial[s].mean()),
+                         "rms_px": float(np.sqrt(np.mean(np.sum(e[s] ** 2, axis=1))))})
+    # ρ: against the truth camera's ρ in the calibration's default form.
+    from plenocal.calib.calibrate import DEFAULT_RHO_FORM
+    from plenocal.model.camera import RhoForm
+
+    cam_r = cam_t.replace(rho_form=RhoForm(DEFAULT_RHO_FORM))
+    rho_t = project_bap(cam_r, Pw, b.k, b.l)[:, 2]
+    er = b.rho - rho_t
+    # Per cluster virtual depth: from ρ through Ω (eq:radiusfinal inverted) against the truth's
+    # local virtual depth −a(k, l)/d(k, l) at the cluster's lenses (median).
+    om = pre.internal_parameters
+    types = cam_t.mla.types.type_of(b.k, b.l)
+    dC, s = om.micro_lens_pitch_mm, om.pixel_size_mm
+    qp = np.asarray(om.q_prime_mm)[types]
+    v_det = (dC / 2.0) / (b.rho * s - qp + dC / 2.0)
+    C = micro_lens_centres(cam_t, b.k, b.l)
+    pu = virtual_points(cam_t, Pw)
+    Dk = -C[:, 2]
+    dk = cam_t.sensor.distance_mm - Dk
+    v_true = -(pu[:, 2] + Dk) / dk
+    key = b.frame.astype(np.int64) * 10000 + b.node
+    uk, inv = np.unique(key, return_inverse=True)
+    vd = np.array([np.median(v_det[inv == i]) for i in range(len(uk))])
+    vt = np.array([np.median(v_true[inv == i]) for i in range(len(uk))])
+    ve = 100.0 * (vd / vt - 1.0)
+    detection = {
+        "features": len(bap), "features_linked_correctly": int(ok.sum()),
+        "features_linked_wrongly": int(np.sum((bap.node >= 0) & ~ok)),
+        "uv_rms_px": float(np.sqrt(np.mean(np.sum(e**2, axis=1)))),
+        "uv_bias_px": [float(x) for x in e.mean(axis=0)],
+        "radial_bias_by_distance": by_r,
+        "rho_bias_px": float(er.mean()), "rho_rms_px": float(np.sqrt(np.mean(er**2))),
+        "rho_form": DEFAULT_RHO_FORM,
+        "virtual_depth_error_percent": {"mean": float(ve.mean()), "std": float(ve.std()),
+                                        "worst": float(ve[np.argmax(np.abs(ve))]), "clusters": len(ve)},
+    }
+    return linking, detection
+
+
+PARAMS = ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "theta_x_rad", "theta_y_rad", "pitch0_mm", "pitch1_mm", "pitch_mm")
+
+
+def _truth_values(cam_t) -> dict[str, float]:
+    v = {"F_mm": cam_t.main_lens.focal_length_mm, "D_mm": cam_t.D_mm, "d_mm": cam_t.d_mm,
+         "u0_px": cam_t.principal_point_px[0], "v0_px": cam_t.principal_point_px[1],
+         "theta_x_rad": cam_t.mla.rotation_xyz_rad[0], "theta_y_rad": cam_t.mla.rotation_xyz_rad[1],
+         "pitch0_mm": cam_t.mla.pitch_mm[0], "pitch1_mm": cam_t.mla.pitch_mm[1],
+         "pitch_mm": 0.5 * (cam_t.mla.pitch_mm[0] + cam_t.mla.pitch_mm[1])}
+    for i, f in enumerate(cam_t.mla.focal_lengths_mm):
+        v[f"f{i + 1}_mm"] = f
+    return v
+
+
+def intrinsics_vs_truth(cam, cam_t, rep: dict[str, Any]) -> dict[str, Any]:
+    truth = _truth_values(cam_t)
+    out: dict[str, Any] = {"converged": rep.get("converged"), "rmse": rep.get("rmse"),
+                           "n_bap": rep.get("n_bap"), "n_frames": rep.get("n_frames"),
+                           "options": {k: rep.get("options", {}).get(k) for k in ("two_pitches", "rho_form", "weighting", "loss")},
+                           "parameters": {}}
+    for name, p in rep.get("parameters", {}).items():
+        if name not in truth:
+            continue
+        val, sd = p.get("value"), p.get("std")
+        sdf = p.get("std_frames")
+        err = val - truth[name]
+        big = max(x for x in (sd, sdf, 0.0) if x is not None)
+        row = {"value": val, "truth": truth[name], "error": err, "std": sd, "std_frames": sdf,
+               "error_in_sigma": err / big if big else None}
+        if not name.endswith("_px") and not name.startswith("theta"):
+            row["error_percent"] = pct(val, truth[name])
+        out["parameters"][name] = row
+    worst = [abs(r["error_in_sigma"]) for r in out["parameters"].values() if r.get("error_in_sigma") is not None]
+    out["worst_error_in_sigma"] = max(worst) if worst else None
+    return out
+
+
+def calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, *, seed: int = 0) -> dict[str, Any]:
+    """Calibrate the truth's projections of the detected, correctly linked (frame, lens, node) set:
+    (u, v) noise 0.05 px, ρ noise 0.01 px shared per cluster, MIC noise 0.05 px."""
+    from plenocal.calib.calibrate import DEFAULT_RHO_FORM, calibrate
+    from plenocal.model.camera import RhoForm
+    from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
+    from plenocal.model.projection import micro_image_centres, project_bap
+
+    board = dataset.manifest.target
+    cams = [int(e.frame) for e in dataset.manifest.images if e.role.value == "calibration" and e.frame is not None]
+    bap = obs.bap.select((obs.bap.node >= 0) & np.isin(obs.bap.frame, cams))
+    rng = np.random.default_rng(seed)
+    cam_r = cam_t.replace(rho_form=RhoForm(DEFAULT_RHO_FORM))
+    P = np.empty((len(bap), 3))
+    for f in np.unique(bap.frame):
+        s = bap.frame == f
+        P[s] = poses_t[int(f)].apply(board.node_points(bap.node[s]))
+    pr = project_bap(cam_r, P, bap.k, bap.l)
+    key = bap.frame.astype(np.int64) * 10000 + bap.node
+    _, inv = np.unique(key, return_inverse=True)
+    rho_noise = rng.normal(0, 0.01, inv.max() + 1)[inv]
+    feats = BapFeatures(bap.frame, bap.k, bap.l, pr[:, 0] + rng.normal(0, 0.05, len(bap)),
+                        pr[:, 1] + rng.normal(0, 0.05, len(bap)), pr[:, 2] + rho_noise, bap.node, bap.cluster)
+    mk, ml = obs.mic.k, obs.mic.l
+    mc = micro_image_centres(cam_t, mk, ml) + rng.normal(0, 0.05, (len(mk), 2))
+    o = Observations(feats, MicroImageCentres(mk, ml, mc[:, 0], mc[:, 1]))
+    t0 = time.perf_counter()
+    r = calibrate(o, pre.camera, board)
+    rep = r.report()
+    rep["options"] = {"two_pitches": r.options.two_pitches, "rho_form": r.options.rho_form,
+                      "weighting": r.options.weighting, "loss": r.options.loss}
+    out = intrinsics_vs_truth(r.camera, cam_t, rep)
+    out["wall_s"] = time.perf_counter() - t0
+    return out
+
+
+# --- real R12-A ------------------------------------------------------------------------------
+MODELS = (
+    ("one-pitch legacy", ["--one-pitch", "--rho-form", "legacy"]),
+    ("two-pitch legacy", ["--two-pitches", "--rho-form", "legacy"]),
+    ("two-pitch head", ["--two-pitches", "--rho-form", "head"]),
+    ("two-pitch virtual-depth", ["--two-pitches", "--rho-form", "virtual-depth"]),
+    ("one-pitch virtual-depth", ["--one-pitch", "--rho-form", "virtual-depth"]),
+)
+
+
+def run_real(obs_dir: Path, cfg_dir: Path, work: Path) -> dict[str, Any]:
+    shutil.rmtree(work, ignore_errors=True)
+    src = work / "src"
+    src.mkdir(parents=True)
+    for p in list(cfg_dir.iterdir()) + list(obs_dir.glob("*.csv")):
+        if p.name != "images.js":  # its image paths are the original authors'
+            shutil.copy(p, src / p.name)
+    code, text, _ = sh(["import-libpleno", str(src), "-o", str(work / "dataset")])
+    if code:
+        return {"error": f"import-libpleno: {text}"}
+    out: dict[str, Any] = {}
+    for name, model in MODELS:
+        for weighting in ("noise", "none"):
+            for loss in ("huber", "linear"):
+                tag = f"{name}, weighting {weighting}, loss {loss}"
+                o = work / "cal" / tag.replace(" ", "_").replace(",", "")
+                code, text, wall = sh(["calibrate", str(work / "dataset"), "-o", str(o), *model,
+                                       "--weighting", weighting, "--loss", loss])
+                rep = load(o / "report.json")
+                if code or rep is None:
+                    out[tag] = {"exit_code": code, "error": text.splitlines()[-1:] if text else None}
+                    continue
+                row = {"exit_code": code, "wall_s": wall, "converged": rep.get("converged"),
+                       "cost_unweighted": rep.get("sum_squared_residuals"), "rmse": rep.get("rmse"),
+                       "rejected": rep.get("rejected")}
+                for pname in ("F_mm", "D_mm", "d_mm", "f1_mm", "f2_mm", "f3_mm", "u0_px", "v0_px"):
+                    p = rep["parameters"].get(pname, {})
+                    row[pname] = {"value": p.get("value"), "std": p.get("std"), "std_frames": p.get("std_frames")}
+                out[tag] = row
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/plenocal-independent"))
+    ap.add_argument("--validation", type=Path, default=SHARED / "validation")
+    ap.add_argument("--real", type=Path, default=SHARED / "fixtures" / "libpleno-r12a-observations")
+    ap.add_argument("--configs", type=Path, default=SHARED / "fixtures" / "libpleno-r12a-configs")
+    ap.add_argument("--skip-prism", action="store_true")
+    ap.add_argument("--skip-real", action="store_true")
+    ap.add_argument("--reuse", action="store_true", help="reuse an earlier run's outputs (comparisons only)")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
+    if not args.skip_prism:
+        for set_dir in sorted(args.validation.glob("prism-*")):
+            if (set_dir / "truth.json").is_file():
+                result[set_dir.name] = run_prism(set_dir, args.work / set_dir.name, reuse=args.reuse)
+    if not args.skip_real and args.real.is_dir() and args.configs.is_dir():
+        result["real_r12a"] = run_real(args.real, args.configs, args.work / "real-r12a")
+    text = json.dumps(result, indent=1, default=float)
+    args.work.mkdir(parents=True, exist_ok=True)
+    (args.work / "independent.json").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
