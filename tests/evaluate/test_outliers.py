@@ -109,3 +109,23 @@ def test_rounding_errors_of_a_noise_free_fit_are_not_outliers():
     assert split.n_rejected_bap == 0 and split.sigma_px["uv"] == 1e-6
     scaled = Residuals(res.bap_index, res.frame, res.lens_type, uv * 1e6, res.rho * 1e6, res.mic_uv, res.mic_type)
     assert split_outliers(scaled).reason[0] == "uv"  # 0.1 px among 1e-4 px residuals is one
+
+
+def test_frame_by_frame_sigma_lets_a_noisier_frame_keep_its_features(r12a_camera, r12a_poses, r12a_board, r12a_synthetic):
+    """ρ noise 0.005 px in most frames and 0.04 px in frame 3 (far from the focus planes): against a
+    pooled σ̂ frame 3's ρ are "outliers"; judged frame by frame they are not, and a gross one still is."""
+    clean = _noisy(r12a_synthetic, sigma_rho=0.005)
+    b = clean.bap
+    rng = np.random.default_rng(5)
+    far = b.frame == 3
+    rho = b.rho + np.where(far, rng.normal(0, 0.04, len(b)), 0.0)
+    rho[np.flatnonzero(b.frame == 5)[0]] += 1.0  # one gross ρ error elsewhere
+    obs = Observations(BapFeatures(b.frame, b.k, b.l, b.u, b.v, rho, b.node, b.cluster), clean.mic)
+    res = compute_residuals(r12a_camera, r12a_poses, r12a_board, obs)
+    pooled = split_outliers(res)
+    assert np.count_nonzero(~pooled.keep_bap & (res.frame == 3)) > 50
+    per = split_outliers(res, per_frame=True)
+    assert np.count_nonzero(~per.keep_bap & (res.frame == 3)) <= 2
+    assert per.sigma_px_per_frame[3]["rho"] == pytest.approx(0.04, rel=0.15)  # 1.4826·median|e| = σ
+    assert per.sigma_px_per_frame[0]["rho"] == per.sigma_px["rho"]  # never below the pooled σ̂
+    assert not per.keep_bap[np.flatnonzero(res.frame == 5)[0]]

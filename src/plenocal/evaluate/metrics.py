@@ -259,6 +259,8 @@ class Rejection:
         RMSEs over kept *and* rejected observations (what an unfiltered evaluation would say).
     suspended : str
         Why the rule was not applied (empty when it was).
+    sigma_px_per_frame : dict
+        frame → σ̂ per term, when features were judged frame by frame.
     """
 
     rule: str
@@ -270,12 +272,15 @@ class Rejection:
     features: list[dict[str, Any]]
     all_observations: RmseSummary
     suspended: str = ""
+    sigma_px_per_frame: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "rule": self.rule,
             "reject_probability": self.probability,
             "sigma_px": dict(self.sigma_px),
+            **({"sigma_px_per_frame": {str(k): v for k, v in sorted(self.sigma_px_per_frame.items())}}
+               if self.sigma_px_per_frame else {}),
             "threshold_sigma": dict(self.threshold_sigma),
             "counts": dict(self.counts),
             "per_frame": {str(k): v for k, v in sorted(self.per_frame.items())},
@@ -371,7 +376,7 @@ def summarize_split(residuals: Residuals, split: OutlierSplit, observations: Obs
         threshold_sigma=dict(split.threshold_sigma), counts=split.counts(),
         per_frame={int(f): int(c) for f, c in zip(frames, counts, strict=True)},
         features=rejected_features(residuals, split, observations), all_observations=everything,
-        suspended=split.suspended,
+        suspended=split.suspended, sigma_px_per_frame=dict(split.sigma_px_per_frame),
     )
     return dataclasses.replace(kept, rejection=rejection)
 

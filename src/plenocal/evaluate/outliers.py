@@ -20,12 +20,12 @@ step 4), so that an evaluation's headline RMSE counts the observations calibrati
 Calibration applies the rule at the robust stage's optimum and an evaluation at the final camera
 and poses, so the two sets can differ by an observation or two near the threshold; the
 evaluation report gives both counts. Held-out frames use the same rule with σ̂ from their own
-residuals (:mod:`plenocal.evaluate.holdout`).
+residuals, frame by frame (:mod:`plenocal.evaluate.holdout`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -112,6 +112,8 @@ class OutlierSplit:
     suspended : str
         Why the rule was not applied although asked (empty when it was): it would have rejected
         more than the allowed fraction, so the residuals are not "Gaussian plus a few outliers".
+    sigma_px_per_frame : dict
+        frame → σ̂ per term, when the features were judged frame by frame (``per_frame=True``).
     """
 
     keep_bap: BoolArray
@@ -122,6 +124,7 @@ class OutlierSplit:
     threshold_sigma: dict[str, float]
     probability: float | None
     suspended: str = ""
+    sigma_px_per_frame: dict[int, dict[str, float]] = field(default_factory=dict)
 
     @property
     def n_rejected_bap(self) -> int:
@@ -142,11 +145,24 @@ class OutlierSplit:
         }
 
 
+def frame_sigma(residuals: Residuals, pooled: dict[str, float]) -> dict[int, dict[str, float]]:
+    """σ̂ of the BAP terms frame by frame, never below the pooled σ̂ (a frame with few features, or
+    an unusually clean one, must not make ordinary noise look like outliers)."""
+    r = residuals
+    out: dict[int, dict[str, float]] = {}
+    for f in np.unique(r.frame):
+        sel = r.frame == f
+        sig = term_sigma(r.subset(sel, np.zeros(r.mic_uv.shape[0], bool)))
+        out[int(f)] = {k: max(v, pooled[k]) for k, v in sig.items() if k in pooled}
+    return out
+
+
 def split_outliers(
     residuals: Residuals,
     *,
     probability: float | None = DEFAULT_REJECT_PROBABILITY,
     sigma_px: dict[str, float] | None = None,
+    per_frame: bool = False,
     max_rejected_fraction: float | None = None,
 ) -> OutlierSplit:
     """Apply the module's rule to residuals.
@@ -158,6 +174,9 @@ def split_outliers(
         The rule's p (calibration's ``reject_probability``); None keeps every observation.
     sigma_px : dict, optional
         σ per term (``uv``, ``rho``, ``mic``) instead of the robust σ̂ of these residuals.
+    per_frame : bool
+        Judge each frame's features against the σ̂ of that frame (:func:`frame_sigma`), e.g.
+        when the noise differs by frame (ρ's grows away from the focus planes).
     max_rejected_fraction : float, optional
         When the rule would reject more than this fraction of the features, reject nothing and
         say so (``suspended``): that many are not outliers, the model does not fit the data.
@@ -169,14 +188,21 @@ def split_outliers(
     r = residuals
     sig = term_sigma(r) if sigma_px is None else {k: float(v) for k, v in sigma_px.items()}
     sig = {k: max(v, SIGMA_FLOOR_PX) for k, v in sig.items()}
-    s: dict[str, FloatArray] = {"uv": np.hypot(r.uv[:, 0], r.uv[:, 1]) / sig.get("uv", 1.0)}
-    has_rho = bool(r.rho.size and np.all(np.isfinite(r.rho)))
-    if has_rho:
-        s["rho"] = np.abs(r.rho) / sig.get("rho", 1.0)
-    s["mic"] = np.hypot(r.mic_uv[:, 0], r.mic_uv[:, 1]) / sig.get("mic", 1.0)
     n, m = r.uv.shape[0], r.mic_uv.shape[0]
+    per = frame_sigma(r, sig) if per_frame else {}
+    has_rho = bool(r.rho.size and np.all(np.isfinite(r.rho)))
+
+    def row_sigma(term: str) -> FloatArray | float:
+        if not per:
+            return sig.get(term, 1.0)
+        return np.array([per[int(f)].get(term, sig.get(term, 1.0)) for f in r.frame], dtype=np.float64)
+
+    s: dict[str, FloatArray] = {"uv": np.hypot(r.uv[:, 0], r.uv[:, 1]) / row_sigma("uv")}
+    if has_rho:
+        s["rho"] = np.abs(r.rho) / row_sigma("rho")
+    s["mic"] = np.hypot(r.mic_uv[:, 0], r.mic_uv[:, 1]) / sig.get("mic", 1.0)
     if probability is None:
-        return OutlierSplit(np.ones(n, bool), np.ones(m, bool), np.full(n, "", dtype="<U6"), s, sig, {}, None)
+        return OutlierSplit(np.ones(n, bool), np.ones(m, bool), np.full(n, "", dtype="<U6"), s, sig, {}, None, "", per)
     thr = chi2_thresholds(probability)
     bad_uv = s["uv"] > thr["uv"]
     bad_rho = s["rho"] > thr["rho"] if has_rho else np.zeros(n, bool)
@@ -190,8 +216,8 @@ def split_outliers(
     if max_rejected_fraction is not None and n and np.count_nonzero(bad) > max_rejected_fraction * n:
         why = (f"the rule would reject {np.count_nonzero(bad)} of {n} features (more than "
                f"{max_rejected_fraction:.0%}): not outliers, the camera does not fit these observations; nothing rejected")
-        return OutlierSplit(np.ones(n, bool), np.ones(m, bool), np.full(n, "", dtype="<U6"), s, sig, thr, probability, why)
-    return OutlierSplit(~bad, ~(s["mic"] > thr["mic"]), reason, s, sig, thr, probability)
+        return OutlierSplit(np.ones(n, bool), np.ones(m, bool), np.full(n, "", dtype="<U6"), s, sig, thr, probability, why, per)
+    return OutlierSplit(~bad, ~(s["mic"] > thr["mic"]), reason, s, sig, thr, probability, "", per)
 
 
 __all__ = [
@@ -199,6 +225,7 @@ __all__ = [
     "RULE",
     "OutlierSplit",
     "chi2_thresholds",
+    "frame_sigma",
     "robust_scale",
     "split_outliers",
     "term_sigma",
