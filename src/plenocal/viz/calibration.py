@@ -114,8 +114,9 @@ def residual_map_figure(
                    label=f"{int(rej.sum())} rejected (max {norm[rej].max():.3g} px)")
     ax.quiver([0.06 * W], [0.05 * H], [ref * scale], [0.0], angles="xy", scale_units="xy", scale=1,
               width=0.004, color="#1f77b4")
-    ax.annotate(f"{percentile:.0f}th percentile ‖e_uv‖ = {ref:.3g} px", (0.06 * W, 0.05 * H), xytext=(0, 5),
-                textcoords="offset points", fontsize=7, color="#1f77b4")
+    ax.annotate(f"key: {percentile:.0f}th percentile ‖e_uv‖ = {ref:.3g} px", (0.06 * W, 0.05 * H), xytext=(0, 5),
+                textcoords="offset points", fontsize=8, color="#1f77b4",
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
     fig.colorbar(sc, ax=ax, label="‖e_uv‖ [px] (kept)")
     ax.set_title(f"{title}\narrows ×{scale:.0f}: the blue key is the {percentile:.0f}th percentile", fontsize=9)
     if long_.any() or rej.any():

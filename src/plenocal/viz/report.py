@@ -168,6 +168,11 @@ def _section(title: str, body: str, anchor: str) -> str:
     return f'<section id="{anchor}"><h2>{html.escape(title)}</h2>{body}</section>'
 
 
+def _percent(x: float) -> str:
+    """2 significant digits below 100 %, whole percents above (180 %, not 1.8e+02 %)."""
+    return f"{x:.2g} %" if abs(x) < 100 else f"{x:.0f} %"
+
+
 def _sigma_text(sigma: float | None, factor: float) -> str:
     """σ to 2 significant digits in fixed notation (as beside a value rounded to it)."""
     from plenocal.viz.verdict import round_to_sigma
@@ -210,7 +215,7 @@ def _calibration_section(c: Collected) -> str:
                html.escape(unit), html.escape(value), _sigma_text(p.std, factor)]
         if with_frames:
             row.append(_sigma_text(p.std_frames, factor))
-        rows.append([*row, f"{p.relative * 100:.2g} %" if p.relative is not None else "—"])
+        rows.append([*row, _percent(p.relative * 100) if p.relative is not None else "—"])
     if rows:
         header = ["parameter", "unit", "value (rounded to σ)", "σ (Jacobian)", *(["σ (frames)"] if with_frames else []), "σ/|value|"]
         note = ("<p class=\"src\">Values are rounded to the larger σ (2 significant digits)."
