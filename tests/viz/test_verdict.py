@@ -37,7 +37,7 @@ def test_round_to_sigma(value, sigma, expected):
 def test_display_units():
     assert display_unit("f2_mm", 0.506) == ("f2", "µm", 1e3)
     assert display_unit("D_mm", 56.7) == ("D", "mm", 1.0)
-    assert display_unit("theta_y_rad", 5e-5) == ("theta_y", "µrad", 1e6)
+    assert display_unit("theta_y_rad", 5e-5) == ("θy", "µrad", 1e6)
     assert display_unit("lambda", 0.99) == ("lambda", "", 1.0)
 
 

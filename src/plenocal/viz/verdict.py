@@ -113,6 +113,9 @@ def round_to_sigma(value: float, sigma: float | None, *, digits: int = 2) -> tup
     return f"{round(value / q) * q:.0f}", f"{round(sigma / q) * q:.0f}"
 
 
+GREEK = {"theta_x": "θx", "theta_y": "θy", "theta_z": "θz"}
+
+
 def display_unit(name: str, value: float) -> tuple[str, str, float]:
     """(label without unit suffix, unit, factor) to show a parameter in a readable unit: lengths
     below 1 mm in µm, angles in µrad.
@@ -122,11 +125,11 @@ def display_unit(name: str, value: float) -> tuple[str, str, float]:
     >>> display_unit("F_mm", 49.7)
     ('F', 'mm', 1.0)
     >>> display_unit("theta_x_rad", 1e-4)
-    ('theta_x', 'µrad', 1000000.0)
+    ('θx', 'µrad', 1000000.0)
     """
     for suffix, unit in (("_mm", "mm"), ("_rad", "rad"), ("_px", "px")):
         if name.endswith(suffix):
-            base = name[: -len(suffix)]
+            base = GREEK.get(name[: -len(suffix)], name[: -len(suffix)])
             if unit == "mm" and _finite(value) and abs(value) < 1.0:
                 return base, "µm", 1e3
             if unit == "rad":
