@@ -120,3 +120,61 @@ def test_translation_frames_without_features_is_an_error(tmp_path, r12a_camera, 
     err = capsys.readouterr().err.strip()
     assert "observations.npz" in err and "translation frames [200]" in err and "\n" not in err
     assert not out.exists()
+
+
+def _mislinked_dataset(folder: Path, camera, poses_fix, board, *, frame: int = 4, n: int = 15) -> None:
+    """The test dataset with ``n`` features of calibration frame ``frame`` linked to the neighbouring node."""
+    from plenocal.io.observations import read_observations
+
+    _dataset(folder, camera, poses_fix, board)
+    obs = read_observations(folder / "observations.npz")
+    b = obs.bap
+    rows = np.flatnonzero(b.frame == frame)[:n]
+    node = b.node.copy()
+    node[rows] = np.where(node[rows] % board.columns == 0, node[rows] + 1, node[rows] - 1)
+    write_observations(folder / "observations.npz",
+                       Observations(BapFeatures(b.frame, b.k, b.l, b.u, b.v, b.rho, node, b.cluster), obs.mic))
+
+
+def _calibration_report(folder: Path, *, loss: str = "huber", p: float = 1e-4) -> None:
+    doc = {"format": "plenocal-calibration", "version": 1, "rejected": {"bap": 15, "uv": 15, "rho": 2, "mic": 0},
+           "options": {"loss": loss, "reject_probability": p}, "parameters": {}, "rmse": {}}
+    (folder / "report.json").write_text(json.dumps(doc))
+
+
+def test_reprojection_headline_counts_the_kept_features(tmp_path, r12a_camera, r12a_poses, r12a_board, capsys):
+    """Mislinked features of a calibration frame: rejected by calibration's rule (p from the calibration
+    report beside the poses), listed, counted per frame, and kept out of the headline and per-frame RMSEs."""
+    _mislinked_dataset(tmp_path / "ds", r12a_camera, r12a_poses, r12a_board)
+    _calibration_report(tmp_path / "ds")
+    assert main(["evaluate", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]) == 0
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    rej = rep["rejected"]
+    assert rej["source"] == str(tmp_path / "ds" / "report.json") and rej["reject_probability"] == 1e-4
+    assert rej["calibration_counts"]["bap"] == 15
+    assert 15 <= rej["counts"]["bap"] <= 17 and rej["per_frame"]["4"] >= 15
+    assert rep["per_frame"]["4"]["n_rejected"] == rej["per_frame"]["4"]
+    assert rep["rmse"]["uv_px"] == pytest.approx(0.3 * np.sqrt(2), rel=0.06)
+    assert rep["per_frame"]["4"]["rmse"]["uv_px"] < 1.0
+    assert rej["rmse_all_observations"]["uv_px"] > 2 * rep["rmse"]["uv_px"]
+    assert len(rej["features"]) == rej["counts"]["bap"] and sum(f["frame"] == 4 for f in rej["features"]) >= 15
+    assert "features, 0 centres rejected" in capsys.readouterr().out
+
+
+def test_a_linear_calibration_rejected_nothing_so_evaluation_rejects_nothing(tmp_path, r12a_camera, r12a_poses, r12a_board):
+    _mislinked_dataset(tmp_path / "ds", r12a_camera, r12a_poses, r12a_board)
+    _calibration_report(tmp_path / "ds", loss="linear")
+    assert main(["evaluate", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]) == 0
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert rep["rejected"]["counts"]["bap"] == 0 and rep["rejected"]["reject_probability"] is None
+    assert rep["rmse"]["uv_px"] > 1.0
+
+
+def test_an_explicit_calibration_report_must_be_one(tmp_path, r12a_camera, r12a_poses, r12a_board, capsys):
+    _dataset(tmp_path / "ds", r12a_camera, r12a_poses, r12a_board)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"format": "plenocal-evaluation", "version": 1}))
+    assert main(["evaluate", str(tmp_path / "ds"), "--calibration-report", str(other), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(other) in err and "is not a calibration report" in err and "\n" not in err
+    assert not (tmp_path / "o").exists()

@@ -53,15 +53,15 @@ def full_out(tmp_path, libpleno_src, r12a_camera):
     out.mkdir()
     for name in ("camera.json", "poses.json", "observations.npz"):
         shutil.copy(ds / name, out / name)
-    names = ["F", "D", "d", "f0"]
+    names = ["F_mm", "D_mm", "d_mm", "f1_mm"]
     corr = np.eye(4)
     corr[0, 1] = corr[1, 0] = 0.97
     corr[2, 3] = corr[3, 2] = -0.5
     calib = {
         "rmse": {"uv_px": 0.31, "rho_px": 0.08, "mic_px": 0.34}, "sum_squared_residuals": 412.5, "n_bap": 2160,
         "n_mic": 456, "converged": True, "iterations": 12, "wall_time_s": 3.2,
-        "parameters": {"F": {"value": 49.71, "std": 0.01}, "D": {"value": 56.7, "std": 0.02},
-                       "d": {"value": 0.3248, "std": 1e-4}, "f0": {"value": 0.578, "std": None, "frozen": True}},
+        "parameters": {"F_mm": {"value": 49.71, "std": 0.01}, "D_mm": {"value": 56.7, "std": 0.02},
+                       "d_mm": {"value": 0.3248, "std": 1e-4}, "f1_mm": {"value": 0.578, "std": None, "frozen": True}},
         "correlation": {"names": names, "matrix": corr.tolist()},
         "inputs": {"dataset": str(ds)},
         "options": {"loss": "huber"},
@@ -86,8 +86,9 @@ def test_full_report_embeds_every_figure_and_flags_correlations(full_out, capsys
     assert main(["report", str(full_out)]) == 0
     page = (full_out / "report.html").read_text()
     imgs = re.findall(r'<img src="([^"]+)"', page)
-    # residual map, histograms, poses 3-D, per-frame RMSE, ε_z, kappa.png, profile.png
-    assert len(imgs) == 7
+    # residual map, histograms, coverage, per-frame RMSE, ε_z, poses 3-D, kappa.png, profile.png
+    assert len(imgs) == 8
+    assert "Coverage: where the calibration is supported by observations" in page
     assert all(src.startswith("data:image/png;base64,") for src in imgs)
     assert "http://" not in page and "https://" not in page
     assert page.count("|r| &gt; 0.9") == 2  # F and D
@@ -95,6 +96,36 @@ def test_full_report_embeds_every_figure_and_flags_correlations(full_out, capsys
     assert "0.6371" in page and "14.4" in page
     assert "calibration summary omitted" not in page
     assert "huber" in page  # settings
+    # The verdict leads the page: status, intrinsics rounded to σ, RMSEs; an older file has one σ.
+    assert page.index('id="verdict"') < page.index('id="figures"') < page.index('id="calibration"')
+    verdict = page[page.index('id="verdict"'):page.index('id="figures"')]
+    assert 'data-status="calibrated"' in verdict and "49.710 ± 0.010" in verdict
+    assert "σ (frames)" not in page and "no frame-resampling σ (an older file)" in page
+
+
+def test_report_shows_frame_resampling_sigma_and_flags_disagreement(full_out):
+    """A hand-made report.json with parameters.<name>.std_frames (beside the Jacobian std)."""
+    doc = json.loads((full_out / "report.json").read_text())
+    doc["parameters"] = {
+        "F_mm": {"value": 49.7169669, "std": 0.0374, "std_frames": 0.19},  # 5.1×: flagged, 0.19 used
+        "D_mm": {"value": 56.7021448, "std": 0.0427, "std_frames": 0.05},  # 1.2×
+        "d_mm": {"value": 0.3255365, "std": 0.000239},  # no resampling σ for this one
+    }
+    doc["correlation"] = {"names": ["F_mm", "D_mm", "d_mm"], "matrix": np.eye(3).tolist()}
+    (full_out / "report.json").write_text(json.dumps(doc))
+    assert main(["report", str(full_out)]) == 0
+    page = (full_out / "report.html").read_text()
+    table = page[page.index("<h3>Parameters ± σ</h3>"):]
+    table = table[:table.index("</table>")]
+    assert "<th>σ (Jacobian)</th><th>σ (frames)</th>" in table
+    rows = {r.split("</td>")[0]: r for r in re.findall(r"<tr><td>(.*?)</tr>", table)}
+    f_row = next(v for k, v in rows.items() if k.startswith("F_mm"))
+    assert "σ differ 5.1×" in f_row and "<td>49.72</td><td>0.037</td><td>0.19</td>" in f_row
+    d_row = next(v for k, v in rows.items() if k.startswith("d_mm"))
+    assert "σ differ" not in d_row and "<td>325.54</td><td>0.24</td><td>—</td>" in d_row
+    verdict = page[page.index('id="verdict"'):page.index('id="figures"')]
+    assert 'data-status="calibrated with warnings"' in verdict
+    assert "49.72 ± 0.19" in verdict and "F_mm: the two σ disagree by 5.1×" in verdict
 
 
 def test_partial_report_notes_what_is_missing(tmp_path):
@@ -142,8 +173,12 @@ def test_report_loads_in_headless_chromium_with_every_image(chromium, full_out, 
     dom, err = _chromium_dom(chromium, full_out / "report.html")
     m = re.search(r'<body[^>]*data-broken-images="(\d+)"[^>]*data-images="(\d+)"', dom)
     assert m is not None, dom[:500]
-    assert (int(m.group(1)), int(m.group(2))) == (0, 7)
+    assert (int(m.group(1)), int(m.group(2))) == (0, 8)
     assert _console_errors(err) == []
+    # The verdict is rendered, visible, and at the top of the page (within the first screen).
+    v = re.search(r'<body[^>]*data-verdict="(\w+)"[^>]*data-verdict-top="(-?\d+)"', dom)
+    assert v is not None and v.group(1) == "visible" and 0 < int(v.group(2)) < 400
+    assert re.search(r'<div class="status ok"><span class="badge">calibrated</span>', dom)
     # The check can fail: a broken image and a script error are seen.
     bad = tmp_path / "bad.html"
     page = (full_out / "report.html").read_text().replace("</body>", '<img src="data:image/png;base64,AAAA"><script>undefinedCall();</script></body>')
@@ -151,3 +186,8 @@ def test_report_loads_in_headless_chromium_with_every_image(chromium, full_out, 
     dom, err = _chromium_dom(chromium, bad)
     assert 'data-broken-images="1"' in dom
     assert any("undefinedCall" in ln for ln in _console_errors(err))
+    # ... and so is a hidden verdict.
+    hidden = tmp_path / "hidden.html"
+    hidden.write_text((full_out / "report.html").read_text().replace("</style>", "#verdict{display:none}</style>"))
+    dom, _ = _chromium_dom(chromium, hidden)
+    assert 'data-verdict="missing"' in dom

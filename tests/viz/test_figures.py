@@ -8,7 +8,11 @@ import pytest
 from plenocal.model.profile import depth_of_field
 from plenocal.viz import save_figure
 from plenocal.viz.calibration import (
+    OUTLIER_COLOUR,
+    arrow_scale_px,
+    coverage_figure,
     parameter_table_figure,
+    per_frame_rmse_figure,
     residual_histograms_figure,
     residual_map_figure,
     translation_error_figure,
@@ -49,3 +53,71 @@ def test_residual_figures_have_one_panel_per_term():
     assert "0.60 %" in fig.axes[0].get_legend().get_texts()[0].get_text()
     fig = parameter_table_figure({"F": {"value": 49.7, "std": 0.01}, "D": {"value": 56.7, "std": None}})
     assert fig.axes[0].tables[0].get_celld()[(2, 2)].get_text().get_text() == "—"
+
+
+def _quivers(ax):
+    from matplotlib.quiver import Quiver
+
+    return [c for c in ax.collections if isinstance(c, Quiver)]
+
+
+def test_residual_map_is_scaled_to_the_typical_residual_with_outliers_clipped_and_marked():
+    """200 residuals of ~0.05 px, one kept at 2 px and three rejected at 80 px: the scale follows
+    the 90th percentile of the kept ones, the 2 px arrow is clipped in red, the rejected are crosses."""
+    rng = np.random.default_rng(1)
+    pos = rng.uniform(100, 900, (204, 2))
+    res = rng.normal(0, 0.05, (204, 2))
+    res[200] = [2.0, 0.0]
+    res[201:] = [80.0, -5.0]
+    rejected = np.zeros(204, bool)
+    rejected[201:] = True
+    fig = residual_map_figure(pos, res, image_size_px=(1000, 800), rejected=rejected)
+    ax = fig.axes[0]
+    scale, ref = arrow_scale_px(np.hypot(*res[:201].T), image_width_px=1000)
+    assert ref == pytest.approx(np.percentile(np.hypot(*res[:201].T), 90))
+    assert 0.05 < ref < 0.15 and scale == pytest.approx(40.0 / ref)
+    assert f"arrows ×{scale:.0f}" in ax.get_title()
+    normal, clipped, key = _quivers(ax)
+    assert len(normal.U) == 200 and np.max(np.hypot(normal.U, normal.V)) <= 3 * ref * scale + 1e-9
+    assert len(clipped.U) == 1 and np.hypot(clipped.U[0], clipped.V[0]) == pytest.approx(3 * ref * scale)
+    assert tuple(clipped.get_facecolor()[0][:3]) == pytest.approx(tuple(int(OUTLIER_COLOUR[i:i + 2], 16) / 255 for i in (1, 3, 5)))
+    assert key.U[0] == pytest.approx(ref * scale)  # the key arrow is the 90th percentile
+    crosses = [c for c in ax.collections if c.get_offsets().shape[0] == 3]
+    assert len(crosses) == 1 and "3 rejected (max 80.2 px)" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_per_frame_bars_are_the_kept_rmse_and_rejections_are_counted_beside():
+    per_frame = {"0": {"rmse": {"uv_px": 0.05, "rho_px": 0.01}, "n_rejected": 0},
+                 "15": {"rmse": {"uv_px": 0.06, "rho_px": 0.01}, "n_rejected": 15}}
+    held = {"100": {"rmse": {"uv_px": 0.07, "rho_px": 0.02}, "n_rejected": 2}}
+    fig = per_frame_rmse_figure(per_frame, held_out=held, keys=("uv_px", "rho_px"))
+    ax = fig.axes[0]
+    heights = sorted(round(b.get_height(), 6) for b in ax.patches)
+    assert heights == [0.01, 0.01, 0.02, 0.05, 0.06, 0.07]
+    assert ax.get_ylim()[1] < 0.1  # not stretched to any rejected residual
+    notes = sorted(t.get_text() for t in ax.texts)
+    assert "15✕" in notes and "2✕" in notes and any("held-out" in t for t in notes)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "15", "100"]
+
+
+def test_coverage_figure_has_a_panel_per_type_and_the_profile_planes(r12a_camera):
+    rng = np.random.default_rng(2)
+    n = 300
+    pos = rng.uniform(0, 800, (n, 2))
+    types = rng.integers(0, 3, n)
+    vd = rng.uniform(2.0, 4.0, n)
+    z = rng.uniform(330.0, 380.0, n)
+    profile = {"types": [{"type": i, "focus_plane": {"virtual_depth": 2.3 + 0.2 * i, "object_mm": 360.0 + 3 * i},
+                          "limits": {"virtual_depth": [2.1 + 0.2 * i, 2.5 + 0.2 * i], "object_mm": [355.0 + 3 * i, 365.0 + 3 * i]}}
+                         for i in range(3)]}
+    fig = coverage_figure(pos, types, image_size_px=(1000, 800), virtual_depth=vd, object_distance_mm=z, profile=profile)
+    maps = [a for a in fig.axes if a.get_title().startswith("type ")]
+    assert len(maps) == 3
+    assert sum(int(a.get_title().split(": ")[1].split(" ")[0]) for a in maps) == n
+    # 800 × 800 px of the 1000 × 800 px sensor covered: 16 of the 20 columns of 50-px cells at most
+    assert all(int(a.get_title().split("in ")[1].split(" %")[0]) <= 80 for a in maps)
+    depth_axes = [a for a in fig.axes if "focus planes" in a.get_title()]
+    assert len(depth_axes) == 2
+    dashed = sorted(ln.get_xdata()[0] for ln in depth_axes[0].get_lines() if ln.get_linestyle() == "--")
+    assert dashed == pytest.approx([2.3, 2.5, 2.7])
+    assert len(depth_axes[1].patches) >= 3  # a DoF band per type (plus the histogram steps)

@@ -13,6 +13,15 @@ Writes ``OUT/report.json``, assembled from independent sections (see :func:`buil
   :mod:`plenocal.evaluate.translation`).
 
 The frames' features come from the observations file (all roles, with frame numbers).
+
+Every section's headline RMSEs count the *kept* observations; the rejected ones are counted per
+reason and per frame, listed, and their effect given as ``rmse_all_observations`` (key
+``rejected`` of each section; :mod:`plenocal.evaluate.outliers`). The reprojection section
+applies calibration's rule with calibration's ``reject_probability``, read from the calibration
+``report.json`` (``--calibration-report``, default: the ``report.json`` beside ``--poses``;
+``loss: linear`` there means nothing was rejected, so nothing is), and writes calibration's own
+counts beside its own (``rejected.calibration_counts``). Held-out and translation frames use the
+held-out rule (:mod:`plenocal.evaluate.holdout`).
 """
 
 from __future__ import annotations
@@ -27,8 +36,9 @@ from plenocal import __version__
 from plenocal.errors import DataError, InputFileError
 from plenocal.evaluate.holdout import evaluate_holdout
 from plenocal.evaluate.metrics import EvaluationReport, evaluate_observations
+from plenocal.evaluate.outliers import DEFAULT_REJECT_PROBABILITY
 from plenocal.evaluate.translation import translation_errors
-from plenocal.io._json import write_document
+from plenocal.io._json import load_json, write_document
 from plenocal.io.camera import read_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
 from plenocal.io.observations import read_observations
@@ -49,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--poses", type=Path, default=None,
                    help="poses.json for the reprojection section (default: DATASET/poses.json)")
     p.add_argument("--observations", type=Path, default=None, help="observations.npz (default: the dataset's)")
+    p.add_argument("--calibration-report", type=Path, default=None, metavar="REPORT",
+                   help="the calibration's report.json, for its rejection rule and counts (default: report.json beside --poses)")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="folder for report.json")
     p.set_defaults(func=run)
 
@@ -61,9 +73,45 @@ def _input(explicit: Path | None, default: Path | None, dataset: Dataset, what: 
     return default
 
 
-def reprojection_section(report: EvaluationReport) -> dict[str, Any]:
-    """``rmse``, ``sum_squared_residuals``, ``n_bap``, ``n_mic``, ``per_frame``, ``per_type``, ``skipped``."""
-    return report.to_json()
+def calibration_rejection(report_path: Path | None, *, required: bool = False) -> tuple[float | None, dict[str, Any]]:
+    """The rule's p and what calibration says it rejected, from its ``report.json``.
+
+    Returns ``(p, info)``: p = ``options.reject_probability`` (None when ``options.loss`` is
+    ``"linear"``: calibration rejected nothing), and info = ``{"source": ..., "calibration_counts":
+    report["rejected"] or None}``. Without a calibration report p is calibration's default, unless
+    ``required`` (the user named the file): then a missing or foreign file is an error.
+    """
+    default = (DEFAULT_REJECT_PROBABILITY, {"source": "calibration's default (no calibration report.json found)",
+                                            "calibration_counts": None})
+    if report_path is None or (not required and not report_path.is_file()):
+        return default
+    try:
+        doc = load_json(report_path)
+    except InputFileError:
+        if required:
+            raise
+        return default
+    if not isinstance(doc, dict) or doc.get("format") != "plenocal-calibration":
+        if required:
+            raise InputFileError(report_path, "is not a calibration report (key 'format' must be 'plenocal-calibration')")
+        return default
+    options = doc.get("options") if isinstance(doc.get("options"), dict) else {}
+    counts = doc.get("rejected") if isinstance(doc.get("rejected"), dict) else None
+    if options.get("loss") == "linear":
+        return None, {"source": f"{report_path} (loss linear: nothing rejected)", "calibration_counts": counts}
+    p = options.get("reject_probability", DEFAULT_REJECT_PROBABILITY)
+    if not isinstance(p, int | float) or not 0 < p < 1:
+        raise InputFileError(report_path, f"options.reject_probability must be in (0, 1), got {p!r}")
+    return float(p), {"source": str(report_path), "calibration_counts": counts}
+
+
+def reprojection_section(report: EvaluationReport, rejection_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``rmse``, ``sum_squared_residuals``, ``n_bap``, ``n_mic`` (kept), ``per_frame``, ``per_type``,
+    ``rejected`` (+ the rule's source and calibration's own counts), ``skipped``."""
+    out = report.to_json()
+    if "rejected" in out and rejection_info:
+        out["rejected"] = {**out["rejected"], **rejection_info}
+    return out
 
 
 def build_report(inputs: dict[str, str], sections: list[dict[str, Any]]) -> dict[str, Any]:
@@ -109,7 +157,11 @@ def translation_section(camera: PlenopticCamera, dataset: Dataset, observations:
     out = errs.to_json()
     out["frames_evaluated"] = sorted(res.poses)
     out["frames_failed"] = [{"frame": f.frame, "reason": f.reason} for f in res.extrinsics.frames if not f.ok]
-    out["rmse"] = res.evaluation.to_json()["rmse"]
+    ev = res.evaluation.to_json()
+    out["rmse"] = ev["rmse"]
+    out["n_bap"] = ev["n_bap"]
+    if "rejected" in ev:
+        out["rejected"] = ev["rejected"]
     return {"translation": out}
 
 
@@ -131,8 +183,12 @@ def run(args: argparse.Namespace) -> int:
     sections: list[dict[str, Any]] = []
     report = None
     if poses is not None:
-        report = evaluate_observations(camera, poses, dataset.manifest.target, observations)
-        sections.append(reprojection_section(report))
+        assert poses_path is not None
+        explicit = args.calibration_report is not None
+        cal_report = args.calibration_report if explicit else Path(poses_path).parent / "report.json"
+        p, rejection_info = calibration_rejection(cal_report, required=explicit)
+        report = evaluate_observations(camera, poses, dataset.manifest.target, observations, reject_probability=p)
+        sections.append(reprojection_section(report, rejection_info))
     if eval_frames:
         sections.append(holdout_section(camera, dataset, observations, eval_frames, Path(obs_path)))
     if trans_frames:
@@ -148,19 +204,23 @@ def run(args: argparse.Namespace) -> int:
     def fmt(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.4g}"
 
+    def rejected(sec: dict[str, Any]) -> str:
+        c = (sec.get("rejected") or {}).get("counts") or {}
+        return f"{c.get('bap', 0)} features, {c.get('mic', 0)} centres rejected"
+
     lines = []
     if report is not None:
         o = report.overall
         skipped = sum(report.skipped_no_pose.values())
         lines.append(
             f"uv {fmt(o.uv_px)} px, rho {fmt(o.rho_px)} px, mic {fmt(o.mic_px)} px "
-            f"({o.n_bap} features, {o.n_mic} centres, {skipped} without pose)"
+            f"({o.n_bap} features, {o.n_mic} centres kept; {rejected(sections[0])}; {skipped} without pose)"
         )
     for sec in sections:
         if "holdout" in sec:
             r = sec["holdout"]["rmse"]
             lines.append(f"held-out ({len(sec['holdout']['frames_evaluated'])} frames, poses re-estimated): "
-                         f"uv {fmt(r['uv_px'])} px, rho {fmt(r['rho_px'])} px")
+                         f"uv {fmt(r['uv_px'])} px, rho {fmt(r['rho_px'])} px ({rejected(sec['holdout'])})")
         if "translation" in sec:
             t = sec["translation"]["epsilon_z_percent"]
             lines.append(f"epsilon_z {t['mean']:.3g} ± {t['std']:.3g} % over {t['n_pairs']} pairs")

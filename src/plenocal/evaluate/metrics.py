@@ -17,10 +17,16 @@ RMSEs (reference §9.1), with N BAP points and M centres:
 
 Features whose frame has no pose, and unlinked features (``node < 0``), are counted and
 reported as skipped, never silently dropped.
+
+The headline RMSEs count the observations *kept* by calibration's χ² rejection rule
+(:mod:`plenocal.evaluate.outliers`); the rejected ones are counted per reason and per frame,
+listed one by one, and their effect shown as the RMSE over all observations
+(:class:`Rejection`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.errors import DataError
+from plenocal.evaluate.outliers import DEFAULT_REJECT_PROBABILITY, RULE, OutlierSplit, split_outliers
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
 from plenocal.model.observations import Observations
@@ -114,6 +121,12 @@ class Residuals:
     mic_type: IntArray
     skipped_no_pose: dict[int, int] = field(default_factory=dict)
     skipped_unlinked: int = 0
+
+    def subset(self, keep_bap: NDArray[np.bool_], keep_mic: NDArray[np.bool_]) -> Residuals:
+        """The residuals of the kept features and centres (skipped counts unchanged)."""
+        kb, km = np.asarray(keep_bap, dtype=bool), np.asarray(keep_mic, dtype=bool)
+        return Residuals(self.bap_index[kb], self.frame[kb], self.lens_type[kb], self.uv[kb], self.rho[kb],
+                         self.mic_uv[km], self.mic_type[km], dict(self.skipped_no_pose), self.skipped_unlinked)
 
 
 def compute_residuals(
@@ -224,21 +237,86 @@ def _grouped(keys: IntArray, values: FloatArray) -> tuple[IntArray, FloatArray, 
 
 
 @dataclass(frozen=True)
+class Rejection:
+    """The observations left out of the headline RMSEs, and why.
+
+    Attributes
+    ----------
+    rule : str
+        How they were chosen (one line).
+    probability : float or None
+        The χ² rule's p (None: nothing rejected by rule).
+    sigma_px, threshold_sigma : dict
+        σ̂ per term and the thresholds on ‖e‖/σ̂ (:class:`~plenocal.evaluate.outliers.OutlierSplit`).
+    counts : dict
+        ``bap`` (= ``uv`` ∪ ``rho``), ``uv``, ``rho``, ``mic``: as calibration counts them.
+    per_frame : dict[int, int]
+        Rejected features per frame (frames with none are left out).
+    features : list of dict
+        One entry per rejected feature: frame, node, k, l, u, v (px), e_u, e_v, e_rho (px), the
+        normalised norms s_uv, s_rho and the reason.
+    all_observations : RmseSummary
+        RMSEs over kept *and* rejected observations (what an unfiltered evaluation would say).
+    suspended : str
+        Why the rule was not applied (empty when it was).
+    sigma_px_per_frame : dict
+        frame → σ̂ per term, when features were judged frame by frame.
+    """
+
+    rule: str
+    probability: float | None
+    sigma_px: dict[str, float]
+    threshold_sigma: dict[str, float]
+    counts: dict[str, int]
+    per_frame: dict[int, int]
+    features: list[dict[str, Any]]
+    all_observations: RmseSummary
+    suspended: str = ""
+    sigma_px_per_frame: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "reject_probability": self.probability,
+            "sigma_px": dict(self.sigma_px),
+            **({"sigma_px_per_frame": {str(k): v for k, v in sorted(self.sigma_px_per_frame.items())}}
+               if self.sigma_px_per_frame else {}),
+            "threshold_sigma": dict(self.threshold_sigma),
+            "counts": dict(self.counts),
+            "per_frame": {str(k): v for k, v in sorted(self.per_frame.items())},
+            "rmse_all_observations": self.all_observations.to_json()["rmse"],
+            "suspended": self.suspended or None,
+            "features": list(self.features),
+        }
+
+
+@dataclass(frozen=True)
 class EvaluationReport:
-    """Global, per-frame and per-lens-type RMSEs, and what was skipped."""
+    """Global, per-frame and per-lens-type RMSEs of the kept observations, what was rejected, and
+    what was skipped."""
 
     overall: RmseSummary
     per_frame: dict[int, RmseSummary]
     per_type: dict[int, RmseSummary]
     skipped_no_pose: dict[int, int]
     skipped_unlinked: int
+    rejection: Rejection | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict: ``rmse``, ``sum_squared_residuals``, ``n_bap``, ``n_mic``,
-        ``per_frame`` and ``per_type`` (keys are strings), ``skipped``."""
+        """JSON-ready dict: ``rmse``, ``sum_squared_residuals``, ``n_bap``, ``n_mic`` (kept),
+        ``per_frame`` (kept, with ``n_rejected``) and ``per_type`` (keys are strings),
+        ``rejected`` (:class:`Rejection`, when a rule was applied), ``skipped``."""
         out = self.overall.to_json()
-        out["per_frame"] = {str(k): v.to_json() for k, v in sorted(self.per_frame.items())}
+        rejected_per_frame = self.rejection.per_frame if self.rejection is not None else {}
+        frames = sorted(set(self.per_frame) | set(rejected_per_frame))
+        empty = _summary(0.0, 0.0, 0.0, 0, 0, self.overall.rho_px is not None)
+        out["per_frame"] = {
+            str(k): self.per_frame.get(k, empty).to_json() | {"n_rejected": int(rejected_per_frame.get(k, 0))}
+            for k in frames
+        }
         out["per_type"] = {str(k): v.to_json() for k, v in sorted(self.per_type.items())}
+        if self.rejection is not None:
+            out["rejected"] = self.rejection.to_json()
         out["skipped"] = {
             "features_without_pose": int(sum(self.skipped_no_pose.values())),
             "frames_without_pose": {str(k): v for k, v in sorted(self.skipped_no_pose.items())},
@@ -271,10 +349,48 @@ def summarize(residuals: Residuals) -> EvaluationReport:
     return EvaluationReport(overall, per_frame, per_type, dict(r.skipped_no_pose), r.skipped_unlinked)
 
 
+def rejected_features(residuals: Residuals, split: OutlierSplit, observations: Observations) -> list[dict[str, Any]]:
+    """One JSON-ready entry per feature the split rejects (see :class:`Rejection`)."""
+    r, bap = residuals, observations.bap
+    out = []
+    for i in np.flatnonzero(~split.keep_bap):
+        j = int(r.bap_index[i])
+        rho = float(r.rho[i]) if np.isfinite(r.rho[i]) else None
+        out.append({
+            "frame": int(r.frame[i]), "node": int(bap.node[j]), "k": int(bap.k[j]), "l": int(bap.l[j]),
+            "u": float(bap.u[j]), "v": float(bap.v[j]), "e_u": float(r.uv[i, 0]), "e_v": float(r.uv[i, 1]),
+            "e_rho": rho, "s_uv": float(split.normalised["uv"][i]),
+            "s_rho": float(split.normalised["rho"][i]) if "rho" in split.normalised else None,
+            "reason": str(split.reason[i]),
+        })
+    return out
+
+
+def summarize_split(residuals: Residuals, split: OutlierSplit, observations: Observations, *, rule: str = RULE) -> EvaluationReport:
+    """RMSEs of the observations a split keeps, with its :class:`Rejection` (counts, list, all-observation RMSEs)."""
+    kept = summarize(residuals.subset(split.keep_bap, split.keep_mic))
+    everything = summarize(residuals).overall
+    frames, counts = np.unique(residuals.frame[~split.keep_bap], return_counts=True)
+    rejection = Rejection(
+        rule=rule, probability=split.probability, sigma_px=dict(split.sigma_px),
+        threshold_sigma=dict(split.threshold_sigma), counts=split.counts(),
+        per_frame={int(f): int(c) for f, c in zip(frames, counts, strict=True)},
+        features=rejected_features(residuals, split, observations), all_observations=everything,
+        suspended=split.suspended, sigma_px_per_frame=dict(split.sigma_px_per_frame),
+    )
+    return dataclasses.replace(kept, rejection=rejection)
+
+
 def evaluate_observations(
-    camera: PlenopticCamera, poses: dict[int, Pose], board: Checkerboard, observations: Observations
+    camera: PlenopticCamera,
+    poses: dict[int, Pose],
+    board: Checkerboard,
+    observations: Observations,
+    *,
+    reject_probability: float | None = DEFAULT_REJECT_PROBABILITY,
 ) -> EvaluationReport:
-    """Reprojection RMSEs of a camera and poses on observations (reference §9.1).
+    """Reprojection RMSEs of a camera and poses on the observations calibration's rule keeps
+    (reference §9.1; rule: :mod:`plenocal.evaluate.outliers`).
 
     Parameters
     ----------
@@ -283,20 +399,27 @@ def evaluate_observations(
         ``cam_from_world`` per frame.
     board : Checkerboard
     observations : Observations
+    reject_probability : float or None
+        The rule's p (calibration's ``reject_probability``); None keeps every observation.
 
     Returns
     -------
     EvaluationReport
+        RMSEs of the kept observations; ``rejection`` says what was left out.
     """
-    return summarize(compute_residuals(camera, poses, board, observations))
+    res = compute_residuals(camera, poses, board, observations)
+    return summarize_split(res, split_outliers(res, probability=reject_probability), observations)
 
 
 __all__ = [
     "EvaluationReport",
+    "Rejection",
     "Residuals",
     "RmseSummary",
     "compute_residuals",
     "evaluate_observations",
     "predict_bap",
+    "rejected_features",
     "summarize",
+    "summarize_split",
 ]

@@ -1,11 +1,17 @@
 """One self-contained HTML page from whatever stage outputs exist in an output folder.
 
 Reads (each optional; a missing or unreadable part is omitted with a note): ``precalibration.json``
-(+ ``radii.png``, ``centres.png``), the calibration's ``report.json`` (``parameters`` {name:
-{value, std}}, ``correlation`` {names, matrix}, ``rmse``...), ``camera.json``, ``poses.json``, the
-evaluation's ``report.json`` (``per_frame``, ε_z ``by_displacement``), ``kappa.json`` (+ figures)
-and ``profile.json`` (+ figure), in OUT and its direct sub-folders. Figures are embedded as
-base64 PNG; the page references no external URL.
+(+ ``radii.png``, ``centres.png``), ``detection.json``, the calibration's ``report.json``
+(``parameters`` {name: {value, std, std_frames}}, ``correlation`` {names, matrix}, ``rmse``,
+``rejected``...), ``camera.json``, ``poses.json``, the evaluation's ``report.json`` (kept and
+rejected observations, ``per_frame``, held-out, ε_z ``by_displacement``), ``kappa.json`` (+ figures)
+and ``profile.json`` (+ figure), in OUT and its direct sub-folders.
+
+The page leads with the verdict (:mod:`plenocal.viz.verdict`): a status line (calibrated /
+calibrated with warnings / not trustworthy) and its reasons, the camera, the intrinsics rounded to
+their σ, the RMSEs of the kept observations, what was rejected and why, and every stage's warnings
+and notes; then the figures, then the details. Figures are embedded as base64 PNG; the page
+references no external URL.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ STAGE_IMAGES = (
 )
 FORMATS = {
     "plenocal-precalibration": "precalibration",
+    "plenocal-detection": "detection",
     "plenocal-evaluation": "evaluation",
     "plenocal-calibration": "calibration",
     "plenocal-kappa": "kappa",
@@ -153,51 +160,96 @@ def _find_key(doc: Any, key: str) -> Any:
     return None
 
 
+def _finite_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _section(title: str, body: str, anchor: str) -> str:
     return f'<section id="{anchor}"><h2>{html.escape(title)}</h2>{body}</section>'
 
 
-def _calibration_section(c: Collected, figures: list[str]) -> str:
+def _percent(x: float) -> str:
+    """2 significant digits below 100 %, whole percents above (180 %, not 1.8e+02 %)."""
+    return f"{x:.2g} %" if abs(x) < 100 else f"{x:.0f} %"
+
+
+def _sigma_text(sigma: float | None, factor: float) -> str:
+    """σ to 2 significant digits in fixed notation (as beside a value rounded to it)."""
+    from plenocal.viz.verdict import round_to_sigma
+
+    return html.escape(round_to_sigma(0.0, sigma * factor)[1]) if sigma is not None else "—"
+
+
+def _calibration_section(c: Collected) -> str:
+    """Every parameter rounded to its (larger) σ, both σ when calibration wrote the frame-resampling
+    one, the flags, and the correlations above :data:`CORRELATION_FLAG`."""
+    from plenocal.viz.verdict import SIGMA_DISAGREEMENT, display_unit, parameter_sigmas, round_to_sigma
+
     if "calibration" not in c.documents:
         c.notes.append("no calibration report (report.json with parameters): calibration summary omitted")
         return ""
     path, doc = c.documents["calibration"]
+    cam = c.documents.get("camera", (None, None))[1]
     parts = []
     rmse = doc.get("rmse") if isinstance(doc.get("rmse"), dict) else {}
     summary = [[html.escape(k), _fmt(v, 4)] for k, v in rmse.items()]
     for key in ("n_bap", "n_mic", "n_frames", "converged", "iterations", "sum_squared_residuals", "wall_time_s"):
         if key in doc:
             summary.append([key, _fmt(doc[key], 6)])
-    parts.append(_table(["quantity", "value"], summary))
-    params = doc.get("parameters") if isinstance(doc.get("parameters"), dict) else {}
+    parts.append(_table(["quantity (kept observations)", "value"], summary))
+    sigmas = parameter_sigmas(doc, cam)
+    with_frames = any(p.std_frames is not None for p in sigmas.values())
     strong = strong_correlations(doc.get("correlation"))
     flagged = {n for a, b, _ in strong for n in (a, b)}
     rows = []
-    for name, p in params.items():
-        if not isinstance(p, dict):
-            continue
-        v, s = p.get("value"), p.get("std")
-        rel = f"{abs(s / v) * 100:.2g} %" if isinstance(v, int | float) and isinstance(s, int | float) and v else "—"
-        flag = ' <span class="flag">|r| &gt; 0.9</span>' if name in flagged else ""
-        frozen = " (frozen)" if p.get("frozen") else ""
-        rows.append([html.escape(name) + frozen + flag, _fmt(v, 10), _fmt(s, 3), rel])
+    for name, p in sigmas.items():
+        _, unit, factor = display_unit(name, p.value if p.value is not None else float("nan"))
+        value, _ = round_to_sigma((p.value * factor) if p.value is not None else float("nan"),
+                                  p.sigma * factor if p.sigma is not None else None)
+        flags = []
+        if name in flagged:
+            flags.append('<span class="flag">|r| &gt; 0.9</span>')
+        if p.disagreement is not None and p.disagreement > SIGMA_DISAGREEMENT:
+            flags.append(f'<span class="flag">σ differ {p.disagreement:.1f}×</span>')
+        row = [html.escape(name) + (" (frozen)" if p.frozen else "") + (" " + " ".join(flags) if flags else ""),
+               html.escape(unit), html.escape(value), _sigma_text(p.std, factor)]
+        if with_frames:
+            row.append(_sigma_text(p.std_frames, factor))
+        rows.append([*row, _percent(p.relative * 100) if p.relative is not None else "—"])
     if rows:
-        parts.append("<h3>Parameters ± σ</h3>" + _table(["parameter", "value", "σ", "σ/|value|"], rows, cls="params"))
+        header = ["parameter", "unit", "value (rounded to σ)", "σ (Jacobian)", *(["σ (frames)"] if with_frames else []), "σ/|value|"]
+        note = ("<p class=\"src\">Values are rounded to the larger σ (2 significant digits)."
+                + (f" Parameters whose two σ differ by more than {SIGMA_DISAGREEMENT:g}× are flagged." if with_frames else
+                   " This calibration has no frame-resampling σ (an older file): σ is the Jacobian's only.") + "</p>")
+        parts.append("<h3>Parameters ± σ</h3>" + _table(header, rows, cls="params") + note)
     if strong:
         crow = [[html.escape(a), html.escape(b), f"{r:+.4f}"] for a, b, r in strong]
         parts.append(f"<h3>Correlations above {CORRELATION_FLAG}</h3>" + _table(["parameter", "parameter", "r"], crow, cls="corr"))
-    elif params:
+    elif sigmas:
         parts.append(f"<p>No parameter pair is correlated above {CORRELATION_FLAG}.</p>")
     parts.append(f'<p class="src">from {html.escape(str(path))}</p>')
-    return _section("Calibration summary", "".join(parts), "calibration")
+    return _section("Calibration: every parameter", "".join(parts), "calibration")
 
 
-def _residual_figures(c: Collected, figures: list[tuple[str, str]]) -> None:
-    """Residual maps and histograms from camera + poses + observations + the dataset's target."""
+@dataclass
+class ResidualData:
+    """Residuals of the calibration frames with the calibrated camera and poses, split like calibration."""
+
+    camera: Any
+    residuals: Any
+    split: Any
+    observations: Any
+    poses: Any
+    board: Any
+
+
+def _residual_data(c: Collected) -> ResidualData | None:
+    """Camera, poses, observations and the dataset's target beside the calibration report, their
+    residuals and calibration's kept/rejected split (rule: :mod:`plenocal.evaluate.outliers`)."""
     from plenocal.errors import PlenocalError
 
     if "calibration" not in c.documents:
-        return
+        return None
     report_path, doc = c.documents["calibration"]
     dataset = _find_key(doc, "dataset")
     # camera.json and poses.json sit beside the calibration report (OUT/ or OUT/calibration/).
@@ -211,30 +263,75 @@ def _residual_figures(c: Collected, figures: list[tuple[str, str]]) -> None:
         obs_candidates.append(Path(dataset) / "observations.npz")
     obs_path = next((p for p in obs_candidates if p.is_file()), None)
     if not (isinstance(dataset, str) and cam_path.is_file() and poses_path.is_file() and obs_path is not None):
-        c.notes.append("residual maps omitted: they need camera.json, poses.json, observations and the dataset (inputs.dataset)")
-        return
+        c.notes.append("residual maps and coverage omitted: they need camera.json, poses.json, observations and the dataset (inputs.dataset)")
+        return None
     try:
         from plenocal.evaluate.metrics import compute_residuals
+        from plenocal.evaluate.outliers import DEFAULT_REJECT_PROBABILITY, split_outliers
         from plenocal.io import read_camera, read_dataset, read_observations, read_poses
-        from plenocal.viz.calibration import residual_histograms_figure, residual_map_figure
 
         camera = read_camera(cam_path)
-        res = compute_residuals(camera, read_poses(poses_path), read_dataset(dataset).manifest.target, read_observations(obs_path))
+        poses = read_poses(poses_path)
+        board = read_dataset(dataset).manifest.target
         obs = read_observations(obs_path)
+        res = compute_residuals(camera, poses, board, obs)
     except PlenocalError as exc:
-        c.notes.append(f"residual maps omitted: {exc}")
+        c.notes.append(f"residual maps and coverage omitted: {exc}")
+        return None
+    options = doc.get("options") if isinstance(doc.get("options"), dict) else {}
+    p = None if options.get("loss") == "linear" else options.get("reject_probability", DEFAULT_REJECT_PROBABILITY)
+    return ResidualData(camera, res, split_outliers(res, probability=p), obs, poses, board)
+
+
+def _residual_figures(c: Collected, data: ResidualData | None, figures: list[tuple[str, str]]) -> None:
+    """Residual map (scaled to the typical residual, outliers marked) and histograms of the kept residuals."""
+    if data is None:
         return
+    from plenocal.viz.calibration import REFERENCE_PERCENTILE, residual_histograms_figure, residual_map_figure
+
+    res, split, obs, camera = data.residuals, data.split, data.observations, data.camera
     pos = np.stack([obs.bap.u[res.bap_index], obs.bap.v[res.bap_index]], axis=1)
     fig = residual_map_figure(pos, res.uv, image_size_px=(camera.sensor.width_px, camera.sensor.height_px),
-                              rho_residuals_px=res.rho if np.all(np.isfinite(res.rho)) else None)
-    figures.append((_figure_uri(fig), "Reprojection residuals over the sensor"))
-    terms = {"e_u": res.uv[:, 0], "e_v": res.uv[:, 1], "e_ρ": res.rho, "e_mic": np.hypot(res.mic_uv[:, 0], res.mic_uv[:, 1])}
-    types = {"e_u": res.lens_type, "e_v": res.lens_type, "e_ρ": res.lens_type, "e_mic": res.mic_type}
+                              rho_residuals_px=res.rho if np.all(np.isfinite(res.rho)) else None, rejected=~split.keep_bap)
+    figures.append((_figure_uri(fig), f"Reprojection residuals of the calibration frames over the sensor. Arrow lengths are "
+                    f"scaled so the {REFERENCE_PERCENTILE:.0f}th percentile residual (blue key) is 4 % of the image width; "
+                    "longer arrows are clipped (red); features rejected by calibration's rule are red crosses."))
+    kept = res.subset(split.keep_bap, split.keep_mic)
+    terms = {"e_u": kept.uv[:, 0], "e_v": kept.uv[:, 1], "e_ρ": kept.rho, "e_mic": np.hypot(kept.mic_uv[:, 0], kept.mic_uv[:, 1])}
+    types = {"e_u": kept.lens_type, "e_v": kept.lens_type, "e_ρ": kept.lens_type, "e_mic": kept.mic_type}
     terms = {k: v for k, v in terms.items() if np.all(np.isfinite(v))}
-    figures.append((_figure_uri(residual_histograms_figure(terms, types)), "Residual histograms per term and lens type"))
+    figures.append((_figure_uri(residual_histograms_figure(terms, types)),
+                    "Residual histograms per term and lens type (kept observations)"))
 
 
-def _pose_figure(c: Collected, figures: list[tuple[str, str]]) -> None:
+def _coverage_figure(c: Collected, data: ResidualData | None, figures: list[tuple[str, str]]) -> None:
+    """Kept features over the sensor and over depth per lens type, with the focus planes and depths of field."""
+    if data is None:
+        return
+    from plenocal.errors import PlenocalError
+    from plenocal.evaluate.coverage import feature_depths
+    from plenocal.viz.calibration import coverage_figure
+
+    res, split, obs, camera = data.residuals, data.split, data.observations, data.camera
+    idx = res.bap_index[split.keep_bap]
+    feats = obs.bap.select(idx)
+    try:
+        depths = feature_depths(camera, data.poses, data.board, feats)
+    except PlenocalError as exc:
+        c.notes.append(f"coverage figure omitted: {exc}")
+        return
+    profile = c.documents.get("profile", (None, None))[1]
+    if profile is None:
+        c.notes.append("no profile.json: the coverage figure has no focus planes or depths of field")
+    fig = coverage_figure(np.stack([feats.u, feats.v], axis=1), res.lens_type[split.keep_bap],
+                          image_size_px=(camera.sensor.width_px, camera.sensor.height_px),
+                          virtual_depth=depths.virtual_depth, object_distance_mm=depths.object_mm, profile=profile)
+    figures.append((_figure_uri(fig), "Coverage: where the calibration is supported by observations (kept features per "
+                    "lens type over the sensor, and over virtual depth and object distance against each type's focus "
+                    "plane and depth of field). Outside the observed ranges the calibration extrapolates."))
+
+
+def _pose_figure(c: Collected, figures: list[tuple[str, str]], board: Any = None) -> None:
     if "poses" not in c.documents:
         c.notes.append("no poses.json: 3-D view of the poses omitted")
         return
@@ -251,7 +348,33 @@ def _pose_figure(c: Collected, figures: list[tuple[str, str]]) -> None:
         return
     if R.size == 0:
         return
-    figures.append((_figure_uri(poses_3d_figure(R, t, frames=frames)), "Board poses in the camera frame"))
+    size = None if board is None else ((board.columns - 1) * board.square_mm, (board.rows - 1) * board.square_mm)
+    figures.append((_figure_uri(poses_3d_figure(R, t, frames=frames, board_size_mm=size)),
+                    "Board poses in the camera frame (the camera at the origin, z towards the scene)"))
+
+
+MAX_REJECTED_LISTED = 40
+"""Rejected features listed one by one in the page (all of them are in the evaluation's report.json)."""
+
+
+def _rejected_table(rejected: dict[str, Any], what: str) -> str:
+    feats = [f for f in rejected.get("features") or [] if isinstance(f, dict)]
+    c = rejected.get("counts") or {}
+    rm = rejected.get("rmse_all_observations") or {}
+    head = (f"<h3>{html.escape(what)}: rejected observations</h3><p>{c.get('bap', 0)} features ({c.get('uv', 0)} on (u, v), "
+            f"{c.get('rho', 0)} on ρ) and {c.get('mic', 0)} micro-image centres; rule: {html.escape(str(rejected.get('rule', '?')))}"
+            f" (p = {_fmt(rejected.get('reject_probability'), 3)}). They are not in the RMSEs above; with them, (u, v) RMSE "
+            f"would be {_fmt(rm.get('uv_px'), 4)} px.</p>")
+    if rejected.get("suspended"):
+        head += f'<p class="note">{html.escape(str(rejected["suspended"]))}</p>'
+    if not feats:
+        return head
+    rows = [[str(f.get("frame")), str(f.get("node")), f"{f.get('k')}, {f.get('l')}", f"{_fmt(f.get('u'), 6)}, {_fmt(f.get('v'), 6)}",
+             f"{_fmt(f.get('e_u'), 3)}, {_fmt(f.get('e_v'), 3)}", _fmt(f.get("e_rho"), 3), _fmt(f.get("s_uv"), 3),
+             _fmt(f.get("s_rho"), 3), html.escape(str(f.get("reason")))] for f in feats[:MAX_REJECTED_LISTED]]
+    more = f"<p class=\"src\">… and {len(feats) - MAX_REJECTED_LISTED} more in report.json</p>" if len(feats) > MAX_REJECTED_LISTED else ""
+    return head + _table(["frame", "node", "k, l", "u, v [px]", "e_u, e_v [px]", "e_ρ [px]", "‖e_uv‖/σ̂", "|e_ρ|/σ̂", "reason"],
+                         rows, cls="rejected") + more
 
 
 def _evaluation_parts(c: Collected, figures: list[tuple[str, str]]) -> str:
@@ -261,17 +384,39 @@ def _evaluation_parts(c: Collected, figures: list[tuple[str, str]]) -> str:
     from plenocal.viz.calibration import per_frame_rmse_figure, translation_error_figure
 
     path, doc = c.documents["evaluation"]
-    rmse = doc.get("rmse") if isinstance(doc.get("rmse"), dict) else {}
-    body = _table(["RMSE", "px"], [[html.escape(k), _fmt(v, 4)] for k, v in rmse.items()])
-    per_frame = doc.get("per_frame")
-    if isinstance(per_frame, dict) and per_frame:
-        figures.append((_figure_uri(per_frame_rmse_figure(per_frame)), "Reprojection RMSE per frame"))
+    body = ""
+    sections = [("calibration frames, calibrated poses", doc)]
+    if isinstance(doc.get("holdout"), dict):
+        sections.append(("held-out frames, poses re-estimated", doc["holdout"]))
+    if isinstance(doc.get("translation"), dict):
+        sections.append(("translation frames, poses re-estimated", doc["translation"]))
+    rows = []
+    for what, sec in sections:
+        rm = sec.get("rmse") if isinstance(sec.get("rmse"), dict) else None
+        if rm is None:
+            continue
+        n_rej = ((sec.get("rejected") or {}).get("counts") or {}).get("bap")
+        rows.append([html.escape(what), _fmt(rm.get("uv_px"), 4), _fmt(rm.get("rho_px"), 4), _fmt(rm.get("mic_px"), 4),
+                     _fmt(sec.get("n_bap")), _fmt(n_rej)])
+    if rows:
+        body += _table(["RMSE of the kept observations", "u, v [px]", "ρ [px]", "MIC [px]", "features kept", "rejected"], rows)
+    for what, sec in sections:
+        if isinstance(sec.get("rejected"), dict) and ((sec["rejected"].get("counts") or {}).get("bap") or sec["rejected"].get("suspended")):
+            body += _rejected_table(sec["rejected"], what)
+    per_frame = doc.get("per_frame") if isinstance(doc.get("per_frame"), dict) else {}
+    held = (doc.get("holdout") or {}).get("per_frame") if isinstance(doc.get("holdout"), dict) else None
+    if per_frame or held:
+        figures.append((_figure_uri(per_frame_rmse_figure(per_frame, held_out=held, keys=("uv_px", "rho_px"))),
+                        "RMSE per frame of the kept features: calibration frames with their calibrated poses, then held-out "
+                        "frames with re-estimated poses; red ✕ counts the features rejected in each frame (not in the bars)."))
     by_disp = _find_key(doc, "by_displacement")
     if isinstance(by_disp, list) and by_disp:
         try:
             d = [float(g["displacement_mm"]) for g in by_disp]
             e = [float(g["mean_percent"]) for g in by_disp]
-            figures.append((_figure_uri(translation_error_figure(d, e)), "ε_z versus displacement"))
+            overall = (_find_key(doc, "epsilon_z_percent") or {}).get("mean")
+            figures.append((_figure_uri(translation_error_figure(d, e, mean_percent=overall if _finite_number(overall) else None)),
+                            "Relative translation error ε_z versus displacement (mean over the pairs of each displacement)"))
         except (KeyError, TypeError, ValueError):
             c.notes.append("ε_z section malformed: figure omitted")
     body += f'<p class="src">from {html.escape(str(path))}</p>'
@@ -332,8 +477,51 @@ def _provenance_section(c: Collected) -> str:
     return _section("Settings and provenance", _table(["stage", "version", "file", "inputs"], rows) + "".join(settings), "provenance")
 
 
+def verdict_html(v: Any) -> str:
+    """The verdict section (:class:`plenocal.viz.verdict.Verdict`) as HTML: status line and reasons,
+    camera, intrinsics, RMSEs of the kept observations, rejections, and every stage's findings."""
+    icon = {"error": "✖", "warning": "⚠", "info": "·"}
+    if v.reasons:
+        why = "<ul class=\"reasons\">" + "".join(
+            f"<li><b>{html.escape(f.stage)}</b>: {html.escape(f.text)}</li>" for f in v.reasons) + "</ul>"
+    else:
+        why = "<p class=\"reasons\">No stage reported a warning; the notes below are for information.</p>"
+    head = f'<p class="headline">{" · ".join(html.escape(h) for h in v.headline)}</p>' if v.headline else ""
+    parts = [f'<div class="status {v.css}"><span class="badge">{html.escape(v.status)}</span>{head}{why}</div>']
+    left = ""
+    if v.camera:
+        left = "<h3>Camera</h3>" + _table(["", ""], [[html.escape(a), html.escape(b)] for a, b in v.camera], cls="kv")
+    right = ""
+    if v.intrinsics:
+        right = ("<h3>Intrinsics ± σ</h3>" + _table(["parameter", "value ± σ", "σ from"], [[html.escape(x) for x in r] for r in v.intrinsics],
+                                                   cls="intrinsics")
+                 + '<p class="src">σ to 2 significant digits, the value to the same decimal place; every parameter is under '
+                   '<a href="#calibration">Calibration</a>.</p>')
+    parts.append(f'<div class="cols"><div>{left}</div><div>{right}</div></div>')
+    if v.rmse:
+        parts.append("<h3>RMSE of the observations kept</h3>"
+                     + _table(["observations", "u, v", "ρ", "MIC", "counted"], [[html.escape(x) for x in r] for r in v.rmse]))
+    if v.rejections:
+        parts.append("<h3>Rejected, per stage and reason</h3>"
+                     + _table(["stage", "rejected", "count", "why"], [[html.escape(x) for x in r] for r in v.rejections], cls="rej"))
+    items = "".join(f'<li class="{f.level}"><span class="lvl">{icon.get(f.level, "·")}</span> <b>{html.escape(f.stage)}</b>: '
+                    f"{html.escape(f.text)}</li>" for f in v.findings)
+    if items:
+        parts.append(f"<h3>Warnings and notes from every stage</h3><ul class=\"findings\">{items}</ul>")
+    return f'<section id="verdict" class="verdict" data-status="{html.escape(v.status)}"><h2>Verdict</h2>{"".join(parts)}</section>'
+
+
 CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+.status{border-radius:6px;padding:.7em 1em;margin:.6em 0 1em;border:2px solid}
+.status .badge{font-size:1.35em;font-weight:bold;text-transform:uppercase;letter-spacing:.03em}
+.status.ok{background:#e8f6ec;border-color:#1a7f37}.status.ok .badge{color:#1a7f37}
+.status.warn{background:#fff4e0;border-color:#b26b00}.status.warn .badge{color:#8a5200}
+.status.bad{background:#fde7e9;border-color:#b00020}.status.bad .badge{color:#b00020}
+.reasons{margin:.4em 0 0}.headline{margin:.3em 0;font-size:1.05em}.cols{display:flex;gap:2em;flex-wrap:wrap}.cols>div{flex:1 1 420px}
+table.kv thead{display:none}ul.findings{list-style:none;padding-left:0;font-size:.9em}ul.findings li{margin:.2em 0}
+li.warning{color:#8a5200}li.error{color:#b00020;font-weight:bold}li.info{color:#333}.lvl{display:inline-block;width:1.2em}
+nav{font-size:.9em;margin:.5em 0}nav a{margin-right:1em}table.intrinsics td:nth-child(2){white-space:nowrap;font-variant-numeric:tabular-nums}
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left}
 th{background:#f3f3f3}figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
@@ -343,41 +531,51 @@ th{background:#f3f3f3}figure{margin:1em 0}img{max-width:100%;border:1px solid #e
 SCRIPT = """
 window.addEventListener('load',function(){var imgs=document.images,bad=0;
 for(var i=0;i<imgs.length;i++){if(!imgs[i].complete||imgs[i].naturalWidth===0){bad++;}}
-document.body.setAttribute('data-broken-images',String(bad));document.body.setAttribute('data-images',String(imgs.length));});
+document.body.setAttribute('data-broken-images',String(bad));document.body.setAttribute('data-images',String(imgs.length));
+var v=document.getElementById('verdict'),r=v?v.getBoundingClientRect():null,st=v?getComputedStyle(v):null;
+document.body.setAttribute('data-verdict',v&&r.height>0&&st.display!=='none'&&st.visibility!=='hidden'?'visible':'missing');
+document.body.setAttribute('data-verdict-top',r?String(Math.round(r.top+window.scrollY)):'-1');});
 """
 
 
 def build_report(folder: str | Path) -> tuple[str, Collected]:
     """The HTML page (str) for the stage outputs in ``folder``, and what was found.
 
-    The page holds: the calibration summary (metrics, parameters ± σ, correlations above 0.9
-    flagged), the evaluation, κ, the depth of field, every figure (the stages' PNGs and figures
-    drawn here from their JSON: residual maps and histograms, per-frame RMSE, poses in 3-D, ε_z),
-    the settings and the provenance (software versions, input hashes), and notes on what is missing.
+    The page leads with the verdict (status, reasons, camera, intrinsics ± σ, RMSEs of the kept
+    observations, rejections, every stage's warnings), then the figures (residual map scaled to the
+    typical residual, coverage of the sensor and depth range, per-frame RMSE, histograms, poses in
+    3-D, ε_z, the stages' PNGs), then the details: every parameter with both σ and correlations
+    above 0.9 flagged, the evaluation with its rejected observations, κ, the depth of field, the
+    settings and the provenance (software versions, input hashes).
     """
+    from plenocal.viz.verdict import assemble
+
     c = collect(Path(folder))
     figures: list[tuple[str, str]] = []
-    sections = [_calibration_section(c, [])]
-    _residual_figures(c, figures)
-    _pose_figure(c, figures)
-    sections.append(_evaluation_parts(c, figures))
-    sections.append(_kappa_section(c))
-    sections.append(_profile_section(c))
+    data = _residual_data(c)
+    _residual_figures(c, data, figures)
+    _coverage_figure(c, data, figures)
+    details = [_calibration_section(c), _evaluation_parts(c, figures)]
+    _pose_figure(c, figures, board=data.board if data is not None else None)
+    details += [_kappa_section(c), _profile_section(c)]
     for stem, caption in STAGE_IMAGES:
         if stem in c.images:
             figures.append((_png_data_uri(c.images[stem].read_bytes()), caption))
     figs = "".join(_figure_html(uri, cap) for uri, cap in figures) or "<p>No figures.</p>"
-    sections.append(_section("Figures", figs, "figures"))
-    sections.append(_provenance_section(c))
-    notes = "".join(f'<li class="note">{html.escape(n)}</li>' for n in c.notes)
+    details.append(_provenance_section(c))
+    verdict = assemble({k: d for k, (_, d) in c.documents.items()}, notes=c.notes)
+    nav = ('<nav><a href="#verdict">verdict</a><a href="#figures">figures</a><a href="#calibration">calibration</a>'
+           '<a href="#evaluation">evaluation</a><a href="#kappa">κ</a><a href="#profile">depth of field</a>'
+           '<a href="#provenance">provenance</a></nav>')
     page = (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>plenocal report: {html.escape(c.folder.name)}</title><style>{CSS}</style>"
         f"<script>{SCRIPT}</script></head><body>"
-        f"<h1>plenocal calibration report</h1><p>Folder <code>{html.escape(str(c.folder))}</code>; "
-        f"plenocal {html.escape(__version__)}; {len(figures)} figures.</p>"
-        + (f"<ul>{notes}</ul>" if notes else "")
-        + "".join(s for s in sections if s)
+        f"<h1>plenocal calibration report</h1><p class=\"src\">Folder <code>{html.escape(str(c.folder))}</code>; "
+        f"plenocal {html.escape(__version__)}; {len(figures)} figures.</p>" + nav
+        + verdict_html(verdict)
+        + _section("Figures", figs, "figures")
+        + "".join(s for s in details if s)
         + "</body></html>"
     )
     return page, c

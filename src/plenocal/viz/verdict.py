@@ -1,0 +1,631 @@
+"""The verdict at the top of the report: can this calibration be trusted, and why (not).
+
+Everything here is a pure function of the stage documents (plain dicts, as read from their JSON
+files): numbers rounded to their uncertainty (:func:`round_to_sigma`), each parameter's σ from
+the Jacobian and, when calibration wrote it, from frame resampling (:func:`parameter_sigmas`), and
+one :class:`Finding` per thing a calibration engineer should know, from every stage. The overall
+status is the worst finding's level:
+
+- ``error``  → **not trustworthy** (red): calibration did not converge; a key intrinsic is not
+  determined by the data; held-out frames do not fit the camera; calibration rejected a large
+  share of the features;
+- ``warning`` → **calibrated with warnings** (amber): a stage warned; a parameter is weakly
+  determined or its two σ disagree; held-out RMSE well above calibration's; ...
+- otherwise → **calibrated** (green). ``info`` findings are listed, never change the status.
+
+The thresholds are named constants below, each with its reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+LEVELS = ("info", "warning", "error")
+
+STATUS = {
+    "error": ("not trustworthy", "bad"),
+    "warning": ("calibrated with warnings", "warn"),
+    "info": ("calibrated", "ok"),
+}
+
+KEY_INTRINSICS = ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "pitch_mm")
+"""Shown in the verdict (with every f_i), in this order."""
+
+PHYSICAL_LENGTHS = re.compile(r"^(F|D|d|f\d+|sensor_distance)_mm$")
+"""Parameters judged by their relative σ (lengths whose value sets the optics)."""
+
+WEAK_RELATIVE_SIGMA = 0.01
+"""σ/|value| above 1 % for a physical length: weakly determined (warning). The paper's R12 values
+are determined to 0.1–0.5 %; a 1 % focal length moves the object-space scale by 1 %."""
+
+UNDETERMINED_RELATIVE_SIGMA = 0.10
+"""σ/|value| above 10 %: the data do not determine the parameter (error)."""
+
+WEAK_PRINCIPAL_POINT_FRACTION = 0.05
+"""σ of u0 (v0) above 5 % of the sensor width (height): weakly determined (warning)."""
+
+SIGMA_DISAGREEMENT = 3.0
+"""Jacobian σ and frame-resampling σ differing by more than this factor: the Jacobian misses
+model mismatch (or frames disagree); the larger σ is used (warning)."""
+
+VALLEY_CORRELATION = 0.99
+"""|r| above this: the two parameters move together along a valley of the cost (plain words, info)."""
+
+REJECTED_FRACTION_WARNING = 0.02
+REJECTED_FRACTION_ERROR = 0.10
+"""Share of features calibration rejected: beyond 2 % detection or the model has a problem worth
+a look; beyond 10 % the rejections are not outliers any more."""
+
+HOLDOUT_RATIO_WARNING = 2.0
+"""Held-out (u, v) RMSE above twice calibration's: the camera generalises poorly (warning)."""
+
+HOLDOUT_ERROR_PX = 1.0
+"""Held-out (u, v) RMSE above 1 px: the camera does not fit new views (error)."""
+
+FRAME_REJECTED_FRACTION = 0.5
+"""A frame losing more than half of its features to rejection: probably mislinked (warning)."""
+
+TYPE_CONFUSION_WARNING = 1e-3
+"""Pre-calibration's joint probability of giving a micro-image the wrong type, above which the
+type layout is in doubt (warning)."""
+
+MIN_FRAMES = 5
+"""Fewer calibration frames than this: poses and intrinsics are poorly separated (warning)."""
+
+STAGES = ("report", "pre-calibration", "detection", "calibration", "evaluation")
+
+
+# --- numbers ----------------------------------------------------------------------------------
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def round_to_sigma(value: float, sigma: float | None, *, digits: int = 2) -> tuple[str, str]:
+    """``value`` and ``sigma`` as strings: σ to ``digits`` significant digits, the value to the same
+    decimal place. Without a usable σ the value gets 6 significant digits and σ is "—".
+
+    >>> round_to_sigma(49.71696693, 0.37413)
+    ('49.72', '0.37')
+    >>> round_to_sigma(553.9188645, 18.39)
+    ('554', '18')
+    >>> round_to_sigma(553.9188645, 183.9)
+    ('550', '180')
+    >>> round_to_sigma(0.05, 0.0996)
+    ('0.05', '0.10')
+    >>> round_to_sigma(12.5, None)
+    ('12.5', '—')
+    """
+    if not _finite(value):
+        return "—", "—" if not _finite(sigma) else f"{sigma:.{digits}g}"
+    if not _finite(sigma) or sigma is None or sigma <= 0:
+        return f"{value:.6g}", "—"
+    exp = math.floor(math.log10(sigma))
+    decimals = digits - 1 - exp
+    if round(sigma, decimals) >= 10.0 ** (exp + 1):  # 0.0996 → 0.10: one digit fewer
+        decimals -= 1
+    if decimals > 0:
+        return f"{value:.{decimals}f}", f"{sigma:.{decimals}f}"
+    q = 10.0 ** (-decimals)
+    return f"{round(value / q) * q:.0f}", f"{round(sigma / q) * q:.0f}"
+
+
+GREEK = {"theta_x": "θx", "theta_y": "θy", "theta_z": "θz"}
+
+
+def display_unit(name: str, value: float) -> tuple[str, str, float]:
+    """(label without unit suffix, unit, factor) to show a parameter in a readable unit: lengths
+    below 1 mm in µm, angles in µrad.
+
+    >>> display_unit("d_mm", 0.3255)
+    ('d', 'µm', 1000.0)
+    >>> display_unit("F_mm", 49.7)
+    ('F', 'mm', 1.0)
+    >>> display_unit("theta_x_rad", 1e-4)
+    ('θx', 'µrad', 1000000.0)
+    """
+    for suffix, unit in (("_mm", "mm"), ("_rad", "rad"), ("_px", "px")):
+        if name.endswith(suffix):
+            base = GREEK.get(name[: -len(suffix)], name[: -len(suffix)])
+            if unit == "mm" and _finite(value) and abs(value) < 1.0:
+                return base, "µm", 1e3
+            if unit == "rad":
+                return base, "µrad", 1e6
+            return base, unit, 1.0
+    return name, "", 1.0
+
+
+@dataclass(frozen=True)
+class ParameterSigma:
+    """One calibrated parameter: value, Jacobian σ (``std``) and frame-resampling σ (``std_frames``)."""
+
+    name: str
+    value: float | None
+    std: float | None
+    std_frames: float | None = None
+    frozen: bool = False
+
+    @property
+    def sigma(self) -> float | None:
+        """The larger of the two σ (the honest one when they disagree)."""
+        s = [x for x in (self.std, self.std_frames) if _finite(x) and x > 0]  # type: ignore[operator]
+        return max(s) if s else None
+
+    @property
+    def disagreement(self) -> float | None:
+        """max(σ)/min(σ) when both are known, else None."""
+        if _finite(self.std) and _finite(self.std_frames) and self.std and self.std_frames:  # type: ignore[arg-type]
+            a, b = abs(float(self.std)), abs(float(self.std_frames))  # type: ignore[arg-type]
+            return max(a, b) / min(a, b)
+        return None
+
+    @property
+    def relative(self) -> float | None:
+        s = self.sigma
+        if s is None or not _finite(self.value) or not self.value:
+            return None
+        return s / abs(float(self.value))  # type: ignore[arg-type]
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if _finite(x) else None
+
+
+def parameter_sigmas(calibration: Mapping[str, Any], camera: Mapping[str, Any] | None = None) -> dict[str, ParameterSigma]:
+    """Every parameter of a calibration ``report.json`` with its σ; ``std_frames`` from the report
+    (``parameters.<name>.std_frames``) or else from ``camera.json``'s ``uncertainty`` (a number is
+    the Jacobian σ; an object may carry ``std`` and ``std_frames``; ``uncertainty_frames`` {name: σ}
+    is read too). Files written before frame resampling have no ``std_frames``: it is None."""
+    unc = (camera or {}).get("uncertainty") if isinstance((camera or {}).get("uncertainty"), dict) else {}
+    unc_frames = (camera or {}).get("uncertainty_frames") if isinstance((camera or {}).get("uncertainty_frames"), dict) else {}
+    out: dict[str, ParameterSigma] = {}
+    params = calibration.get("parameters") if isinstance(calibration.get("parameters"), dict) else {}
+    for name, p in params.items():
+        if not isinstance(p, dict):
+            continue
+        frames = _number(p.get("std_frames"))
+        if frames is None:
+            u = unc.get(name) if isinstance(unc, dict) else None
+            frames = _number(u.get("std_frames")) if isinstance(u, dict) else _number((unc_frames or {}).get(name))
+        out[str(name)] = ParameterSigma(str(name), _number(p.get("value")), _number(p.get("std")), frames, bool(p.get("frozen")))
+    return out
+
+
+# --- findings ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Finding:
+    """One thing to know: the stage it comes from, its level (info, warning, error) and plain words."""
+
+    stage: str
+    level: str
+    text: str
+
+
+@dataclass
+class Verdict:
+    """What the top of the report says (see the module docstring)."""
+
+    status: str
+    css: str
+    reasons: list[Finding]
+    camera: list[tuple[str, str]] = field(default_factory=list)
+    intrinsics: list[list[str]] = field(default_factory=list)
+    rmse: list[list[str]] = field(default_factory=list)
+    rejections: list[list[str]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    headline: list[str] = field(default_factory=list)
+
+
+def _px(x: Any, digits: int = 3) -> str:
+    return f"{x:.{digits}g} px" if _finite(x) else "—"
+
+
+def _counted(*parts: tuple[Any, str]) -> str:
+    """"607 features, 1595 centres" from (count, noun) pairs, leaving out unknown counts."""
+    return ", ".join(f"{n} {noun}" for n, noun in parts if isinstance(n, int) and not isinstance(n, bool)) or "—"
+
+
+def precalibration_findings(doc: Mapping[str, Any], *, sensor_size_px: tuple[int, int] | None = None) -> list[Finding]:
+    """Apertures left out and why, the type confusion, the MLA tilt and radius-law gradient, the
+    pixel term and unblurred light, and pre-calibration's own warnings."""
+    st = "pre-calibration"
+    out: list[Finding] = []
+    apertures = [a for a in doc.get("apertures") or [] if isinstance(a, dict)]
+    used = [a for a in apertures if a.get("used")]
+    for a in apertures:
+        if not a.get("used"):
+            out.append(Finding(st, "info", f"white image at N = {a.get('f_number')} left out: {a.get('reason', '?')}"))
+    if apertures and len(used) < 2:
+        out.append(Finding(st, "error", f"only {len(used)} white aperture(s) used: Ω needs at least 2"))
+    conf = doc.get("type_confusion")
+    if _finite(conf):
+        level = "warning" if conf > TYPE_CONFUSION_WARNING else "info"
+        out.append(Finding(st, level, f"joint type confusion {conf:.2g} (probability that a micro-image is given the "
+                                      f"wrong lens type{'; above ' + format(TYPE_CONFUSION_WARNING, 'g') if level == 'warning' else ''})"))
+    tilt = (doc.get("initial_camera") or {}).get("mla_tilt_xy_rad")
+    if isinstance(tilt, list) and len(tilt) == 2 and all(_finite(x) for x in tilt):
+        out.append(Finding(st, "info", f"measured MLA tilt θx, θy = ({tilt[0] * 1e6:.0f}, {tilt[1] * 1e6:.0f}) µrad"))
+    field_ = doc.get("radius_law_field")
+    m = (doc.get("internal_parameters") or {}).get("m_mm")
+    g = (field_ or {}).get("m_gradient_mm_per_px") if isinstance(field_, dict) else None
+    if isinstance(g, list) and len(g) == 2 and all(_finite(x) for x in g):
+        text = f"radius law varies over the sensor: ∇m = ({g[0]:.2g}, {g[1]:.2g}) mm/px"
+        if sensor_size_px is not None and _finite(m) and m:
+            change = math.hypot(g[0], g[1]) * math.hypot(*sensor_size_px) / abs(m) * 100.0
+            text += f", the slope m changing by {change:.2g} % across the sensor diagonal"
+        out.append(Finding(st, "info", text))
+    pv, uw = doc.get("pixel_variance_px2"), doc.get("unblurred_weight")
+    if _finite(pv) or _finite(uw):
+        out.append(Finding(st, "info", "micro-image profile: pixel term σ² = "
+                           + (f"{pv:.2g} px²" if _finite(pv) else "—") + ", unblurred light weight "
+                           + (f"{uw:.2g}" if _finite(uw) else "—")))
+    for w in doc.get("warnings") or []:
+        out.append(Finding(st, "warning", str(w)))
+    return out
+
+
+_NOTE_GROUP = re.compile(r"\s*\([^)]*\)\s*$")
+DETECTION_REJECTIONS = {
+    "rejected_not_converged": ("micro-image corners", "corner fit did not converge"),
+    "rejected_border": ("micro-image corners", "too close to the micro-image border"),
+    "rejected_photometric": ("micro-image corners", "low contrast, blurred or badly fitting corner"),
+    "clusters_noise": ("corners", "in no cluster (isolated)"),
+    "clusters_small": ("clusters", "too small for a virtual depth"),
+    "clusters_oversized": ("clusters", "too large to be one target corner"),
+    "clusters_unphysical": ("clusters", "unphysical virtual depth"),
+    "observations_off_model": ("corners", "off their cluster's virtual-depth model"),
+    "clusters_virtual_depth_outliers": ("clusters", "virtual depth far from the frame's (not a target corner)"),
+    "rejected_chief_ray_not_converged": ("features", "chief-ray position did not converge"),
+}
+"""detection.json count key → (what is counted, why it was rejected)."""
+
+
+def detection_findings(doc: Mapping[str, Any], *, calibration_frames: Sequence[int] | None = None) -> tuple[list[Finding], list[list[str]]]:
+    """Frames skipped and why, linking ambiguities, and detection's rejections per reason."""
+    st = "detection"
+    out: list[Finding] = []
+    frames = [f for f in doc.get("frames") or [] if isinstance(f, dict)]
+    failed = [f for f in frames if not (f.get("linking") or {}).get("ok", True)]
+    by_role: dict[str, list[str]] = {}
+    for f in failed:
+        by_role.setdefault(str(f.get("role", "?")), []).append(f"{f.get('frame')} ({(f.get('linking') or {}).get('reason', '?')})")
+    for role, items in by_role.items():
+        n_role = sum(1 for f in frames if str(f.get("role")) == role)
+        out.append(Finding(st, "info", f"{len(items)} of {n_role} {role} frames not linked to the board, left out: " + "; ".join(items)))
+    n_cal = sum(1 for f in frames if f.get("role") == "calibration")
+    n_cal_failed = len(by_role.get("calibration", []))
+    if n_cal and n_cal_failed > n_cal / 3:
+        out.append(Finding(st, "warning", f"{n_cal_failed} of {n_cal} calibration frames could not be linked"))
+    notes: dict[str, list[str]] = {}
+    for f in frames:
+        note = (f.get("linking") or {}).get("note")
+        if note:
+            notes.setdefault(_NOTE_GROUP.sub("", str(note)), []).append(str(f.get("frame")))
+    for text, fr in notes.items():
+        out.append(Finding(st, "info", f"linking: {text} — {len(fr)} frame{'s' if len(fr) > 1 else ''}"))
+    totals: dict[str, int] = {}
+    for f in frames:
+        for k, v in (f.get("counts") or {}).items():
+            if (k in DETECTION_REJECTIONS or k.startswith("rejected_")) and isinstance(v, int) and v:
+                totals[k] = totals.get(k, 0) + v
+    rows = []
+    for k, v in sorted(totals.items(), key=lambda kv: -kv[1]):
+        what, why = DETECTION_REJECTIONS.get(k, ("observations", k.replace("_", " ")))
+        rows.append([st, what, str(v), why])
+    unlinked = sum(int((f.get("linking") or {}).get("unlinked_features") or 0) for f in frames)
+    if unlinked:
+        rows.append([st, "features", str(unlinked), "their frame could not be linked to the board"])
+    if calibration_frames is not None and 0 < len(calibration_frames) < MIN_FRAMES:
+        out.append(Finding(st, "warning", f"only {len(calibration_frames)} calibration frames (fewer than {MIN_FRAMES})"))
+    return out, rows
+
+
+def _valleys(correlation: Any) -> list[tuple[str, str, float]]:
+    if not isinstance(correlation, dict):
+        return []
+    names, matrix = correlation.get("names"), correlation.get("matrix")
+    if not isinstance(names, list) or not isinstance(matrix, list) or len(matrix) != len(names):
+        return []
+    out = []
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            try:
+                r = float(matrix[i][j])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if math.isfinite(r) and abs(r) > VALLEY_CORRELATION:
+                out.append((str(names[i]), str(names[j]), r))
+    return out
+
+
+def _fmt_param(p: ParameterSigma) -> str:
+    label, unit, factor = display_unit(p.name, p.value if p.value is not None else float("nan"))
+    v, s = round_to_sigma(p.value * factor if p.value is not None else float("nan"),
+                          p.sigma * factor if p.sigma is not None else None)
+    return f"{label} = {v} ± {s} {unit}".rstrip()
+
+
+def parameter_findings(sigmas: Mapping[str, ParameterSigma], correlation: Any, *,
+                       sensor_size_px: tuple[int, int] | None = None) -> list[Finding]:
+    """Weakly or not determined parameters, σ disagreements (Jacobian vs frames) and valleys."""
+    st = "calibration"
+    out: list[Finding] = []
+    for p in sigmas.values():
+        if p.frozen:
+            continue
+        if PHYSICAL_LENGTHS.match(p.name):
+            if p.sigma is None:
+                out.append(Finding(st, "error", f"{p.name}: no σ — the data do not determine it"))
+            elif p.relative is not None and p.relative > UNDETERMINED_RELATIVE_SIGMA:
+                out.append(Finding(st, "error", f"{_fmt_param(p)}: σ is {p.relative:.0%} of the value — the data do not determine it"))
+            elif p.relative is not None and p.relative > WEAK_RELATIVE_SIGMA:
+                out.append(Finding(st, "warning", f"{_fmt_param(p)}: weakly determined (σ {p.relative:.1%} of the value)"))
+        if p.name in ("u0_px", "v0_px") and sensor_size_px is not None and p.sigma is not None:
+            size = sensor_size_px[0 if p.name == "u0_px" else 1]
+            if p.sigma > WEAK_PRINCIPAL_POINT_FRACTION * size:
+                out.append(Finding(st, "warning", f"{_fmt_param(p)}: weakly determined (σ {p.sigma / size:.0%} of the sensor)"))
+        ratio = p.disagreement
+        if ratio is not None and ratio > SIGMA_DISAGREEMENT:
+            which = "frame resampling" if (p.std_frames or 0) > (p.std or 0) else "the Jacobian"
+            out.append(Finding(st, "warning", f"{p.name}: the two σ disagree by {ratio:.1f}× (Jacobian {p.std:.2g}, "
+                                              f"frames {p.std_frames:.2g}); the larger, from {which}, is used"))
+    valleys = _valleys(correlation)
+    for a, b, r in valleys:
+        if {a, b} == {"F_mm", "D_mm"}:
+            pa, pb = sigmas.get(a), sigmas.get(b)
+            each = f"; {_fmt_param(pa)} and {_fmt_param(pb)} are each one's uncertainty along it" if pa and pb else ""
+            out.append(Finding(st, "info", f"F and D slide together along a valley of the cost (r = {r:+.4f}): the data "
+                                           f"fix their combination better than either{each}"))
+    others = [(a, b, r) for a, b, r in valleys if {a, b} != {"F_mm", "D_mm"}]
+    if others:
+        pairs = ", ".join(f"{display_unit(a, 1.0)[0]}–{display_unit(b, 1.0)[0]} ({r:+.4f})" for a, b, r in others)
+        out.append(Finding(st, "info", f"other valleys (|r| > {VALLEY_CORRELATION}): {pairs} — the data fix these "
+                                       "combinations better than each parameter; each σ is its own uncertainty along them"))
+    return out
+
+
+def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[list[str]]]:
+    """Convergence (final and per stage), frames skipped, rejections and calibration's own warnings."""
+    st = "calibration"
+    out: list[Finding] = []
+    if doc.get("converged") is False:
+        out.append(Finding(st, "error", f"did not converge ({doc.get('termination', '?')})"))
+    for name, s in (doc.get("stages") or {}).items():
+        if isinstance(s, dict) and s.get("converged") is False:
+            out.append(Finding(st, "warning", f"stage {name} did not converge ({s.get('termination', '?')})"))
+    ext = doc.get("extrinsics_init") or {}
+    for f in ext.get("frames") or []:
+        if isinstance(f, dict) and not f.get("ok", True):
+            out.append(Finding(st, "warning", f"frame {f.get('frame')} skipped: {f.get('reason', '?')}"))
+    rej = doc.get("rejected") if isinstance(doc.get("rejected"), dict) else {}
+    rows = []
+    n_kept = doc.get("n_bap")
+    if rej:
+        p = ((doc.get("options") or {}).get("reject_probability"))
+        why = f"χ² rule, p = {p:g}" if _finite(p) else "χ² rule"
+        rows.append([st, "features", f"{rej.get('bap', 0)} ({rej.get('uv', 0)} (u, v), {rej.get('rho', 0)} ρ)",
+                     f"residual beyond the {why}"])
+        rows.append([st, "micro-image centres", str(rej.get("mic", 0)), f"residual beyond the {why}"])
+        n_rej = rej.get("bap", 0)
+        if isinstance(n_kept, int) and isinstance(n_rej, int) and n_kept + n_rej > 0:
+            frac = n_rej / (n_kept + n_rej)
+            if frac > REJECTED_FRACTION_ERROR:
+                out.append(Finding(st, "error", f"{n_rej} of {n_kept + n_rej} features rejected ({frac:.0%}): "
+                                                "too many to be outliers — the model or the detection is wrong"))
+            elif frac > REJECTED_FRACTION_WARNING:
+                out.append(Finding(st, "warning", f"{n_rej} of {n_kept + n_rej} features rejected ({frac:.1%})"))
+    for w in doc.get("warnings") or []:
+        out.append(Finding(st, "warning", str(w)))
+    return out, rows
+
+
+def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | None) -> tuple[list[Finding], list[list[str]], list[list[str]]]:
+    """RMSE rows (kept observations), rejection rows and findings of an evaluation ``report.json``."""
+    st = "evaluation"
+    out: list[Finding] = []
+    rows: list[list[str]] = []
+    rmse_rows: list[list[str]] = []
+
+    def rejected_rows(section: Mapping[str, Any], what: str) -> None:
+        r = section.get("rejected") if isinstance(section.get("rejected"), dict) else None
+        if r is None:
+            return
+        c = r.get("counts") or {}
+        rule = "held-out rule (χ², σ̂ per frame)" if "held-out" in str(r.get("rule", "")) else "calibration's χ² rule, re-applied"
+        rows.append([st, f"features of the {what}", f"{c.get('bap', 0)} ({c.get('uv', 0)} (u, v), {c.get('rho', 0)} ρ)",
+                     f"residual beyond the {rule}"])
+        if c.get("mic"):
+            rows.append([st, "micro-image centres", str(c.get("mic")), f"residual beyond the {rule}"])
+        if r.get("suspended"):
+            out.append(Finding(st, "error", f"{what}: {r['suspended']}"))
+        cal = r.get("calibration_counts")
+        if isinstance(cal, dict) and cal.get("bap") is not None and cal.get("bap") != c.get("bap"):
+            out.append(Finding(st, "info", f"{what}: the rule at the final optimum rejects {c.get('bap')} features, "
+                                           f"calibration (at its robust stage) rejected {cal.get('bap')}"))
+        for f, n in (r.get("per_frame") or {}).items():
+            pf = (section.get("per_frame") or {}).get(str(f))
+            if not isinstance(pf, dict):
+                continue
+            total = int(pf.get("n_bap") or 0) + int(n)
+            if total and n / total > FRAME_REJECTED_FRACTION:
+                out.append(Finding(st, "warning", f"{what}: frame {f} lost {n} of {total} features to rejection — "
+                                                  "probably linked to the wrong nodes"))
+
+    rm = doc.get("rmse") if isinstance(doc.get("rmse"), dict) else None
+    if rm is not None:
+        rmse_rows.append(["evaluation: calibration frames, calibrated poses", _px(rm.get("uv_px")), _px(rm.get("rho_px")),
+                          _px(rm.get("mic_px")), _counted((doc.get("n_bap"), "features"), (doc.get("n_mic"), "centres"))])
+        rejected_rows(doc, "calibration frames")
+    held = doc.get("holdout") if isinstance(doc.get("holdout"), dict) else None
+    if held is not None:
+        hr = held.get("rmse") or {}
+        n_fr = len(held.get("frames_evaluated") or [])
+        rmse_rows.append([f"evaluation: {n_fr} held-out frames, poses re-estimated", _px(hr.get("uv_px")), _px(hr.get("rho_px")), "—",
+                          _counted((held.get("n_bap"), "features"))])
+        rejected_rows(held, "held-out frames")
+        for f in held.get("frames_failed") or []:
+            out.append(Finding(st, "info", f"held-out frame {f.get('frame')} not evaluated: {f.get('reason', '?')}"))
+        huv = hr.get("uv_px")
+        if _finite(huv):
+            if huv > HOLDOUT_ERROR_PX:
+                out.append(Finding(st, "error", f"held-out (u, v) RMSE {huv:.3g} px: the camera does not fit new views"))
+            elif _finite(calibration_uv_px) and calibration_uv_px and huv > HOLDOUT_RATIO_WARNING * calibration_uv_px:
+                out.append(Finding(st, "warning", f"held-out (u, v) RMSE {huv:.3g} px is {huv / calibration_uv_px:.1f}× "
+                                                  f"calibration's {calibration_uv_px:.3g} px: the camera generalises poorly"))
+    tr = doc.get("translation") if isinstance(doc.get("translation"), dict) else None
+    if tr is not None and (isinstance(tr.get("rmse"), dict) or isinstance(tr.get("epsilon_z_percent"), dict)):
+        e = tr.get("epsilon_z_percent") or {}
+        trm = tr.get("rmse") or {}
+        eps = (f"; ε_z = {e['mean']:.2f} ± {e['std']:.2f} % over {e.get('n_pairs', '?')} pairs"
+               if _finite(e.get("mean")) and _finite(e.get("std")) else "")
+        rmse_rows.append([f"evaluation: {len(tr.get('frames_evaluated') or [])} translation frames, poses re-estimated",
+                          _px(trm.get("uv_px")), _px(trm.get("rho_px")), "—", _counted((tr.get("n_bap"), "features")) + eps])
+        rejected_rows(tr, "translation frames")
+    return out, rows, rmse_rows
+
+
+def worst(findings: Sequence[Finding]) -> str:
+    """The highest level among findings (``info`` when there is none)."""
+    return max((f.level for f in findings), key=LEVELS.index, default="info")
+
+
+def camera_rows(camera: Mapping[str, Any], calibration: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """What camera this is: configuration, sensor, micro-lens array, main lens, data."""
+    rows: list[tuple[str, str]] = []
+    sensor = camera.get("sensor") or {}
+    mla = camera.get("mla") or {}
+    lattice = mla.get("lattice") or {}
+    lens = camera.get("main_lens") or {}
+    if camera.get("configuration"):
+        rows.append(("configuration", str(camera["configuration"])))
+    if sensor:
+        px = sensor.get("pixel_size_mm")
+        rows.append(("sensor", f"{sensor.get('width_px', '?')} × {sensor.get('height_px', '?')} px"
+                     + (f", {px * 1e3:.3g} µm pixels" if _finite(px) else "")))
+    if lattice:
+        n_types = len(mla.get("focal_lengths_mm") or [])
+        rows.append(("micro-lens array", f"{lattice.get('kind', '?')}, {lattice.get('width', '?')} × {lattice.get('height', '?')} lenses, "
+                     f"{n_types} type{'s' if n_types != 1 else ''}" if n_types else "pinhole micro-lenses"))
+    if lens:
+        n = lens.get("f_number")
+        fd = camera.get("focus_distance_mm")
+        rows.append(("main lens", (f"f/{n:g}" if _finite(n) else "") + (f", focused at {fd:g} mm" if _finite(fd) else "")))
+    if calibration is not None:
+        ds = calibration.get("dataset")
+        n = len(calibration["frames"]) if isinstance(calibration.get("frames"), list) else calibration.get("n_frames")
+        data = "; ".join(x for x in (str(ds) if ds else "", f"{n} calibration frames" if isinstance(n, int) else "") if x)
+        if data:
+            rows.append(("data", data))
+    return rows
+
+
+def intrinsic_rows(sigmas: Mapping[str, ParameterSigma]) -> list[list[str]]:
+    """[parameter (unit), value ± σ, how σ was obtained] of the key intrinsics and every f_i."""
+    names = [n for n in KEY_INTRINSICS if n in sigmas]
+    names += sorted((n for n in sigmas if re.fullmatch(r"f\d+_mm", n)), key=lambda n: int(n[1:-3]))
+    rows = []
+    for n in names:
+        p = sigmas[n]
+        label, unit, factor = display_unit(n, p.value if p.value is not None else float("nan"))
+        v, sd = round_to_sigma(p.value * factor if p.value is not None else float("nan"),
+                               p.sigma * factor if p.sigma is not None else None)
+        if p.frozen:
+            how = "frozen (not calibrated)"
+        elif p.std_frames is None:
+            how = "Jacobian"
+        else:
+            how = "frame resampling (larger)" if (p.std_frames or 0) > (p.std or 0) else "Jacobian (larger)"
+            if p.disagreement is not None and p.disagreement > SIGMA_DISAGREEMENT:
+                how += f"; the two σ differ {p.disagreement:.1f}×"
+        rows.append([f"{label} [{unit}]" if unit else label, f"{v} ± {sd}" if sd != "—" else v, how])
+    return rows
+
+
+def assemble(documents: Mapping[str, Mapping[str, Any]], *, notes: Sequence[str] = ()) -> Verdict:
+    """The verdict from the stage documents by kind (``precalibration``, ``detection``,
+    ``calibration``, ``camera``, ``evaluation``...) and the report's notes on missing parts."""
+    findings: list[Finding] = [Finding("report", "info", n) for n in notes]
+    rejections: list[list[str]] = []
+    rmse: list[list[str]] = []
+    cal = documents.get("calibration")
+    cam = documents.get("camera")
+    sensor = (cam or {}).get("sensor") or {}
+    size = (int(sensor["width_px"]), int(sensor["height_px"])) if _finite(sensor.get("width_px")) and _finite(sensor.get("height_px")) else None
+    if "precalibration" in documents:
+        findings += precalibration_findings(documents["precalibration"], sensor_size_px=size)
+    if "detection" in documents:
+        f, r = detection_findings(documents["detection"], calibration_frames=(cal or {}).get("frames"))
+        findings += f
+        rejections += r
+    sigmas: dict[str, ParameterSigma] = {}
+    cal_uv = None
+    if cal is None:
+        findings.append(Finding("report", "error", "no calibration report: there is nothing to judge"))
+    else:
+        sigmas = parameter_sigmas(cal, cam)
+        f, r = calibration_findings(cal)
+        findings += f + parameter_findings(sigmas, cal.get("correlation"), sensor_size_px=size)
+        tilt = [sigmas.get(n) for n in ("theta_x_rad", "theta_y_rad")]
+        if all(t is not None and t.value is not None and not t.frozen for t in tilt):
+            findings.append(Finding("calibration", "info", "calibrated MLA tilt " + ", ".join(_fmt_param(t) for t in tilt if t)))
+        rejections += r
+        crm = cal.get("rmse") or {}
+        cal_uv = crm.get("uv_px") if _finite(crm.get("uv_px")) else None
+        rmse.append(["calibration solve", _px(crm.get("uv_px")), _px(crm.get("rho_px")), _px(crm.get("mic_px")),
+                     _counted((cal.get("n_bap"), "features"), (cal.get("n_mic"), "centres"), (cal.get("n_frames"), "frames"))])
+    if "evaluation" in documents:
+        f, r, rm = evaluation_findings(documents["evaluation"], calibration_uv_px=cal_uv)
+        findings += f
+        rejections += r
+        rmse += rm
+        if "holdout" not in documents["evaluation"]:
+            findings.append(Finding("evaluation", "info", "no held-out frames: every RMSE is on the calibration's own frames"))
+    findings.sort(key=lambda x: (STAGES.index(x.stage) if x.stage in STAGES else len(STAGES), -LEVELS.index(x.level)))
+    level = worst(findings)
+    status, css = STATUS[level]
+    reasons = [f for f in findings if f.level == level and level != "info"]
+    return Verdict(status, css, reasons, camera_rows(cam or {}, cal) if cam else [], intrinsic_rows(sigmas), rmse,
+                   rejections, findings, headline(cal, documents.get("evaluation"), sigmas))
+
+
+def headline(calibration: Mapping[str, Any] | None, evaluation: Mapping[str, Any] | None,
+             sigmas: Mapping[str, ParameterSigma]) -> list[str]:
+    """The few numbers of the status line: F ± σ, calibration's and the held-out (u, v) RMSE, ε_z."""
+    out = []
+    if "F_mm" in sigmas:
+        out.append(_fmt_param(sigmas["F_mm"]))
+    if calibration is not None:
+        rm = calibration.get("rmse") or {}
+        n, rej = calibration.get("n_bap"), (calibration.get("rejected") or {}).get("bap")
+        if _finite(rm.get("uv_px")):
+            out.append(f"(u, v) RMSE {rm['uv_px']:.3g} px over {n} calibration features"
+                       + (f" ({rej} rejected)" if isinstance(rej, int) else ""))
+    held = (evaluation or {}).get("holdout")
+    if isinstance(held, dict) and _finite((held.get("rmse") or {}).get("uv_px")):
+        out.append(f"held-out {held['rmse']['uv_px']:.3g} px over {len(held.get('frames_evaluated') or [])} frames")
+    tr = (evaluation or {}).get("translation")
+    if isinstance(tr, dict) and _finite((tr.get("epsilon_z_percent") or {}).get("mean")):
+        out.append(f"ε_z {tr['epsilon_z_percent']['mean']:.2f} %")
+    return out
+
+
+__all__ = [
+    "Finding",
+    "ParameterSigma",
+    "Verdict",
+    "assemble",
+    "calibration_findings",
+    "camera_rows",
+    "detection_findings",
+    "display_unit",
+    "evaluation_findings",
+    "intrinsic_rows",
+    "parameter_findings",
+    "parameter_sigmas",
+    "precalibration_findings",
+    "round_to_sigma",
+    "worst",
+]

@@ -1,0 +1,176 @@
+"""The report's verdict: numbers rounded to σ, the two σ, and the status from every stage's findings."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from plenocal.viz.verdict import (
+    assemble,
+    detection_findings,
+    display_unit,
+    evaluation_findings,
+    parameter_sigmas,
+    precalibration_findings,
+    round_to_sigma,
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "sigma", "expected"),
+    [
+        (49.76959317, 0.378, ("49.77", "0.38")),  # the issue's example
+        (553.9188645, 18.39, ("554", "18")),
+        (553.9188645, 183.9, ("550", "180")),
+        (0.05, 0.0996, ("0.05", "0.10")),  # σ rounds up to the next decade: still 2 digits
+        (-2.73e-05, 4.9e-05, ("-0.000027", "0.000049")),
+        (127.4543579, 0.0014062, ("127.4544", "0.0014")),
+        (12.5, None, ("12.5", "—")),
+        (12.5, 0.0, ("12.5", "—")),
+    ],
+)
+def test_round_to_sigma(value, sigma, expected):
+    assert round_to_sigma(value, sigma) == expected
+
+
+def test_display_units():
+    assert display_unit("f2_mm", 0.506) == ("f2", "µm", 1e3)
+    assert display_unit("D_mm", 56.7) == ("D", "mm", 1.0)
+    assert display_unit("theta_y_rad", 5e-5) == ("θy", "µrad", 1e6)
+    assert display_unit("lambda", 0.99) == ("lambda", "", 1.0)
+
+
+def _calibration(**over) -> dict:
+    doc = {
+        "format": "plenocal-calibration", "converged": True, "termination": "ok", "n_bap": 994, "n_mic": 1500, "n_frames": 12,
+        "frames": list(range(12)), "rmse": {"uv_px": 0.05, "rho_px": 0.01, "mic_px": 0.02},
+        "rejected": {"bap": 6, "uv": 3, "rho": 3, "mic": 1}, "options": {"reject_probability": 1e-4},
+        "parameters": {
+            "F_mm": {"value": 49.71696, "std": 0.3741, "frozen": False},
+            "D_mm": {"value": 56.70214, "std": 0.4269, "frozen": False},
+            "d_mm": {"value": 0.3255365, "std": 0.002388, "frozen": False},
+            "u0_px": {"value": 553.9, "std": 18.4, "frozen": False},
+            "f1_mm": {"value": 0.579024, "std": 0.004256, "frozen": False},
+        },
+        "correlation": {"names": ["F_mm", "D_mm"], "matrix": [[1.0, 0.99998], [0.99998, 1.0]]},
+        "stages": {"robust_0": {"converged": True}},
+    }
+    doc.update(over)
+    return doc
+
+
+def _camera() -> dict:
+    return {"configuration": "galilean", "sensor": {"width_px": 1000, "height_px": 800, "pixel_size_mm": 0.0055},
+            "mla": {"lattice": {"kind": "hexagonal-rows", "width": 44, "height": 40}, "focal_lengths_mm": [0.579]},
+            "main_lens": {"f_number": 4.0}, "focus_distance_mm": 450.0}
+
+
+def test_a_good_calibration_is_green_with_its_numbers_rounded_to_sigma():
+    v = assemble({"calibration": _calibration(), "camera": _camera()})
+    assert (v.status, v.css, v.reasons) == ("calibrated", "ok", [])
+    rows = {r[0]: r[1] for r in v.intrinsics}
+    assert rows["F [mm]"] == "49.72 ± 0.37" and rows["d [µm]"] == "325.5 ± 2.4" and rows["f1 [µm]"] == "579.0 ± 4.3"
+    assert rows["u0 [px]"] == "554 ± 18"
+    assert "F = 49.72 ± 0.37 mm" in v.headline[0] and "(6 rejected)" in v.headline[1]
+    assert any("F and D slide together" in f.text for f in v.findings)
+    assert ["calibration", "features", "6 (3 (u, v), 3 ρ)", "residual beyond the χ² rule, p = 0.0001"] in v.rejections
+
+
+def test_std_frames_is_shown_flagged_when_it_disagrees_and_the_larger_one_is_used():
+    cal = _calibration()
+    cal["parameters"]["F_mm"]["std_frames"] = 1.9  # 5.1× the Jacobian's 0.374
+    cal["parameters"]["D_mm"]["std_frames"] = 0.5  # 1.2×: no flag
+    sig = parameter_sigmas(cal)
+    assert sig["F_mm"].sigma == 1.9 and sig["F_mm"].disagreement == pytest.approx(1.9 / 0.3741)
+    assert sig["D_mm"].sigma == 0.5 and sig["d_mm"].std_frames is None
+    v = assemble({"calibration": cal, "camera": _camera()})
+    rows = {r[0]: r for r in v.intrinsics}
+    assert rows["F [mm]"][1] == "49.7 ± 1.9"
+    assert rows["F [mm]"][2].startswith("frame resampling (larger)") and "differ 5.1×" in rows["F [mm]"][2]
+    assert rows["D [mm]"][2] == "frame resampling (larger)" and rows["d [µm]"][2] == "Jacobian"
+    # 1.9/49.7 = 3.8 %: weakly determined, and the two σ disagree → amber, both said.
+    assert v.status == "calibrated with warnings"
+    texts = [f.text for f in v.reasons]
+    assert any("F_mm: the two σ disagree by 5.1×" in t for t in texts)
+    assert any(t.startswith("F = 49.7 ± 1.9 mm: weakly determined") for t in texts)
+
+
+def test_std_frames_from_camera_uncertainty_when_the_report_has_none():
+    cam = _camera() | {"uncertainty": {"F_mm": {"std": 0.3741, "std_frames": 0.9}, "D_mm": 0.4269}}
+    sig = parameter_sigmas(_calibration(), cam)
+    assert sig["F_mm"].std_frames == 0.9 and sig["D_mm"].std_frames is None
+
+
+def test_an_undetermined_focal_length_or_no_convergence_is_red():
+    cal = _calibration()
+    cal["parameters"]["F_mm"]["std_frames"] = 8.0  # 16 % of F
+    v = assemble({"calibration": cal})
+    assert v.status == "not trustworthy" and v.css == "bad"
+    assert any("the data do not determine it" in f.text for f in v.reasons)
+    v = assemble({"calibration": _calibration(converged=False, termination="max iterations")})
+    assert v.status == "not trustworthy" and v.reasons[0].text == "did not converge (max iterations)"
+    assert assemble({}).status == "not trustworthy"
+
+
+def test_too_many_calibration_rejections():
+    assert assemble({"calibration": _calibration(rejected={"bap": 30, "uv": 30, "rho": 0, "mic": 0})}).status == "calibrated with warnings"
+    assert assemble({"calibration": _calibration(rejected={"bap": 200, "uv": 200, "rho": 0, "mic": 0})}).status == "not trustworthy"
+
+
+def test_precalibration_findings():
+    doc = {"apertures": [{"f_number": 4.0, "used": False, "reason": "micro-images touch"},
+                         {"f_number": 8.0, "used": True}, {"f_number": 16.0, "used": True}],
+           "type_confusion": 0.02, "initial_camera": {"mla_tilt_xy_rad": [-1.02e-4, 6.8e-5]},
+           "radius_law_field": {"m_gradient_mm_per_px": [3e-7, -4e-7]}, "internal_parameters": {"m_mm": -0.1},
+           "pixel_variance_px2": 0.075, "unblurred_weight": 0.01, "warnings": ["unblurred light in type 2"]}
+    f = precalibration_findings(doc, sensor_size_px=(1000, 800))
+    texts = {x.text: x.level for x in f}
+    assert texts["white image at N = 4.0 left out: micro-images touch"] == "info"
+    assert texts["unblurred light in type 2"] == "warning"
+    assert any(t.startswith("joint type confusion 0.02") and lvl == "warning" for t, lvl in texts.items())
+    assert "measured MLA tilt θx, θy = (-102, 68) µrad" in texts
+    # |∇m| = 5e-7 mm/px over a 1281 px diagonal = 6.4e-4 mm = 0.64 % of |m|
+    assert any("changing by 0.64 % across the sensor diagonal" in t for t in texts)
+    assert precalibration_findings({"apertures": [{"f_number": 8.0, "used": True}]})[0].level == "error"
+
+
+def test_detection_findings_count_frames_skipped_and_rejections_per_reason():
+    frames = [{"frame": i, "role": "calibration", "counts": {"rejected_border": 3, "clusters_noise": 1, "corners": 20},
+               "linking": {"ok": i != 2, "reason": "4 barycentres" if i == 2 else "", "unlinked_features": 7 if i == 2 else 0,
+                           "note": "upright convention: node 0 top-left chosen (|roll| 3°, 177°)" if i != 2 else ""}}
+              for i in range(4)]
+    f, rows = detection_findings({"frames": frames})
+    texts = [x.text for x in f]
+    assert "1 of 4 calibration frames not linked to the board, left out: 2 (4 barycentres)" in texts
+    assert "linking: upright convention: node 0 top-left chosen — 3 frames" in texts
+    assert ["detection", "micro-image corners", "12", "too close to the micro-image border"] in rows
+    assert ["detection", "features", "7", "their frame could not be linked to the board"] in rows
+    frames[0]["linking"]["ok"] = frames[1]["linking"]["ok"] = False
+    assert any(x.level == "warning" for x in detection_findings({"frames": frames})[0])  # 3 of 4 lost
+
+
+def _evaluation() -> dict:
+    rej = {"rule": "calibration's χ² rule", "counts": {"bap": 15, "uv": 15, "rho": 0, "mic": 0}, "per_frame": {"15": 15},
+           "calibration_counts": {"bap": 15}}
+    return {"rmse": {"uv_px": 0.053, "rho_px": 0.01, "mic_px": 0.02}, "n_bap": 600, "n_mic": 1500,
+            "per_frame": {"15": {"n_bap": 10, "n_rejected": 15}}, "rejected": rej,
+            "holdout": {"rmse": {"uv_px": 0.07, "rho_px": 0.01}, "n_bap": 230, "frames_evaluated": [100, 101],
+                        "rejected": {"rule": "held-out rule", "counts": {"bap": 0, "uv": 0, "rho": 0, "mic": 0}}}}
+
+
+def test_evaluation_findings():
+    f, rows, rmse = evaluation_findings(_evaluation(), calibration_uv_px=0.05)
+    assert rmse[0][:2] == ["evaluation: calibration frames, calibrated poses", "0.053 px"]
+    assert rmse[1][:2] == ["evaluation: 2 held-out frames, poses re-estimated", "0.07 px"]
+    assert ["evaluation", "features of the calibration frames", "15 (15 (u, v), 0 ρ)",
+            "residual beyond the calibration's χ² rule, re-applied"] in rows
+    assert [x.level for x in f] == ["warning"] and "frame 15 lost 15 of 25 features" in f[0].text
+    bad = copy.deepcopy(_evaluation())
+    bad["holdout"]["rmse"]["uv_px"] = 0.2  # 4× calibration's
+    assert any(x.level == "warning" and "generalises poorly" in x.text for x in evaluation_findings(bad, calibration_uv_px=0.05)[0])
+    bad["holdout"]["rmse"]["uv_px"] = 3.0
+    assert any(x.level == "error" for x in evaluation_findings(bad, calibration_uv_px=0.05)[0])
+    bad["holdout"]["rmse"]["uv_px"] = 0.07
+    bad["holdout"]["rejected"]["suspended"] = "the rule would reject 300 of 400 features"
+    assert any(x.level == "error" and "300 of 400" in x.text for x in evaluation_findings(bad, calibration_uv_px=0.05)[0])
