@@ -39,6 +39,7 @@ from plenocal import __version__
 from plenocal.calib.calibrate import (
     ABLATION_CONFIGURATIONS,
     DEFAULT_RHO_FORM,
+    DEFAULT_WEIGHTING,
     CalibrationOptions,
     CalibrationResult,
     calibrate,
@@ -96,8 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"blur-radius form: lens distances of ρ (default {DEFAULT_RHO_FORM}; see docs)")
     model.add_argument("--legacy-model", action="store_true",
                        help="the paper's model: one pitch and the legacy ρ (reproduces the paper's R12-A numbers)")
-    p.add_argument("--weighting", choices=("noise", "none"), default="noise",
-                   help="per-term 1/σ² weights (default: maximum likelihood, honest σ) or the paper's unweighted Θ")
+    p.add_argument("--weighting", choices=("none", "noise"), default=DEFAULT_WEIGHTING,
+                   help="the paper's unweighted Θ (default; measured more accurate on independent data) "
+                        "or per-term 1/σ² weights (maximum likelihood for pure noise); σ are honest either way")
     p.add_argument("--pinhole", action="store_true", help="pinhole micro-lenses, I = 0, no ρ (NOUR baseline)")
     p.add_argument("--ablation", type=int, choices=range(1, 9), default=None, metavar="N",
                    help="paper Table ablation configuration 1..8 (tilt/pitch/distortion kept or frozen)")
@@ -249,7 +251,7 @@ def options_from_args(args: argparse.Namespace) -> CalibrationOptions:
         rho_form=RhoForm.LEGACY.value if legacy else (rho_form or DEFAULT_RHO_FORM),
         pinhole_micro_lenses=args.pinhole,
         loss=args.loss,
-        weighting=getattr(args, "weighting", "noise"),
+        weighting=getattr(args, "weighting", DEFAULT_WEIGHTING),
         use_mic=not args.no_mic,
         pupil_vignetting=args.pupil_vignetting,
     )

@@ -35,7 +35,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-pupil-vignetting", action="store_true",
         help="detect corners where they appear (the paper's way) instead of inverting the pupil vignetting to chief-ray positions",
     )
+    cal = p.add_argument_group("calibration options (passed to 'plenocal calibrate')")
+    pitches = cal.add_mutually_exclusive_group()
+    pitches.add_argument("--two-pitches", dest="calibrate_args", action="append_const", const="--two-pitches",
+                         help="two MLA pitches (libpleno HEAD; the default)")
+    pitches.add_argument("--one-pitch", dest="calibrate_args", action="append_const", const="--one-pitch",
+                         help="one MLA pitch (the paper)")
+    cal.add_argument("--legacy-model", dest="calibrate_args", action="append_const", const="--legacy-model",
+                     help="the paper's model: one pitch and the legacy ρ")
+    cal.add_argument("--rho-form", choices=("legacy", "head", "virtual-depth"), default=None,
+                     help="blur-radius form (default virtual-depth)")
+    cal.add_argument("--weighting", choices=("none", "noise"), default=None,
+                     help="the paper's unweighted Θ (default) or per-term 1/σ² weights")
+    cal.add_argument("--loss", choices=("huber", "linear"), default=None, help="robust loss (default) or plain least squares")
+    cal.add_argument("--freeze", default=None, metavar="GROUP[,GROUP...]", help="parameter groups held at their initial value")
     p.set_defaults(func=run)
+
+
+def calibration_argv(args: argparse.Namespace) -> list[str]:
+    """The calibration options of ``plenocal run`` as ``plenocal calibrate`` arguments."""
+    out = list(getattr(args, "calibrate_args", None) or [])
+    for name in ("rho_form", "weighting", "loss", "freeze"):
+        value = getattr(args, name, None)
+        if value is not None:
+            out += [f"--{name.replace('_', '-')}", str(value)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -69,7 +93,7 @@ def _up_to_date(stage: Stage, folder: Path) -> bool:
         return False
 
 
-def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
+def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: list[str] | None = None) -> list[Stage]:
     """The stages to run on ``dataset`` (see the module docstring)."""
     m = dataset.manifest
     ds = str(dataset.folder)
@@ -99,7 +123,7 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
     stages.append(
         Stage(
             "calibrate",
-            ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial],
+            ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial, *(calibrate_options or [])],
             cal_inputs,
             [cal / "camera.json", cal / "poses.json", cal / "report.json"],
         )
@@ -206,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     dataset = read_dataset(args.dataset)
     out = Path(args.output)
-    stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting)
+    stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args))
     t0 = time.perf_counter()
     status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
     table = Table(title=f"plenocal run: {dataset.folder.name} ({time.perf_counter() - t0:.1f} s)")
