@@ -2,7 +2,7 @@
 
 plenocal's numba kernels are compiled with ``cache=True``: the machine code is stored in
 ``__pycache__/*.nbi`` (index) and ``*.nbc`` (code) files beside the sources (or under
-``$NUMBA_CACHE_DIR``). When such a file is truncated or overwritten (a full disk, a copy
+``$NUMBA_CACHE_DIR``, or numba's user-wide cache folder). When such a file is truncated or overwritten (a full disk, a copy
 interrupted, two numba versions sharing a folder), numba raises from its unpickler on every call
 (``UnpicklingError``, ``EOFError``, ``ValueError``...): every ``detect`` would fail. The files are
 only a cache: :func:`clear` removes plenocal's, and the CLI runs the command again (numba then
@@ -39,18 +39,34 @@ def is_cache_error(exc: BaseException) -> bool:
 
 
 def cache_folders() -> list[Path]:
-    """Folders that may hold plenocal's numba cache files."""
+    """Folders that may hold plenocal's numba cache files: numba's per-folder sub-folders
+    (``<name>_<sha1 of the folder path>``) of ``$NUMBA_CACHE_DIR`` when it is set; otherwise
+    ``__pycache__`` beside each source folder and those sub-folders of numba's user-wide cache
+    (used when ``__pycache__`` is not writable)."""
+    import hashlib
+
     import plenocal
 
     package = Path(plenocal.__file__).resolve().parent
-    folders = sorted(p for p in package.rglob("__pycache__") if p.is_dir())
-    env = os.environ.get("NUMBA_CACHE_DIR")
-    if env:
-        # numba mirrors the source tree below $NUMBA_CACHE_DIR.
-        mirrored = Path(env) / str(package).lstrip(os.sep)
-        if mirrored.is_dir():
-            folders += sorted(p for p in [mirrored, *mirrored.rglob("*")] if p.is_dir())
-    return folders
+    sources = sorted({p.parent for p in package.rglob("*.py")})
+    chosen = os.environ.get("NUMBA_CACHE_DIR")  # when set, numba uses it alone
+    bases = [Path(chosen)] if chosen else [Path(d) for d in (_user_wide_cache(),) if d]
+    out = []
+    for src in sources:
+        if not chosen:
+            out.append(src / "__pycache__")
+        sub = f"{src.name}_{hashlib.sha1(str(src).encode()).hexdigest()}"
+        out += [base / sub for base in bases]
+    return [p for p in out if p.is_dir()]
+
+
+def _user_wide_cache() -> str | None:
+    try:
+        from numba.misc.appdirs import AppDirs
+
+        return str(AppDirs(appname="numba", appauthor=False).user_cache_dir)
+    except Exception:  # numba's layout changed: the other folders still count
+        return None
 
 
 def clear() -> list[Path]:

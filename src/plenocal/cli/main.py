@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import logging
 import signal
 import sys
 import threading
@@ -105,6 +106,21 @@ def one_line(text: str) -> str:
 
 
 @contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """No Python warning, and no log record of a library that has no handler of its own (e.g.
+    matplotlib's "building the font cache"), reaches stderr while a command runs."""
+    null = logging.NullHandler()
+    root = logging.getLogger()
+    root.addHandler(null)  # with a handler on the root, logging's last-resort stderr handler is unused
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.removeHandler(null)
+
+
+@contextlib.contextmanager
 def _sigterm_raises() -> Iterator[None]:
     """While the block runs (main thread only), SIGTERM raises :class:`Terminated`."""
     if threading.current_thread() is not threading.main_thread():
@@ -143,8 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     try:
-        with warnings.catch_warnings(), _sigterm_raises():
-            warnings.simplefilter("ignore")
+        with _quiet_libraries(), _sigterm_raises():
             return _run_with_cache_recovery(args)
     except CommandLineError as exc:
         print(f"{exc.prog}: error: {one_line(str(exc))}", file=sys.stderr)

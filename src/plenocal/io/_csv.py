@@ -56,7 +56,7 @@ def read_numeric_csv(path: str | Path, header: Sequence[str]) -> np.ndarray:
     if bad.any():
         row, col = (int(x[0]) for x in np.nonzero(bad))
         raise InputFileError(
-            p, f"column '{header[col]}' holds {data[row, col]!r} on data row {row + 1} (line {row + 2}); "
+            p, f"column '{header[col]}' holds {float(data[row, col])!r} on data row {row + 1} (line {row + 2}); "
                f"{int(bad.sum())} non-finite cells: every value must be a finite number")
     return data
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
 
 MAX_DETAIL_CHARS = 120
 """Longest third-party detail quoted in a plenocal message (characters)."""
+
+_OPENCV_PREFIX = re.compile(r"^\[\s*[A-Z]+:[^\]]*\]\s*(?:global\s+)?\S+:\d+\s+\S+\s+")
+"""OpenCV's log prefix: ``[ WARN:0@14.8] global grfmt_png.cpp:793 readFromStreamOrBuffer``."""
 
 
 @contextlib.contextmanager
@@ -45,7 +49,7 @@ def captured_stderr() -> Iterator[list[str]]:
 def first_line(text: str) -> str:
     """The first non-empty line of ``text``, stripped and shortened (for quoting in a message)."""
     for line in text.splitlines():
-        line = line.strip()
+        line = _OPENCV_PREFIX.sub("", line.strip())
         if line:
             return line if len(line) <= MAX_DETAIL_CHARS else line[: MAX_DETAIL_CHARS - 3] + "..."
     return ""

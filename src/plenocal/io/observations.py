@@ -143,13 +143,13 @@ def validate_observations(
         bad = ~np.isfinite(col)
         if bad.any():
             i = _first_bad(bad)
-            raise InputFileError(p, f"BAP feature {i} has {name} = {col[i]!r} ({int(bad.sum())} non-finite "
+            raise InputFileError(p, f"BAP feature {i} has {name} = {float(col[i])!r} ({int(bad.sum())} non-finite "
                                     f"values in '{name}'): every u, v, rho must be a finite number")
     for name, col in (("u", m.u), ("v", m.v)):
         bad = ~np.isfinite(col)
         if bad.any():
             i = _first_bad(bad)
-            raise InputFileError(p, f"micro-image centre {i} has {name} = {col[i]!r} ({int(bad.sum())} non-finite "
+            raise InputFileError(p, f"micro-image centre {i} has {name} = {float(col[i])!r} ({int(bad.sum())} non-finite "
                                     f"values): every u, v must be a finite number")
     for what, table, names, low in (("BAP feature", b, ("frame", "k", "l"), 0), ("BAP feature", b, ("node", "cluster"), -1),
                                     ("micro-image centre", m, ("k", "l"), 0)):

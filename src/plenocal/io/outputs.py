@@ -87,13 +87,12 @@ def check_output_folder(
             where = "is" if ro == rf else "is inside"
             raise UsageError(f"{option} {o}: {where} the input folder {folder}, which is only read; "
                              "choose an output folder outside it")
-    for item in inputs:
-        if item is None:
-            continue
-        ri = _real(item)
+    items = [(item, _real(item)) for item in inputs if item is not None]
+    for item, ri in items:
         if ri == ro:
             raise UsageError(f"{option} {o}: is the input {item}; outputs never go into an input folder "
                              f"(they would replace or join its files): choose another folder, e.g. {o / 'out'}")
+    for item, ri in items:
         if owned is not None and ro in ri.parents:
             raise UsageError(f"{option} {o}: holds the input {item}; the output folder is replaced as a whole "
                              "when written: choose a folder that holds no input")

@@ -135,7 +135,7 @@ def read_linked_observations(path: str | Path) -> LinkedObservations:
         for field in dtype.names or ():
             if dtype[field].kind == "f" and not np.all(np.isfinite(records[field])):
                 i = int(np.flatnonzero(~np.isfinite(records[field]))[0])
-                raise InputFileError(p, f"list '{name}' record {i} has {field} = {records[field][i]!r}: every value "
+                raise InputFileError(p, f"list '{name}' record {i} has {field} = {float(records[field][i])!r}: every value "
                                         "must be a finite number")
         lists.append(records)
         offset += size
