@@ -229,12 +229,12 @@ def reject_groups(
         rows = cluster_key == ct.keys[i]
         keep &= ~rows
         f, n = divmod(int(ct.keys[i]), n_nodes)
-        out.clusters.append({"frame": f, "node": n, **_describe(ct, i, eu, ev, rows, sigma_uv, "mislinked cluster or a wrong node")})
+        out.clusters.append({"frame": f, "node": n, **_describe(ct, int(i), eu, ev, rows, sigma_uv, "mislinked cluster or a wrong node")})
     ft = test_groups(z[keep], frame[keep], threshold=gross)
     for i in np.flatnonzero(ft.rejected & (ft.count >= min_frame_features)):
         rows = keep & (frame == ft.keys[i])
         keep &= ~rows
-        out.frames.append({"frame": int(ft.keys[i]), **_describe(ft, i, eu, ev, rows, sigma_uv, "frame that does not fit")})
+        out.frames.append({"frame": int(ft.keys[i]), **_describe(ft, int(i), eu, ev, rows, sigma_uv, "frame that does not fit")})
     out.keep = keep
     return out
 

@@ -279,9 +279,10 @@ def _check_sources(sources: Sequence[LibplenoSource], out: Path) -> None:
 def _check_config(path: Path, doc: CameraConfigDoc, *, trust_mode: bool) -> None:
     """What a ``camera.js`` / ``intrinsics.js`` must say for a usable camera spec."""
     s = doc.sensor
-    if not (math.isfinite(s.scale) and 0 < s.scale <= MAX_PIXEL_SIZE_MM):
-        raise InputFileError(path, f"key 'sensor.scale' (pixel size, mm) must be > 0 and <= {MAX_PIXEL_SIZE_MM:g}, "
-                                   f"got {s.scale:g}")
+    if not (math.isfinite(s.scale) and s.scale > 0):
+        raise InputFileError(path, f"key 'sensor.scale' (pixel size, mm) must be > 0, got {s.scale:g}")
+    if s.scale > MAX_PIXEL_SIZE_MM:
+        raise InputFileError(path, f"key 'sensor.scale' (pixel size, mm) must be <= {MAX_PIXEL_SIZE_MM:g}, got {s.scale:g}")
     for key, value in (("sensor.width", s.width), ("sensor.height", s.height)):
         if not 1 <= value <= MAX_SENSOR_SIDE_PX:
             raise InputFileError(path, f"key '{key}' (pixels) must be in 1..{MAX_SENSOR_SIDE_PX}, got {value}")
