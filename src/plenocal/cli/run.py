@@ -21,7 +21,9 @@ from typing import Any
 
 from plenocal.errors import PlenocalError
 from plenocal.io._json import write_document
+from plenocal.io.atomic import remove_stale_temporaries
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 
 HELP = "run the whole pipeline on a dataset: precalibrate, detect, calibrate, blur, evaluate, profile, report"
 
@@ -60,6 +62,15 @@ def calibration_argv(args: argparse.Namespace) -> list[str]:
         if value is not None:
             out += [f"--{name.replace('_', '-')}", str(value)]
     return out
+
+
+class StageError(PlenocalError):
+    """A stage of ``plenocal run`` failed: its one-line error, prefixed with the stage's name."""
+
+    def __init__(self, stage: str, error: PlenocalError) -> None:
+        self.stage = stage
+        self.error = error
+        super().__init__(f"stage {stage}: {error} (finished stages are kept; fix this and run again)")
 
 
 @dataclass(frozen=True)
@@ -161,9 +172,17 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
 
 
 def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
-    """Run (or skip) each stage in order; returns per-stage status and wall time."""
-    from plenocal.cli.main import main as cli_main
+    """Run (or skip) each stage in order; returns per-stage status and wall time.
 
+    Each stage writes its folder atomically (complete or absent); ``stage.json`` is written after
+    it, so a stage without one is run again. Temporaries of killed runs are removed first. A
+    stage's error is raised as one line naming the stage (Ctrl-C and SIGTERM pass through).
+    """
+    from plenocal.cli.main import dispatch
+
+    remove_stale_temporaries(out)
+    for stage in stages:
+        remove_stale_temporaries(stage.outputs[0].parent)
     status: dict[str, dict[str, Any]] = {}
     for stage in stages:
         folder = stage.outputs[0].parent
@@ -173,12 +192,13 @@ def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str],
             continue
         log(f"[{stage.name}] plenocal {' '.join(stage.argv)}")
         t0 = time.perf_counter()
-        code = cli_main(stage.argv)
+        try:
+            dispatch(stage.argv)
+        except PlenocalError as exc:
+            raise StageError(stage.name, exc) from None
         wall = time.perf_counter() - t0
-        if code != 0:
-            raise PlenocalError(f"stage '{stage.name}' failed (exit {code}); fix the error above and run again (finished stages are kept)")
         if stage.name != "report":
-            write_document(folder / "stage.json", {"format": "plenocal-stage", "version": 1, "stage": stage.name, "argv": stage.argv, "fingerprint": _fingerprint(stage), "wall_time_s": wall})
+            write_document(folder / STAGE_RECORD, {"format": "plenocal-stage", "version": 1, "stage": stage.name, "argv": stage.argv, "fingerprint": _fingerprint(stage), "wall_time_s": wall})
         status[stage.name] = {"status": "done", "wall_time_s": wall}
     return status
 
@@ -230,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     dataset = read_dataset(args.dataset)
     out = Path(args.output)
+    # The run's folder holds one folder per stage and report.html; each stage checks its own.
+    check_output_folder(out, inputs=[dataset.folder, *dataset.files()], owned=None)
     stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args))
     t0 = time.perf_counter()
     status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
