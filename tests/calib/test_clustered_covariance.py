@@ -21,7 +21,10 @@ FRAMES = (0, 2, 4, 7, 9, 12)
 def _fit(camera, poses, board, *, per_cluster: bool, clustered: bool, seed: int = 5):
     sub = {f: poses[f] for f in FRAMES}
     obs, _ = synthetic_observations(camera, sub, board, seed=seed, rho_per_cluster=per_cluster)
-    return calibrate(obs, perturbed_camera(camera, seed=seed), board, options=CalibrationOptions(clustered_covariance=clustered))
+    # Noise weights give ρ its full weight, where its shared errors matter most for σ; no jackknife
+    # (this is about the Jacobian σ).
+    return calibrate(obs, perturbed_camera(camera, seed=seed), board,
+                     options=CalibrationOptions(clustered_covariance=clustered, weighting="noise", frame_resampling=False))
 
 
 @pytest.fixture(scope="module")

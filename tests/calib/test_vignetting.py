@@ -60,8 +60,9 @@ def test_recovered_with_the_option_biased_without(vignetted, r12a_camera, r12a_b
     start = perturbed_camera(r12a_camera, seed=3)
     # One pitch: with the opt-in first-order vignetting model the solver can settle in a wrong
     # minimum (uv σ ~4 px, "converged") from this start with two pitches (and with one pitch and
-    # the legacy ρ); the chief-ray default does not. Known, not yet fixed.
-    on = calibrate(noisy, start, r12a_board, options=CalibrationOptions(pupil_vignetting=True, two_pitches=False))
+    # the legacy ρ), and the robust (Huber) stage crawls for minutes; the chief-ray default does
+    # neither. Known, not yet fixed: this checks the model with plain least squares.
+    on = calibrate(noisy, start, r12a_board, options=CalibrationOptions(pupil_vignetting=True, two_pitches=False, loss="linear"))
     off = calibrate(noisy, start, r12a_board, options=CalibrationOptions(loss="linear", two_pitches=False))
     assert on.converged
     xt = on.layout.pack(r12a_camera, poses)

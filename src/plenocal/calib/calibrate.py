@@ -395,6 +395,12 @@ def _term_sigma(res: Residuals, r: FloatArray, active: FloatArray, *, robust: bo
     return out
 
 
+def _term_weights(opt: CalibrationOptions, sigma: dict[str, float]) -> dict[str, float] | None:
+    """Weights of Θ's terms: None (1/σ_t², the solver's default) for ``weighting="noise"``; 1 for
+    the paper's unweighted Θ, whose robust loss is still scaled by each term's σ_t."""
+    return None if opt.weighting == "noise" else {k: 1.0 for k in sigma}
+
+
 def _rmse(res: Residuals, r: FloatArray, active: FloatArray) -> tuple[dict[str, float], float]:
     """RMSE per term (uv: per point, reference §9.1) and the plain sum of squares."""
     sl = res.term_slices()
@@ -555,10 +561,9 @@ def _calibrate(
         for rnd in range(n_rounds):
             r = res.residuals(x)
             sig = _term_sigma(res, r, active, robust=True)
-            if opt.weighting == "none":
-                sig = {k: 1.0 for k in sig}
             x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
-                                           ftol=1e-6 if rnd < n_rounds - 1 else 1e-10, mu0=mu)
+                                           ftol=1e-6 if rnd < n_rounds - 1 else 1e-10, mu0=mu,
+                                           term_weights=_term_weights(opt, sig))
             mu = rep_r.damping
             stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig}
         # Gross errors come in groups (a mislinked cluster, a frame that does not fit): reject
@@ -581,7 +586,7 @@ def _calibrate(
             res = Residuals(layout, res.bap.select(groups.keep), mic, board, pupil_vignetting=opt.pupil_vignetting)
             active = np.ones(res.n_rows)
             x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
-                                           ftol=1e-10, mu0=mu)
+                                           ftol=1e-10, mu0=mu, term_weights=_term_weights(opt, sig))
             mu = rep_r.damping
             stages["robust_groups"] = rep_r.to_dict() | {"sigma": sig}
         r = res.residuals(x)
@@ -615,9 +620,8 @@ def _calibrate(
     for _ in range(3):
         r = res.residuals(x)
         sig = _term_sigma(res, r, active, robust=False)
-        if opt.weighting == "none":
-            sig = {k: 1.0 for k in sig}
-        x, rep = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=opt.ftol, mu0=mu)
+        x, rep = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=opt.ftol, mu0=mu,
+                                     term_weights=_term_weights(opt, sig))
         mu = rep.damping
         r = res.residuals(x)
         new = _term_sigma(res, r, active, robust=False)
@@ -627,10 +631,12 @@ def _calibrate(
     stages["final"] = rep.to_dict()
     timings["final"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    cov, sigma_hat, icc = covariance(res, x, sigma=sig, active=active, clustered=opt.clustered_covariance)
+    cov, sigma_hat, icc = covariance(res, x, sigma=sig, active=active, clustered=opt.clustered_covariance,
+                                     term_weights=_term_weights(opt, sig))
     timings["covariance"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    resampling = frame_jackknife(res, x, sigma=sig, active=active, mu0=mu) if opt.frame_resampling else None
+    resampling = frame_jackknife(res, x, sigma=sig, active=active, mu0=mu, term_weights=_term_weights(opt, sig)) \
+        if opt.frame_resampling else None
     timings["frame_resampling"] = time.perf_counter() - t0
     r = res.residuals(x)
     rmse, ssq = _rmse(res, r, active)

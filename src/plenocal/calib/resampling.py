@@ -85,6 +85,7 @@ def frame_jackknife(
     active: FloatArray,
     ftol: float = 1e-12,
     mu0: float | None = None,
+    term_weights: dict[str, float] | None = None,
 ) -> FrameResampling | None:
     """Leave-one-frame-out re-solves of the final (plain least-squares) stage, warm-started.
 
@@ -96,6 +97,8 @@ def frame_jackknife(
         The full solution.
     sigma : dict
         Noise levels of the final stage (held fixed).
+    term_weights : dict, optional
+        The final stage's term weights (:func:`plenocal.calib.solver.levenberg_marquardt`).
     active : ndarray, shape (res.n_rows,)
         Rows kept by the full calibration (0/1).
 
@@ -118,7 +121,8 @@ def frame_jackknife(
         res_f, x_f, act_f = _without_frame(res, x, active, i)
         if res_f.n_bap == 0:
             continue
-        xi, rep = levenberg_marquardt(res_f, x_f, sigma=sigma, loss="linear", active=act_f, ftol=ftol, mu0=mu0)
+        xi, rep = levenberg_marquardt(res_f, x_f, sigma=sigma, loss="linear", active=act_f, ftol=ftol, mu0=mu0,
+                                      term_weights=term_weights)
         ok[i] = rep.converged
         est[i] = xi[:n_int]
         for name, (val, _g) in derived_values(res_f.layout, xi).items():

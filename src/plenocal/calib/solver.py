@@ -68,12 +68,16 @@ class Units:
     ----------
     residuals : Residuals
     sigma : dict
-        Noise level (px) of each term: ``uv``, ``rho``, ``mic``.
+        Noise level (px) of each term: ``uv``, ``rho``, ``mic`` (the robust loss's scale).
+    weights : dict, optional
+        Weight of each term's squared residuals in the cost (default 1/σ_t²: maximum likelihood;
+        1 for the paper's unweighted Θ, the robust loss still scaled by σ_t).
     """
 
-    def __init__(self, residuals: Residuals, sigma: dict[str, float]) -> None:
+    def __init__(self, residuals: Residuals, sigma: dict[str, float], weights: dict[str, float] | None = None) -> None:
         self.res = residuals
         self.sigma = dict(sigma)
+        self.weight = {k: 1.0 / v**2 for k, v in self.sigma.items()} if weights is None else dict(weights)
         sl = residuals.term_slices()
         self.slices = sl
 
@@ -108,11 +112,12 @@ class Units:
                 dphi = np.where(big, c / np.maximum(sv, 1e-300), 1.0)
             else:
                 phi, dphi = z, np.ones_like(z)
-            cost += 0.5 * float(np.sum(act * phi))
+            wt = self.weight[term]
+            cost += 0.5 * wt * self.sigma[term] ** 2 * float(np.sum(act * phi))
             uw = act * dphi
             unit_w[term] = uw
             for name in rows[term]:
-                w[sl[name]] = uw / self.sigma[term] ** 2
+                w[sl[name]] = uw * wt
         return cost, w, unit_w
 
 
@@ -194,6 +199,7 @@ def levenberg_marquardt(
     ftol: float = 1e-13,
     max_iterations: int = 500,
     mu0: float | None = None,
+    term_weights: dict[str, float] | None = None,
 ) -> tuple[FloatArray, SolverReport]:
     """Minimise ½Σφ(‖e‖²/σ_t²) over the layout's free variables.
 
@@ -226,7 +232,7 @@ def levenberg_marquardt(
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     lay = residuals.layout
-    units = Units(residuals, sigma)
+    units = Units(residuals, sigma, term_weights)
     act = np.ones(residuals.n_rows) if active is None else np.asarray(active, dtype=np.float64)
     free = lay.free_mask
     n_int = lay.n_intrinsics
@@ -332,6 +338,7 @@ def covariance(
     sigma: dict[str, float],
     active: FloatArray | None = None,
     clustered: bool = True,
+    term_weights: dict[str, float] | None = None,
 ) -> tuple[FloatArray, dict[str, float], dict[str, float]]:
     """Covariance of the free variables (natural units) at an optimum of the weighted plain cost.
 
@@ -380,7 +387,7 @@ def covariance(
         s2 = float(np.sum((r * mask) ** 2)) / (n_t * max(1.0 - n_par / n_active, 1e-9))
         sigma_hat[term] = float(np.sqrt(s2))
         Ht, _, pose_cols = normal_equations(residuals, J, r, mask)
-        wt = 1.0 / sigma[term] ** 2
+        wt = 1.0 / sigma[term] ** 2 if term_weights is None else term_weights[term]
         H = Ht * wt if H is None else H + Ht * wt
         Mt = Ht * s2
         if clustered and term != "mic" and residuals.n_bap:

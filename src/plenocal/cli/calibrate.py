@@ -105,9 +105,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"blur-radius form: lens distances of ρ (default {DEFAULT_RHO_FORM}; see docs)")
     model.add_argument("--legacy-model", action="store_true",
                        help="the paper's model: one pitch and the legacy ρ (reproduces the paper's R12-A numbers)")
-    p.add_argument("--weighting", choices=("none", "noise"), default=DEFAULT_WEIGHTING,
+    p.add_argument("--weighting", choices=("none", "noise"), default=None,
                    help="the paper's unweighted Θ (default; measured more accurate on independent data) "
-                        "or per-term 1/σ² weights (maximum likelihood for pure noise); σ are honest either way")
+                        "or per-term 1/σ² weights (maximum likelihood for pure noise; the default with --pinhole, "
+                        "where nothing else pins the depth scale); σ are honest either way")
     p.add_argument("--pinhole", action="store_true", help="pinhole micro-lenses, I = 0, no ρ (NOUR baseline)")
     p.add_argument("--ablation", type=int, choices=range(1, 9), default=None, metavar="N",
                    help="paper Table ablation configuration 1..8 (tilt/pitch/distortion kept or frozen)")
@@ -285,7 +286,7 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
         rho_form=RhoForm.LEGACY.value if legacy else (rho_form or DEFAULT_RHO_FORM),
         pinhole_micro_lenses=args.pinhole,
         loss=args.loss,
-        weighting=getattr(args, "weighting", DEFAULT_WEIGHTING),
+        weighting=getattr(args, "weighting", None) or ("noise" if args.pinhole else DEFAULT_WEIGHTING),
         use_mic=not args.no_mic,
         pupil_vignetting=args.pupil_vignetting,
     )
@@ -322,7 +323,8 @@ def ablation_rows(inputs: Inputs, base: CalibrationOptions) -> list[dict[str, An
         (str(n), dataclasses.replace(base, freeze=tuple(dict.fromkeys(base.freeze + fr)), pinhole_micro_lenses=False))
         for n, fr in ABLATION_CONFIGURATIONS.items()
     ]
-    configs.append(("NOUR", dataclasses.replace(base, pinhole_micro_lenses=True)))
+    # NOUR with the unweighted Θ walks F to 0: without ρ only the noise-weighted centres pin the depth scale.
+    configs.append(("NOUR", dataclasses.replace(base, pinhole_micro_lenses=True, weighting="noise")))
     for name, opt in configs:
         fr = set(opt.freeze)
         row: dict[str, Any] = {"configuration": name}

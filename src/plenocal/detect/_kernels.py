@@ -57,16 +57,15 @@ def _xj_eval(p, X, Y, I, Wt, P, J, res):  # pragma: no cover - compiled
     cx, cy, t1, t2, sg, a, b = p[0], p[1], p[2], p[3], p[4], p[5], p[6]
     c1, s1, c2, s2 = math.cos(t1), math.sin(t1), math.cos(t2), math.sin(t2)
     k = _INV_SQRT2 / sg
+    dk = _SQRT2_PI / sg  # d erf(d·k)/dd = (2/√π)·k·exp(−(d·k)²)
     cost = 0.0
     for j in range(P):
         dx = X[j] - cx
         dy = Y[j] - cy
         d1 = c1 * dx + s1 * dy
         d2 = c2 * dx + s2 * dy
-        e1 = math.erf(d1 * k)
-        e2 = math.erf(d2 * k)
-        g1 = _SQRT2_PI / sg * math.exp(-0.5 * (d1 / sg) ** 2)
-        g2 = _SQRT2_PI / sg * math.exp(-0.5 * (d2 / sg) ** 2)
+        e1, g1 = _edge(d1 * k, dk)
+        e2, g2 = _edge(d2 * k, dk)
         w = Wt[j]
         r = (I[j] - (a + b * e1 * e2)) * w
         res[j] = r
@@ -316,15 +315,27 @@ def _disc_set(need, cap, offsets):  # pragma: no cover - compiled
     return offsets[j], offsets[j + 1]
 
 
+_EDGE_STEP = 1.0 / 512.0
+_EDGE_T = np.arange(0.0, _ERF_SATURATION + 2 * _EDGE_STEP, _EDGE_STEP)
+_EDGE_TABLE = np.stack([np.array([math.erf(t) for t in _EDGE_T]), np.exp(-_EDGE_T * _EDGE_T)], axis=1)
+"""erf(t) and exp(−t²) on [0, 3.6] every 1/512: linear interpolation is exact to 2e-6 (erf'' ≤ 0.97,
+step² / 8 = 4e-7 in value), far below the 8-bit quantisation of an image (2e-3)."""
+
+
 @nb.njit(cache=True, inline="always", fastmath=True)
 def _edge(t, dk):  # pragma: no cover - compiled
-    """erf(t) and its slope dk·exp(−t²); beyond |t| = 3.6 the erf is ±1 to 4e-7 and its slope
-    2e-6 of the peak, so no libm call."""
-    if t > _ERF_SATURATION:
-        return 1.0, 0.0
-    if t < -_ERF_SATURATION:
-        return -1.0, 0.0
-    return math.erf(t), dk * math.exp(-t * t)
+    """erf(t) and its slope dk·exp(−t²), from :data:`_EDGE_TABLE` (an erf and an exp per lens
+    sample were half of the rendered fit's time); beyond |t| = 3.6 the erf is ±1 to 4e-7 and its
+    slope 2e-6 of the peak."""
+    a = abs(t)
+    if a >= _ERF_SATURATION:
+        return (1.0 if t > 0 else -1.0), 0.0
+    x = a * 512.0
+    i = int(x)
+    f = x - i
+    e = _EDGE_TABLE[i, 0] + f * (_EDGE_TABLE[i + 1, 0] - _EDGE_TABLE[i, 0])
+    g = _EDGE_TABLE[i, 1] + f * (_EDGE_TABLE[i + 1, 1] - _EDGE_TABLE[i, 1])
+    return (e if t >= 0 else -e), dk * g
 
 
 @nb.njit(cache=True, inline="always", fastmath=True)
