@@ -18,7 +18,7 @@ from plenocal.io import read_camera_file, read_manifest, read_poses
 from plenocal.io.libpleno.importer import import_libpleno_folder
 from plenocal.model import Pose, project_bap
 from plenocal.model.camera import Configuration, MicroLensArray, consistent_mia
-from plenocal.model.lattice import Lattice, LatticeKind
+from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
 from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
 from plenocal.model.target import Checkerboard
 
@@ -325,9 +325,11 @@ def test_hex_columns_and_infinite_focus_round_trip(tmp_path: Path, r12a_camera):
     np.testing.assert_allclose(node @ R.T + np.asarray(doc.mia.pose.translation), ours, atol=1e-9)
 
 
-def test_parity_and_layout_refused(r12a_camera):
+def test_parity_padded_and_layout_refused(r12a_camera):
+    """A lattice whose row parity libpleno cannot describe is padded by one row (tests/io/
+    test_io_libpleno_head.py has the geometry); a type layout other than libpleno's is refused."""
     mla = r12a_camera.mla
-    bad = r12a_camera.replace(
+    odd = r12a_camera.replace(
         mla=MicroLensArray(
             Lattice(LatticeKind.HEX_ROWS, 176, 151),
             mla.pitch_mm,
@@ -338,8 +340,11 @@ def test_parity_and_layout_refused(r12a_camera):
         ),
         mia=None,
     )
-    with pytest.raises(DataError, match="151 rows"):
-        lp.config_from_camera(bad)
+    doc = lp.config_from_camera(odd)
+    assert (doc.mla.width, doc.mla.height) == (176, 152) and doc.extra["plenocal_lattice"]["height"] == "151"
+    other = r12a_camera.replace(mla=dataclasses.replace(mla, types=TypeLayout(3, (0, 2))))
+    with pytest.raises(DataError, match="type layout"):
+        lp.config_from_camera(other)
 
 
 def test_params_round_trip(tmp_path: Path, libpleno_file, r12a_params):
