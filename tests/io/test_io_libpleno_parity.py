@@ -13,6 +13,7 @@ import pytest
 
 from plenocal.errors import InputFileError
 from plenocal.io import libpleno as lp
+from plenocal.io.libpleno.convert import Generation
 from plenocal.io.libpleno.head import lens_centres, mesh_nodes
 from plenocal.model.projection import micro_lens_centres
 from plenocal.sim import preset
@@ -25,13 +26,14 @@ def r12b_default():
 
 
 # --- the 153-row lattice ------------------------------------------------------------------
-def test_r12b_153_rows_export(tmp_path: Path, r12b_default):
+@pytest.mark.parametrize("generation", list(Generation))
+def test_r12b_153_rows_export(tmp_path: Path, r12b_default, generation):
     """One row is added beyond the last: libpleno's MLA-space reading of the file puts every lens and
     micro-image where plenocal's camera has it; the added row's micro-images are off the sensor;
     import removes the row again."""
     cam = r12b_default
     assert (cam.mla.lattice.width, cam.mla.lattice.height) == (176, 153)
-    path = lp.write_intrinsics(tmp_path / "intrinsics.js", cam)
+    path = lp.write_intrinsics(tmp_path / "intrinsics.js", cam, generation=generation)
     raw = json.loads(path.read_text())
     assert raw["plenocal_lattice"] == {"width": "176", "height": "153"}
     doc = lp.read_camera_config(path)
@@ -96,7 +98,7 @@ def test_hex_columns_padding(tmp_path: Path, r12a_camera):
     )
     cam = cam.replace(mia=consistent_mia(cam))
     assert lp.libpleno_lattice(cam.mla.lattice) == Lattice(LatticeKind.HEX_COLS, 152, 176)
-    doc = lp.config_from_camera(cam)
+    doc = lp.config_from_camera(cam, generation=Generation.HEAD)
     k, l = cam.mla.lattice.all_indices()
     np.testing.assert_allclose(lens_centres(doc, 151 - k, 175 - l), micro_lens_centres(cam, k, l), rtol=0, atol=1e-12)
     back = lp.camera_from_config(doc)

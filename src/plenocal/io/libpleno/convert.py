@@ -2,20 +2,22 @@
 
 This is the only place that knows libpleno's conventions: the 180° image flip (sensor
 translation ↔ principal point), MLA-space indices and the MLA lattice origin at the opposite
-corner, camera-in-board poses, ``mode`` integers and the lattice row (column) parity.
+corner, camera-in-board poses, ``mode`` integers, the lattice row (column) parity and the two
+code generations' ``intrinsics.js`` layouts (:class:`Generation`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from plenocal.errors import DataError, InputFileError, ModelError
-from plenocal.io.libpleno._json import as_matrix, num
+from plenocal.io.libpleno._json import as_matrix, num, vector_json
 from plenocal.io.libpleno.documents import (
     CameraConfigDoc,
     CheckerboardDoc,
@@ -36,6 +38,8 @@ from plenocal.io.libpleno.documents import (
     write_poses_doc,
     write_scene_doc,
 )
+from plenocal.io.libpleno.head import head_fields, head_mode
+from plenocal.io.libpleno.inverse_distortion import fit_camera_inverse_distortion
 from plenocal.model.camera import (
     Configuration,
     Distortion,
@@ -67,6 +71,18 @@ RHO_FORM_KEY = "plenocal_rho_form"
 LATTICE_KEY = "plenocal_lattice"
 """Top-level key of an exported ``intrinsics.js`` whose lattice was padded for libpleno's parity
 (:func:`libpleno_lattice`): plenocal's own lattice size, restored on import."""
+
+
+class Generation(Enum):
+    """The two layouts of libpleno's ``intrinsics.js`` (reference, "Two code generations", §10.2)."""
+
+    LEGACY = "legacy"
+    """Dec-2020 code (libpleno ``examples/``, the paper's numbers): the camera only."""
+    HEAD = "head"
+    """2021 HEAD code (COMPOTE ``examples/``, PRISM): also ``distortions_inverse``, the depth
+    distortion fields, ``scaling`` and the computed ``D``, ``d``, ``pp``, ``Rxyz``,
+    ``focal_planes``, and ``mode`` as HEAD's ``mode()`` computes it."""
+
 
 # --- MLA origin and index conversions ----------------------------------------------------
 def mla_origin_offset(kind: LatticeKind, width: int, height: int, pitch: tuple[float, float]) -> np.ndarray:
@@ -278,15 +294,31 @@ def plenocal_lattice_of(doc: CameraConfigDoc, path: str | Path = "intrinsics.js"
     return own
 
 
-def config_from_camera(camera: PlenopticCamera) -> CameraConfigDoc:
-    """The ``intrinsics.js`` document of a camera (libpleno legacy layout).
+def config_from_camera(
+    camera: PlenopticCamera,
+    *,
+    generation: Generation = Generation.LEGACY,
+    inverse_distortion: Distortion | None = None,
+) -> CameraConfigDoc:
+    """The ``intrinsics.js`` document of a camera, in either generation's layout (reference §10.2).
 
     Sensor translation t_s = (s·(u0 − (W−1)), s·(v0 − (H−1)), −(D+d)); MLA pose
-    (R_m, t_m − R_m·origin offset); main-lens ``diameter`` = F/N; ``mode`` 2 / 1 / 0 for
-    Galilean / Keplerian / unfocused; ``dist_focus`` = 1e8 for infinity. A lattice whose row
-    (column) parity libpleno cannot describe is padded by one row (column) at the end
-    (:func:`libpleno_lattice`), its own size kept under ``plenocal_lattice``; the ρ form is kept
-    under ``plenocal_rho_form`` (libpleno ignores both, plenocal reads them back).
+    (R_m, t_m − R_m·origin offset); main-lens ``diameter`` = F/N; ``dist_focus`` = 1e8 for
+    infinity. A lattice whose row (column) parity libpleno cannot describe is padded by one row
+    (column) at the end (:func:`libpleno_lattice`), its own size kept under ``plenocal_lattice``;
+    the ρ form is kept under ``plenocal_rho_form`` (libpleno ignores both, plenocal reads them back).
+
+    - legacy: ``mode`` 2 / 1 / 0 for Galilean / Keplerian / unfocused, the camera only;
+    - HEAD: as HEAD's ``save()`` (:func:`head_config`).
+
+    Parameters
+    ----------
+    camera : PlenopticCamera
+    generation : Generation
+        Layout (default legacy, the layout of the paper's files).
+    inverse_distortion : Distortion, optional
+        HEAD's ``distortions_inverse`` (default: fitted over the sensor's image-space footprint,
+        :func:`~plenocal.io.libpleno.inverse_distortion.fit_camera_inverse_distortion`).
 
     Raises
     ------
@@ -299,7 +331,36 @@ def config_from_camera(camera: PlenopticCamera) -> CameraConfigDoc:
     extra: dict[str, Any] = {RHO_FORM_KEY: camera.rho_form.value}
     if padded.mla.lattice != own:
         extra[LATTICE_KEY] = {"width": num(own.width), "height": num(own.height)}
-    return dataclasses.replace(doc, extra=extra)
+    doc = dataclasses.replace(doc, extra=extra)
+    if generation is Generation.HEAD:
+        inverse = inverse_distortion if inverse_distortion is not None else fit_camera_inverse_distortion(camera).inverse
+        doc = head_config(doc, inverse)
+    return doc
+
+
+def _distortions_json(d: Distortion) -> dict[str, Any]:
+    """A ``distortions`` block as HEAD writes it: radial, tangential, no depth distortion (model 0)."""
+    return {
+        "radial": vector_json((d.q1, d.q2, d.q3)),
+        "tangential": vector_json((d.p1, d.p2)),
+        "depth": vector_json((0.0, 0.0, 0.0)),
+        "model": num(0),
+    }
+
+
+def head_config(doc: CameraConfigDoc, inverse_distortion: Distortion) -> CameraConfigDoc:
+    """A legacy-layout document completed as libpleno HEAD's ``save()`` writes it (reference §10.2).
+
+    Adds ``distortions.depth`` / ``model`` (none), ``distortions_inverse``, ``scaling`` (identity)
+    and the fields HEAD computes (``D``, ``d``, ``pp``, ``Rxyz``, ``focal_planes``:
+    :func:`~plenocal.io.libpleno.head.head_fields`), and sets ``mode`` as HEAD's ``mode()``
+    (:func:`~plenocal.io.libpleno.head.head_mode`). ``I`` stays the number of types (HEAD's
+    ``save()`` leaves it at its default 3, and its ``load()`` ignores it).
+    """
+    dist = doc.distortions or DistortionsDoc()
+    forward = dataclasses.replace(dist, extra={**dist.extra, "depth": vector_json((0.0, 0.0, 0.0)), "model": num(0)})
+    extra = {**doc.extra, **head_fields(doc), "distortions_inverse": _distortions_json(inverse_distortion)}
+    return dataclasses.replace(doc, mode=head_mode(doc), distortions=forward, extra=extra)
 
 
 def _legacy_config(camera: PlenopticCamera) -> CameraConfigDoc:
@@ -352,9 +413,18 @@ def camera_from_intrinsics(
     return camera_from_config(read_camera_config(path), path, configuration=configuration, f_number=f_number)
 
 
-def write_intrinsics(path: str | Path, camera: PlenopticCamera) -> Path:
-    """Write a camera as a libpleno ``intrinsics.js`` (numbers as strings, column-major)."""
-    return write_camera_config(path, config_from_camera(camera))
+def write_intrinsics(
+    path: str | Path,
+    camera: PlenopticCamera,
+    *,
+    generation: Generation = Generation.LEGACY,
+    inverse_distortion: Distortion | None = None,
+) -> Path:
+    """Write a camera as a libpleno ``intrinsics.js`` (numbers as strings, column-major;
+    :func:`config_from_camera` for the options)."""
+    return write_camera_config(
+        path, config_from_camera(camera, generation=generation, inverse_distortion=inverse_distortion)
+    )
 
 
 # --- params.js ---------------------------------------------------------------------------
