@@ -1,5 +1,5 @@
 """libpleno HEAD interop: HEAD's saved fields, ρ forms through export → files → import and against
-libpleno's own ρ, and the legacy layout left as it was.
+libpleno's own ρ, the legacy layout left as it was, and ``plenocal export-libpleno``.
 
 ``distortions_inverse`` is tested in ``test_io_libpleno_inverse_distortion.py``, the lattice parity
 padding (the default r12-b preset's 153 rows) in ``test_io_libpleno_parity.py``."""
@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from plenocal.cli.main import main
 from plenocal.io import libpleno as lp
+from plenocal.io import write_camera
 from plenocal.io.libpleno.convert import Generation
 from plenocal.io.libpleno.head import (
     blur_radius_px,
@@ -27,6 +29,7 @@ from plenocal.io.libpleno.head import (
 from plenocal.model import back_project_bap, project_bap
 from plenocal.model.camera import Configuration, RhoForm
 from plenocal.model.geometry import matrix_from_euler_xyz
+from plenocal.model.lattice import TypeLayout
 from plenocal.model.profile import focus_plane_mla_mm, mla_to_object_mm
 from plenocal.model.projection import micro_image_centres, micro_lens_centres
 from plenocal.sim import preset
@@ -219,3 +222,36 @@ def test_legacy_layout_unchanged(tmp_path: Path, r12a_camera):
     for key in ("sensor", "mia", "mla", "main_lens", "I", "dist_focus", "plenocal_rho_form"):
         assert head[key] == raw[key], key
     assert head["distortions"]["radial"] == raw["distortions"]["radial"]
+
+
+# --- the command ----------------------------------------------------------------------
+def test_cli_exports_default_r12b_preset(tmp_path: Path, capsys, r12b_default):
+    cam_path = write_camera(tmp_path / "camera.json", r12b_default)
+    out = tmp_path / "export"
+    assert main(["export-libpleno", str(cam_path), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "wrote intrinsics.js, params.js (head generation)" in text
+    assert "176x153 written as 176x154" in text and "distortions_inverse fitted" in text
+    assert "camera's is virtual-depth" in text and "Ω of the camera itself" in text
+    raw = json.loads((out / "intrinsics.js").read_text())
+    assert HEAD_KEYS <= set(raw) and raw["mode"] == "2"
+    omega = lp.read_params(out / "params.js")
+    assert omega.micro_image_pitch_mm == pytest.approx(r12b_default.micro_image_pitch_mm, rel=1e-15)
+    assert main(["export-libpleno", str(cam_path), "-o", str(out / "legacy"), "--generation", "legacy"]) == 0
+    assert sorted(p.name for p in (out / "legacy").iterdir()) == ["intrinsics.js"]
+    assert not HEAD_KEYS & set(json.loads((out / "legacy" / "intrinsics.js").read_text()))
+
+
+def test_cli_export_errors(tmp_path: Path, capsys, r12a_camera):
+    cam_path = write_camera(tmp_path / "camera.json", r12a_camera)
+    (tmp_path / "file").write_text("")
+    assert main(["export-libpleno", str(cam_path), "-o", str(tmp_path / "file")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"plenocal export-libpleno: error: {tmp_path / 'file'}: expected an output folder, got a file"
+    )
+    other = r12a_camera.replace(mla=dataclasses.replace(r12a_camera.mla, types=TypeLayout(3, (0, 2))))
+    bad = write_camera(tmp_path / "bad.json", other)
+    assert main(["export-libpleno", str(bad), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"plenocal export-libpleno: error: {bad}: micro-lens type layout")
+    assert not (tmp_path / "out" / "intrinsics.js").exists()
