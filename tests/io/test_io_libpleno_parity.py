@@ -104,3 +104,19 @@ def test_hex_columns_padding(tmp_path: Path, r12a_camera):
     back = lp.camera_from_config(doc)
     assert back.mla.lattice == cam.mla.lattice
     np.testing.assert_allclose(back.mla.translation_mm, cam.mla.translation_mm, rtol=0, atol=1e-13)
+
+
+def test_import_libpleno_of_padded_export(tmp_path: Path, r12b_default):
+    """import-libpleno of an exported folder (intrinsics.js, params.js, scene.js; no camera.js):
+    the manifest's lattice and the camera's are plenocal's 176 x 153, not the file's 154 rows."""
+    from plenocal.io import read_camera_file, read_manifest
+    from plenocal.io.libpleno.importer import import_libpleno_folder
+    from plenocal.model.target import Checkerboard
+
+    src = tmp_path / "src"
+    lp.write_intrinsics(src / "intrinsics.js", r12b_default, generation=Generation.HEAD)
+    lp.write_scene(src / "scene.js", Checkerboard(8, 5, 20.0))
+    import_libpleno_folder(src, tmp_path / "ds", name="r12b")
+    manifest = read_manifest(tmp_path / "ds" / "manifest.json")
+    camera = read_camera_file(tmp_path / "ds" / "camera.json").camera
+    assert manifest.camera_spec.lattice == camera.mla.lattice == r12b_default.mla.lattice
