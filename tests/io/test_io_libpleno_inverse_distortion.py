@@ -10,8 +10,10 @@ import pytest
 
 from plenocal.errors import DataError
 from plenocal.io.libpleno.inverse_distortion import (
+    error_on_sensor_px,
     fit_camera_inverse_distortion,
     fit_inverse_distortion,
+    focus_plane_depths,
     image_space_footprint,
 )
 from plenocal.model.camera import Distortion
@@ -71,3 +73,15 @@ def test_distortions_inverse_is_invdist_fit(r12b_full):
 def test_distortions_inverse_bad_input(kwargs, message):
     with pytest.raises(DataError, match=message):
         fit_inverse_distortion(Distortion(q1=1e-4), **kwargs)
+
+
+def test_error_on_sensor(r12b_full):
+    """An inverse error at PRISM's p' seen on the sensor: ×d/|a| at the types' focus planes
+    (r12-b: 3 µm ≈ 0.23 px, what prism-build's chief-ray check saw), ×1 when HEAD takes the camera
+    for unfocused (a Keplerian multi-focus camera: its rays start at the pixel)."""
+    d = r12b_full.d_mm
+    a = max(focus_plane_depths(r12b_full), key=lambda x: d / abs(x))
+    assert error_on_sensor_px(r12b_full, 3e-3) == pytest.approx(3e-3 * d / abs(a) / 0.0055, rel=1e-12)
+    assert 0.15 < error_on_sensor_px(r12b_full, 3e-3) < 0.3
+    kep = preset("kep-3", small=True).camera
+    assert error_on_sensor_px(kep, 5.5e-3) == pytest.approx(1.0, rel=1e-12)

@@ -17,7 +17,11 @@ from plenocal.io.camera import read_camera_file
 from plenocal.io.libpleno import write_params
 from plenocal.io.libpleno import write_poses as write_poses_js
 from plenocal.io.libpleno.convert import Generation, libpleno_lattice, write_intrinsics
-from plenocal.io.libpleno.inverse_distortion import InverseDistortionFit, fit_camera_inverse_distortion
+from plenocal.io.libpleno.inverse_distortion import (
+    InverseDistortionFit,
+    error_on_sensor_px,
+    fit_camera_inverse_distortion,
+)
 from plenocal.io.poses import read_poses
 from plenocal.model.camera import Configuration, PlenopticCamera, RhoForm
 from plenocal.model.white import internal_parameters
@@ -57,10 +61,12 @@ def notes(camera: PlenopticCamera, generation: Generation, fit: InverseDistortio
     if generation is Generation.HEAD and camera.n_types > 0 and camera.configuration is Configuration.KEPLERIAN:
         out.append("libpleno HEAD treats a Keplerian multi-focus camera as unfocused (mode 0; reference §15 item 11)")
     if fit is not None:
+        px = error_on_sensor_px(camera, fit.max_error_mm)
         out.append(
             f"distortions_inverse fitted over x {fit.x_range_mm[0]:.2f}..{fit.x_range_mm[1]:.2f} mm, "
             f"y {fit.y_range_mm[0]:.2f}..{fit.y_range_mm[1]:.2f} mm: inverse∘forward within {fit.max_error_mm * 1e3:.2f} µm "
-            f"(RMS {fit.rms_error_mm * 1e3:.2f} µm) of identity; the distortion moves points up to {fit.max_shift_mm * 1e3:.0f} µm"
+            f"(RMS {fit.rms_error_mm * 1e3:.2f} µm) of identity, about {px:.2g} px on the sensor in PRISM's rays; "
+            f"the distortion moves points up to {fit.max_shift_mm * 1e3:.0f} µm"
         )
     return out
 

@@ -136,6 +136,21 @@ def focus_plane_depths(camera: PlenopticCamera) -> tuple[float, ...]:
     return tuple(out)
 
 
+def error_on_sensor_px(camera: PlenopticCamera, error_mm: float) -> float:
+    """About how far (px) an error of the inverse at PRISM's p' moves what a pixel sees.
+
+    p' lies where the pixel's chief ray through its micro-lens meets the type's focus plane, at
+    depth a from the MLA: a lateral error δ there is δ·d/|a| on the sensor, the largest over the
+    types. PRISM starts the rays at the pixel itself (δ on the sensor) when libpleno HEAD takes the
+    camera for unfocused: no micro-lens types, or d > f_0 (every Keplerian multi-focus camera,
+    reference §11 step 3, §15 item 11).
+    """
+    d = camera.d_mm
+    focal = camera.mla.focal_lengths_mm
+    depths = focus_plane_depths(camera) if focal and d <= focal[0] else ()
+    return float(error_mm * max([d / abs(a) for a in depths] or [1.0]) / camera.sensor.pixel_size_mm)
+
+
 def image_space_footprint(
     camera: PlenopticCamera, *, depths_mm: tuple[float, ...] | None = None
 ) -> tuple[tuple[float, float], tuple[float, float]]:
