@@ -286,7 +286,7 @@ def test_export_without_omega_and_errors(tmp_path, capsys, r12a_camera):
 
     cam_path = write_camera(tmp_path / "camera.json", r12a_camera)
     out = tmp_path / "export"
-    assert main(["export-libpleno", str(cam_path), "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["intrinsics.js"]
+    assert main(["export-libpleno", str(cam_path), "-o", str(out), "--generation", "legacy"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["intrinsics.js"]  # legacy: Ω only from the camera file
     line = _error(capsys, main(["export-libpleno", str(tmp_path / "missing.json"), "-o", str(out)]))
     assert line == f"plenocal export-libpleno: error: {tmp_path / 'missing.json'}: file does not exist"

@@ -18,7 +18,7 @@ from plenocal.io import read_camera_file, read_manifest, read_poses
 from plenocal.io.libpleno.importer import import_libpleno_folder
 from plenocal.model import Pose, project_bap
 from plenocal.model.camera import Configuration, MicroLensArray, consistent_mia
-from plenocal.model.lattice import Lattice, LatticeKind
+from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
 from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
 from plenocal.model.target import Checkerboard
 
@@ -300,6 +300,38 @@ def test_written_intrinsics_match_libpleno_file(tmp_path: Path, libpleno_file, r
     assert ours.distortions.radial == ref.distortions.radial
 
 
+def test_legacy_export_is_libpleno_file(tmp_path: Path, libpleno_file, r12a_camera, r12a_params):
+    """libpleno's R12-A files read and written back in the legacy layout: every number to float
+    precision (rotation entries relative to 1: the matrix is rebuilt from plenocal's Euler angles),
+    the same keys but plenocal's own; only the legacy file's `mode` "1" (pre-Dec-2020 code, ignored
+    on load) and params' stale λ differ (benchmarks/check_export.py does it on the shared files)."""
+    cam = lp.camera_from_intrinsics(libpleno_file("intrinsics.js"))
+    written = json.loads(lp.write_intrinsics(tmp_path / "intrinsics.js", cam).read_text())
+    original = LIBPLENO["intrinsics.js"]
+    assert set(written) == set(original) | {"plenocal_rho_form"} and written["plenocal_rho_form"] == "legacy"
+    assert (written["mode"], original["mode"]) == ("2", "1")
+
+    def close(a, b, where):
+        if isinstance(a, dict):
+            assert sorted(a) == sorted(b), where
+            for k in a:
+                close(a[k], b[k], f"{where}.{k}")
+        elif isinstance(a, list):
+            assert len(a) == len(b), where
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                close(x, y, f"{where}[{i}]")
+        else:
+            scale = 1.0 if "rotation" in where else abs(float(b))
+            assert abs(float(a) - float(b)) <= 1e-15 * max(scale, 1e-300), where
+
+    close({k: v for k, v in written.items() if k not in ("mode", "plenocal_rho_form")},
+          {k: v for k, v in original.items() if k != "mode"}, "intrinsics")
+    params = json.loads(lp.write_params(tmp_path / "params.js", lp.read_params(libpleno_file("params.js"))).read_text())
+    stale = {"lambda"}
+    close({k: v for k, v in params.items() if k not in stale},
+          {k: v for k, v in LIBPLENO["params.js"].items() if k not in stale}, "params")
+
+
 def test_hex_columns_and_infinite_focus_round_trip(tmp_path: Path, r12a_camera):
     mla = r12a_camera.mla
     lattice = Lattice(LatticeKind.HEX_COLS, 150, 175)
@@ -325,9 +357,11 @@ def test_hex_columns_and_infinite_focus_round_trip(tmp_path: Path, r12a_camera):
     np.testing.assert_allclose(node @ R.T + np.asarray(doc.mia.pose.translation), ours, atol=1e-9)
 
 
-def test_parity_and_layout_refused(r12a_camera):
+def test_parity_padded_and_layout_refused(r12a_camera):
+    """A lattice whose row parity libpleno cannot describe is padded by one row (tests/io/
+    test_io_libpleno_head.py has the geometry); a type layout other than libpleno's is refused."""
     mla = r12a_camera.mla
-    bad = r12a_camera.replace(
+    odd = r12a_camera.replace(
         mla=MicroLensArray(
             Lattice(LatticeKind.HEX_ROWS, 176, 151),
             mla.pitch_mm,
@@ -338,8 +372,11 @@ def test_parity_and_layout_refused(r12a_camera):
         ),
         mia=None,
     )
-    with pytest.raises(DataError, match="151 rows"):
-        lp.config_from_camera(bad)
+    doc = lp.config_from_camera(odd)
+    assert (doc.mla.width, doc.mla.height) == (176, 152) and doc.extra["plenocal_lattice"]["height"] == "151"
+    other = r12a_camera.replace(mla=dataclasses.replace(mla, types=TypeLayout(3, (0, 2))))
+    with pytest.raises(DataError, match="type layout"):
+        lp.config_from_camera(other)
 
 
 def test_params_round_trip(tmp_path: Path, libpleno_file, r12a_params):

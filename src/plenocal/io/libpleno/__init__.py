@@ -13,9 +13,13 @@ Two levels:
   :mod:`~plenocal.io.libpleno.observations`: ``read_bap_csv``, ``read_center_csv``,
   ``read_linked_observations`` and writers);
 - plenocal objects (:mod:`~plenocal.io.libpleno.convert`): ``camera_from_intrinsics`` /
-  ``write_intrinsics``, ``read_params`` / ``write_params``, ``read_poses`` / ``write_poses``,
-  ``read_scene`` / ``write_scene``, ``read_observations_csv`` / ``read_observations_bin`` and
-  writers.
+  ``write_intrinsics`` (either code generation's layout, :class:`Generation`), ``read_params`` /
+  ``write_params``, ``read_poses`` / ``write_poses``, ``read_scene`` / ``write_scene``,
+  ``read_observations_csv`` / ``read_observations_bin`` and writers.
+
+What libpleno HEAD computes from a file (its saved ``D``, ``d``, ``pp``, ``Rxyz``, ``mode``,
+``focal_planes`` and its per-lens blur radius) is in :mod:`~plenocal.io.libpleno.head`; the fit of
+``distortions_inverse`` in :mod:`~plenocal.io.libpleno.inverse_distortion`.
 """
 
 from plenocal.io.libpleno._json import read_json
@@ -25,21 +29,26 @@ from plenocal.io.libpleno.convert import (
     INFINITY_MM,
     KIND_TO_GEOMETRY,
     MODE_TO_CONFIGURATION,
+    Generation,
     board_from_scene,
     camera_from_config,
     camera_from_intrinsics,
     config_from_camera,
     doc_from_poses,
+    head_config,
+    libpleno_lattice,
     mia_from_mesh,
     mla_index,
     mla_origin_offset,
     omega_from_params,
     params_from_omega,
+    plenocal_lattice_of,
     poses_from_doc,
     read_params,
     read_poses,
     read_scene,
     scene_from_board,
+    with_lattice,
     write_intrinsics,
     write_params,
     write_poses,
@@ -99,6 +108,7 @@ __all__ = [
     "CheckerboardDoc",
     "DistortionsDoc",
     "FramePoseDoc",
+    "Generation",
     "ImageDoc",
     "ImagesDoc",
     "LinkedObservations",
@@ -113,11 +123,14 @@ __all__ = [
     "camera_from_intrinsics",
     "config_from_camera",
     "doc_from_poses",
+    "head_config",
+    "libpleno_lattice",
     "mia_from_mesh",
     "mla_index",
     "mla_origin_offset",
     "omega_from_params",
     "params_from_omega",
+    "plenocal_lattice_of",
     "poses_from_doc",
     "read_bap_csv",
     "read_camera_config",
@@ -134,6 +147,7 @@ __all__ = [
     "read_scene",
     "read_scene_doc",
     "scene_from_board",
+    "with_lattice",
     "write_bap_csv",
     "write_camera_config",
     "write_center_csv",

@@ -2,18 +2,22 @@
 
 This is the only place that knows libpleno's conventions: the 180° image flip (sensor
 translation ↔ principal point), MLA-space indices and the MLA lattice origin at the opposite
-corner, camera-in-board poses, and ``mode`` integers.
+corner, camera-in-board poses, ``mode`` integers, the lattice row (column) parity and the two
+code generations' ``intrinsics.js`` layouts (:class:`Generation`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from plenocal.errors import DataError, InputFileError, ModelError
-from plenocal.io.libpleno._json import as_matrix
+from plenocal.io.libpleno._json import as_matrix, num, vector_json
 from plenocal.io.libpleno.documents import (
     CameraConfigDoc,
     CheckerboardDoc,
@@ -34,6 +38,8 @@ from plenocal.io.libpleno.documents import (
     write_poses_doc,
     write_scene_doc,
 )
+from plenocal.io.libpleno.head import head_fields, head_mode
+from plenocal.io.libpleno.inverse_distortion import fit_camera_inverse_distortion
 from plenocal.model.camera import (
     Configuration,
     Distortion,
@@ -44,6 +50,7 @@ from plenocal.model.camera import (
     RhoForm,
     Sensor,
     infer_configuration,
+    lattice_corner,
 )
 from plenocal.model.geometry import Pose, euler_xyz_from_matrix
 from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
@@ -58,6 +65,23 @@ INFINITY_MM = 1e8
 """libpleno's "infinite" focus distance (``dist_focus``)."""
 
 _IDENTITY3 = PoseDoc(as_matrix(np.eye(3)), (0.0, 0.0, 0.0))
+
+RHO_FORM_KEY = "plenocal_rho_form"
+"""Top-level key of an exported ``intrinsics.js``: the camera's ρ form (libpleno ignores it)."""
+LATTICE_KEY = "plenocal_lattice"
+"""Top-level key of an exported ``intrinsics.js`` whose lattice was padded for libpleno's parity
+(:func:`libpleno_lattice`): plenocal's own lattice size, restored on import."""
+
+
+class Generation(Enum):
+    """The two layouts of libpleno's ``intrinsics.js`` (reference, "Two code generations", §10.2)."""
+
+    LEGACY = "legacy"
+    """Dec-2020 code (libpleno ``examples/``, the paper's numbers): the camera only."""
+    HEAD = "head"
+    """2021 HEAD code (COMPOTE ``examples/``, PRISM): also ``distortions_inverse``, the depth
+    distortion fields, ``scaling`` and the computed ``D``, ``d``, ``pp``, ``Rxyz``,
+    ``focal_planes``, and ``mode`` as HEAD's ``mode()`` computes it."""
 
 
 # --- MLA origin and index conversions ----------------------------------------------------
@@ -87,14 +111,52 @@ def parity_problem(kind: LatticeKind, width: int, height: int) -> str | None:
     if kind is LatticeKind.HEX_ROWS and (height - 1) % 2 == 0:
         return (
             f"hexagonal MLA with {height} rows: libpleno's MLA-space row parity is inconsistent for an "
-            "odd row count (reference §2.2); such a file cannot be converted exactly"
+            "odd row count (reference §2.2): its MLA would not be the lattice of its micro-images"
         )
     if kind is LatticeKind.HEX_COLS and (width - 1) % 2 == 0:
         return (
             f"hexagonal MLA with {width} columns: libpleno's MLA-space column parity is inconsistent "
-            "for an odd column count (reference §2.2); such a file cannot be converted exactly"
+            "for an odd column count (reference §2.2): its MLA would not be the lattice of its micro-images"
         )
     return None
+
+
+def libpleno_lattice(lattice: Lattice) -> Lattice:
+    """The smallest lattice holding ``lattice`` that libpleno's MLA space describes exactly.
+
+    libpleno's MLA-space index (k', l') = (W−1−k, H−1−l) keeps "even rows shifted +½" meaning the
+    same physical hexagonal lattice only when H − 1 is odd (W − 1 for columns-aligned lattices;
+    reference §2.2, §15 item 6). Otherwise one row (column) is added at the end: index H (W) is
+    the next row (column) of the same lattice, beyond the last, so every existing micro-lens keeps
+    its index, position and type (reference §2.3's layout is indexed in MIA space). The added lenses
+    lie beyond the last row of micro-images; libpleno and PRISM find nothing to see through them.
+    """
+    if lattice.kind is LatticeKind.HEX_ROWS and (lattice.height - 1) % 2 == 0:
+        return Lattice(lattice.kind, lattice.width, lattice.height + 1)
+    if lattice.kind is LatticeKind.HEX_COLS and (lattice.width - 1) % 2 == 0:
+        return Lattice(lattice.kind, lattice.width + 1, lattice.height)
+    return lattice
+
+
+def with_lattice(camera: PlenopticCamera, lattice: Lattice) -> PlenopticCamera:
+    """The same micro-lenses and micro-images indexed in a larger or smaller lattice of the same kind.
+
+    Lens (k, l) sits at t + R·(c − g(k, l)) with c the lattice's bounding-box corner: the MLA
+    translation moves by R·(c_old − c_new) so that every lens common to both stays where it is. The
+    micro-image grid does not depend on the lattice size.
+    """
+    mla, grid = camera.mla, camera.grid
+    if lattice == mla.lattice:
+        return camera
+    if lattice.kind is not mla.lattice.kind:
+        raise DataError(f"cannot re-index a {mla.lattice.kind.value} lattice as {lattice.kind.value}")
+    old = np.array([*lattice_corner(mla.lattice, mla.pitch_mm), 0.0])
+    new = np.array([*lattice_corner(lattice, mla.pitch_mm), 0.0])
+    t = np.asarray(mla.translation_mm) + mla.rotation @ (old - new)
+    return camera.replace(
+        mla=dataclasses.replace(mla, lattice=lattice, translation_mm=(float(t[0]), float(t[1]), float(t[2]))),
+        mia=dataclasses.replace(grid, lattice=lattice),
+    )
 
 
 def _kind(path: Path, geometry: int, key: str) -> LatticeKind:
@@ -126,8 +188,8 @@ def rho_form_of(doc: CameraConfigDoc) -> RhoForm:
     HEAD writes the (0, 0) lens' ``D`` and ``d`` (and ``pp``, ``Rxyz``...) and two MLA pitches;
     the Dec-2020 (legacy) code wrote neither, with one pitch repeated.
     """
-    if isinstance(doc.extra.get("plenocal_rho_form"), str) and doc.extra["plenocal_rho_form"] in {r.value for r in RhoForm}:
-        return RhoForm(doc.extra["plenocal_rho_form"])  # written by plenocal's exporter
+    if isinstance(doc.extra.get(RHO_FORM_KEY), str) and doc.extra[RHO_FORM_KEY] in {r.value for r in RhoForm}:
+        return RhoForm(doc.extra[RHO_FORM_KEY])  # written by plenocal's exporter
     head = "D" in doc.extra or "d" in doc.extra
     two_pitches = doc.mla is not None and doc.mla.pitch is not None and doc.mla.pitch[0] != doc.mla.pitch[1]
     return RhoForm.HEAD if head or two_pitches else RhoForm.LEGACY
@@ -197,6 +259,9 @@ def camera_from_config(
         )
     except ModelError as exc:
         raise InputFileError(p, str(exc)) from None
+    own = plenocal_lattice_of(doc, p)
+    if own is not None:
+        cam = with_lattice(cam, own)
     if configuration is None:
         if doc.I > 0:
             configuration = infer_configuration(focal[0], cam.d_mm)
@@ -205,19 +270,101 @@ def camera_from_config(
     return cam.replace(configuration=configuration)
 
 
-def config_from_camera(camera: PlenopticCamera) -> CameraConfigDoc:
-    """The ``intrinsics.js`` document of a camera (libpleno legacy layout).
+def plenocal_lattice_of(doc: CameraConfigDoc, path: str | Path = "intrinsics.js") -> Lattice | None:
+    """plenocal's lattice of an exported ``intrinsics.js`` whose lattice was padded (``plenocal_lattice``), or None.
+
+    Raises
+    ------
+    InputFileError
+        The key is malformed, or the file's lattice is not that lattice padded by :func:`libpleno_lattice`.
+    """
+    raw = doc.extra.get(LATTICE_KEY)
+    if raw is None or doc.mla is None:
+        return None
+    p = Path(path)
+    try:
+        width, height = int(raw["width"]), int(raw["height"])
+        own = Lattice(GEOMETRY_TO_KIND[doc.mla.geometry], width, height)
+    except (TypeError, KeyError, ValueError, ModelError):
+        raise InputFileError(p, f"{LATTICE_KEY} must be {{\"width\": W, \"height\": H}}, got {raw!r}") from None
+    if libpleno_lattice(own) != Lattice(own.kind, doc.mla.width, doc.mla.height):
+        raise InputFileError(
+            p, f"{LATTICE_KEY} {width}x{height} is not the {doc.mla.width}x{doc.mla.height} MLA lattice less its padding"
+        )
+    return own
+
+
+def config_from_camera(
+    camera: PlenopticCamera,
+    *,
+    generation: Generation = Generation.LEGACY,
+    inverse_distortion: Distortion | None = None,
+) -> CameraConfigDoc:
+    """The ``intrinsics.js`` document of a camera, in either generation's layout (reference §10.2).
 
     Sensor translation t_s = (s·(u0 − (W−1)), s·(v0 − (H−1)), −(D+d)); MLA pose
-    (R_m, t_m − R_m·origin offset); main-lens ``diameter`` = F/N; ``mode`` 2 / 1 / 0 for
-    Galilean / Keplerian / unfocused; ``dist_focus`` = 1e8 for infinity.
+    (R_m, t_m − R_m·origin offset); main-lens ``diameter`` = F/N; ``dist_focus`` = 1e8 for
+    infinity. A lattice whose row (column) parity libpleno cannot describe is padded by one row
+    (column) at the end (:func:`libpleno_lattice`), its own size kept under ``plenocal_lattice``;
+    the ρ form is kept under ``plenocal_rho_form`` (libpleno ignores both, plenocal reads them back).
+
+    - legacy: ``mode`` 2 / 1 / 0 for Galilean / Keplerian / unfocused, the camera only;
+    - HEAD: as HEAD's ``save()`` (:func:`head_config`).
+
+    Parameters
+    ----------
+    camera : PlenopticCamera
+    generation : Generation
+        Layout (default legacy, the layout of the paper's files).
+    inverse_distortion : Distortion, optional
+        HEAD's ``distortions_inverse`` (default: fitted over the sensor's image-space footprint,
+        :func:`~plenocal.io.libpleno.inverse_distortion.fit_camera_inverse_distortion`).
 
     Raises
     ------
     DataError
-        The camera cannot be expressed exactly in libpleno's conventions (lattice parity, a type
-        layout other than libpleno's).
+        The camera cannot be expressed in libpleno's conventions (a type layout other than libpleno's).
     """
+    own = camera.mla.lattice
+    padded = with_lattice(camera, libpleno_lattice(own))
+    doc = _legacy_config(padded)
+    extra: dict[str, Any] = {RHO_FORM_KEY: camera.rho_form.value}
+    if padded.mla.lattice != own:
+        extra[LATTICE_KEY] = {"width": num(own.width), "height": num(own.height)}
+    doc = dataclasses.replace(doc, extra=extra)
+    if generation is Generation.HEAD:
+        inverse = inverse_distortion if inverse_distortion is not None else fit_camera_inverse_distortion(camera).inverse
+        doc = head_config(doc, inverse)
+    return doc
+
+
+def _distortions_json(d: Distortion) -> dict[str, Any]:
+    """A ``distortions`` block as HEAD writes it: radial, tangential, no depth distortion (model 0)."""
+    return {
+        "radial": vector_json((d.q1, d.q2, d.q3)),
+        "tangential": vector_json((d.p1, d.p2)),
+        "depth": vector_json((0.0, 0.0, 0.0)),
+        "model": num(0),
+    }
+
+
+def head_config(doc: CameraConfigDoc, inverse_distortion: Distortion) -> CameraConfigDoc:
+    """A legacy-layout document completed as libpleno HEAD's ``save()`` writes it (reference §10.2).
+
+    Adds ``distortions.depth`` / ``model`` (none), ``distortions_inverse``, ``scaling`` (identity)
+    and the fields HEAD computes (``D``, ``d``, ``pp``, ``Rxyz``, ``focal_planes``:
+    :func:`~plenocal.io.libpleno.head.head_fields`), and sets ``mode`` as HEAD's ``mode()``
+    (:func:`~plenocal.io.libpleno.head.head_mode`). ``I`` stays the number of types (HEAD's
+    ``save()`` leaves it at its default 3, and its ``load()`` ignores it).
+    """
+    dist = doc.distortions or DistortionsDoc()
+    forward = dataclasses.replace(dist, extra={**dist.extra, "depth": vector_json((0.0, 0.0, 0.0)), "model": num(0)})
+    extra = {**doc.extra, **head_fields(doc), "distortions_inverse": _distortions_json(inverse_distortion)}
+    return dataclasses.replace(doc, mode=head_mode(doc), distortions=forward, extra=extra)
+
+
+def _legacy_config(camera: PlenopticCamera) -> CameraConfigDoc:
+    """The Dec-2020 (legacy) ``intrinsics.js`` layout of a camera whose lattice libpleno describes exactly."""
     mla, sensor, grid = camera.mla, camera.sensor, camera.grid
     lat = mla.lattice
     problem = parity_problem(lat.kind, lat.width, lat.height)
@@ -256,8 +403,6 @@ def config_from_camera(camera: PlenopticCamera) -> CameraConfigDoc:
         mla=MeshDoc(geometry, lat.width, lat.height, mla.pitch_mm, PoseDoc(as_matrix(Rm), tuple(float(x) for x in tm))),
         focal_lengths=mla.focal_lengths_mm,
         distortions=DistortionsDoc((d.q1, d.q2, d.q3), (d.p1, d.p2)),
-        # libpleno ignores unknown keys; plenocal reads it back (the ρ form is not in libpleno's files).
-        extra={"plenocal_rho_form": camera.rho_form.value},
     )
 
 
@@ -268,9 +413,18 @@ def camera_from_intrinsics(
     return camera_from_config(read_camera_config(path), path, configuration=configuration, f_number=f_number)
 
 
-def write_intrinsics(path: str | Path, camera: PlenopticCamera) -> Path:
-    """Write a camera as a libpleno ``intrinsics.js`` (numbers as strings, column-major)."""
-    return write_camera_config(path, config_from_camera(camera))
+def write_intrinsics(
+    path: str | Path,
+    camera: PlenopticCamera,
+    *,
+    generation: Generation = Generation.LEGACY,
+    inverse_distortion: Distortion | None = None,
+) -> Path:
+    """Write a camera as a libpleno ``intrinsics.js`` (numbers as strings, column-major;
+    :func:`config_from_camera` for the options)."""
+    return write_camera_config(
+        path, config_from_camera(camera, generation=generation, inverse_distortion=inverse_distortion)
+    )
 
 
 # --- params.js ---------------------------------------------------------------------------

@@ -66,6 +66,7 @@ from plenocal.io.libpleno.convert import (
     board_from_scene,
     camera_from_config,
     omega_from_params,
+    plenocal_lattice_of,
     poses_from_doc,
 )
 from plenocal.io.libpleno.documents import (
@@ -310,6 +311,7 @@ def _spec(path: Path, doc: CameraConfigDoc, *, trust_mode: bool) -> CameraSpec:
     try:
         if mesh is not None and mesh.geometry in GEOMETRY_TO_KIND:
             lattice = Lattice(GEOMETRY_TO_KIND[mesh.geometry], mesh.width, mesh.height)
+        lattice = plenocal_lattice_of(doc, path) or lattice  # a plenocal export's own lattice, without its padding
         h = doc.dist_focus
         return CameraSpec(
             pixel_size_mm=doc.sensor.scale,
