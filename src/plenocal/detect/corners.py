@@ -456,6 +456,12 @@ def chief_ray_corners(
     return K, np.all(np.abs(step) < tolerance_px, axis=1)
 
 
+def _lens_points_for(sigma_px: FloatArray) -> FloatArray:
+    """Lens points for a quadrature error below :data:`QUADRATURE_ERROR_FRACTION` of each σ."""
+    need = QUADRATURE_ERROR_PX_SAMPLES / (QUADRATURE_ERROR_FRACTION * np.maximum(np.nan_to_num(sigma_px, nan=1e-6), 1e-6))
+    return np.clip(need, COARSE_SAMPLES, _NO_CAP)
+
+
 class RenderedFit(NamedTuple):
     """Result of :func:`refine_rendered` for M micro-images."""
 
@@ -492,6 +498,7 @@ def refine_rendered(
     tolerance_px: float = 0.01,
     unblurred_weight: float = 0.0,
     noise_matched: bool = True,
+    sigma_start: FloatArray | None = None,
 ) -> RenderedFit:
     """Chief-ray corners by fitting the rendered corner (:func:`render_corners`) to the pixels.
 
@@ -504,7 +511,8 @@ def refine_rendered(
     RMS from the inversion, 0.03 px from this fit). The detection pipeline starts it from the
     first-order positions (:func:`plenocal.model.projection.pupil_unshift`).
 
-    With ``noise_matched`` the first iteration renders with :data:`COARSE_SAMPLES` lens points,
+    With ``noise_matched`` the first iteration renders with :data:`COARSE_SAMPLES` lens points
+    (with ``sigma_start``, a previous fit's σ, the start is already close: no coarse iteration),
     later ones with enough points that the quadrature error stays below
     :data:`QUADRATURE_ERROR_FRACTION` of the corner's own position σ (measured by the previous
     iteration), and a corner stops once its step is below ``tolerance_px`` or
@@ -544,10 +552,15 @@ def refine_rendered(
     rms = np.full(M, np.inf)
     sigma = np.full(M, np.inf)
     n_pix = np.count_nonzero(w > 0, axis=1)
-    cap = np.full(M, float(COARSE_SAMPLES) if noise_matched else _NO_CAP)
-    fine = np.full(M, not noise_matched)
+    coarse = noise_matched and sigma_start is None
+    cap = np.full(M, float(COARSE_SAMPLES) if coarse else _NO_CAP)
+    if noise_matched and sigma_start is not None:
+        # Continuing a previous fit: its σ sets the lens points from the start (the same
+        # quadrature as where it stopped, so corners do not move for the quadrature's sake).
+        cap = _lens_points_for(np.asarray(sigma_start, dtype=np.float64))
+    fine = np.full(M, not coarse)
     todo = np.arange(M)
-    for _ in range(iterations + (1 if noise_matched else 0)):
+    for _ in range(iterations + (1 if coarse else 0)):
         # Only the micro-images whose corner still moves are rendered again.
         t = todo
         G = np.zeros((5, len(t), px.shape[1]))
@@ -585,8 +598,7 @@ def refine_rendered(
         moving = np.any(np.abs(d) >= tol[:, None], axis=1)
         if noise_matched:
             # From now on as many lens points as the corner's own noise calls for.
-            need = QUADRATURE_ERROR_PX_SAMPLES / (QUADRATURE_ERROR_FRACTION * np.maximum(sigma[t], 1e-6))
-            cap[t] = np.clip(need, COARSE_SAMPLES, _NO_CAP)
+            cap[t] = _lens_points_for(sigma[t])
             fine[t] = True
         todo = t[(moving | ~was_fine) & good]
         if not len(todo):

@@ -166,16 +166,18 @@ def detect_frame(
                 labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
                 ok = np.zeros(len(sel), dtype=bool)
                 angles = fit.angles
+                position_sigma = None
                 first_order = chief
                 for rnd in range(EXACT_ROUNDS):
                     if fit_rendered:
                         # Each round continues from the previous one's corners and line angles;
                         # a corner may end at most REFINE_MAX_MOVE_PX from its first-order position.
-                        new, new_ok, angles, *_ = refine_rendered(
+                        rendered = refine_rendered(
                             dv, weight, mic_sel, usable[sel], chief, angles, fit.render_sign, np.nan_to_num(rho) + blur_offset[sel],
                             ra_all[sel], rb_all[sel], unblurred_weight=omega.unblurred_weight,
-                            iterations=RENDERED_ITERATIONS[min(rnd, 1)],
+                            iterations=RENDERED_ITERATIONS[min(rnd, 1)], sigma_start=None if rnd == 0 else position_sigma,
                         )
+                        new, new_ok, angles, position_sigma = rendered.corner, rendered.ok, rendered.angles, rendered.sigma_px
                         new_ok &= np.hypot(*(new - first_order).T) <= REFINE_MAX_MOVE_PX
                     else:
                         new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho) + blur_offset[sel], weight, mic_sel, usable[sel],
