@@ -116,10 +116,77 @@ class Units:
         return cost, w, unit_w
 
 
+@dataclass
+class NormalBlocks:
+    """JᵀWJ and JᵀWr by blocks: intrinsics, each frame's pose, and their coupling.
+
+    Attributes
+    ----------
+    H_ii : ndarray, shape (p, p)
+    H_ip : ndarray, shape (p, n_frames, 6)
+    H_pp : ndarray, shape (n_frames, 6, 6)
+    g_i : ndarray, shape (p,)
+    g_p : ndarray, shape (n_frames, 6)
+    """
+
+    H_ii: FloatArray
+    H_ip: FloatArray
+    H_pp: FloatArray
+    g_i: FloatArray
+    g_p: FloatArray
+
+    @classmethod
+    def zeros(cls, p: int, n_frames: int) -> NormalBlocks:
+        return cls(np.zeros((p, p)), np.zeros((p, n_frames, 6)), np.zeros((n_frames, 6, 6)), np.zeros(p),
+                   np.zeros((n_frames, 6)))
+
+    def add_frame_gram(self, f: int, G: FloatArray, gf: FloatArray) -> None:
+        """Add the Gram matrix ``G`` = AᵀA (p + 6 square) and ``gf`` = Aᵀr of rows A = [intrinsics |
+        frame f's pose]."""
+        p = self.H_ii.shape[0]
+        self.H_ii += G[:p, :p]
+        self.H_ip[:, f, :] += G[:p, p:]
+        self.H_pp[f] += G[p:, p:]
+        self.g_i += gf[:p]
+        self.g_p[f] += gf[p:]
+
+    def assemble(self, pose_free: NDArray[np.bool_]) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
+        """(H, g, pose_cols) over the free variables: intrinsics first, then the free pose entries
+        (``pose_cols``: indices into frame·6 + component)."""
+        p = self.H_ii.shape[0]
+        n_frames = pose_free.shape[0]
+        pose_cols = np.flatnonzero(pose_free.reshape(-1))
+        n = p + pose_cols.size
+        H = np.zeros((n, n))
+        H[:p, :p] = self.H_ii
+        Hip = self.H_ip.reshape(p, 6 * n_frames)[:, pose_cols]
+        H[:p, p:] = Hip
+        H[p:, :p] = Hip.T
+        full_pp = np.zeros((6 * n_frames, 6 * n_frames))  # block-diagonal pose part
+        for f in range(n_frames):
+            full_pp[6 * f : 6 * f + 6, 6 * f : 6 * f + 6] = self.H_pp[f]
+        H[p:, p:] = full_pp[np.ix_(pose_cols, pose_cols)]
+        g = np.concatenate([self.g_i, self.g_p.reshape(-1)[pose_cols]])
+        return H, g, pose_cols
+
+
 def normal_equations(
     residuals: Residuals, J: JacobianBlocks, r: FloatArray, w: FloatArray
 ) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
-    """H = JᵀWJ and g = JᵀWr over the free variables.
+    """H = JᵀWJ and g = JᵀWr over the free variables, from Jacobian blocks.
+
+    The intrinsic block is one symmetric product over all rows (the MIC rows over the columns that
+    move the micro-image centres only); the pose blocks and their coupling with the intrinsics are
+    summed per frame and BAP term over contiguous row ranges (BAP rows are sorted by frame within
+    each term).
+
+    Parameters
+    ----------
+    residuals : Residuals
+    J : JacobianBlocks
+    r : ndarray, shape (n_rows,)
+    w : ndarray, shape (n_rows,)
+        Row weights, ≥ 0.
 
     Returns
     -------
@@ -128,52 +195,38 @@ def normal_equations(
     pose_cols : ndarray of int
         Indices (into frame·6 + component) of the free pose columns, in the order used.
     """
-    Ji = J.intrinsics
-    p_i = Ji.shape[1]
+    JiT = J.intrinsics.T
+    p_i = JiT.shape[0]
     n_frames = J.pose_free.shape[0]
     nt, N = residuals.n_terms_bap, residuals.n_bap
     nb = nt * N
-    # MIC rows: intrinsics only.
-    Jm = Ji[nb:]
-    Jmw = Jm * w[nb:, None]
-    H_ii = Jmw.T @ Jm
-    g_i = Jmw.T @ r[nb:]
-    H_pp = np.zeros((n_frames, 6, 6))
-    H_ip = np.zeros((p_i, n_frames, 6))
-    g_p = np.zeros((n_frames, 6))
-    if N:
-        # BAP rows, frame-major: [intrinsics | own pose] blocks, one Gram matrix per frame.
-        perm = residuals.frame_major_rows
-        A = np.concatenate([Ji[:nb], J.poses.reshape(nb, 6)], axis=1)[perm]
-        wr = w[:nb][perm]
-        Aw = A * wr[:, None]
-        rr = r[:nb][perm]
-        starts = residuals.frame_start * nt
+    sw = np.sqrt(w)
+    swr = sw * r
+    blocks = NormalBlocks.zeros(p_i, n_frames)
+    # √W-scaled columns: H_ii = B·Bᵀ (a symmetric rank-k product).
+    B = JiT[:, :nb] * sw[:nb]
+    blocks.H_ii += B @ B.T
+    blocks.g_i += B @ swr[:nb]
+    if JiT.shape[1] > nb:
+        mc = np.arange(p_i) if J.mic_columns is None else J.mic_columns
+        Bm = JiT[mc, nb:]
+        Bm *= sw[nb:]
+        blocks.H_ii[np.ix_(mc, mc)] += Bm @ Bm.T
+        blocks.g_i[mc] += Bm @ swr[nb:]
+    starts = residuals.frame_start
+    for t in range(nt if N else 0):
+        Pt = J.poses[t] * sw[t * N : (t + 1) * N, None]  # √W-scaled pose columns of term t, (N, 6)
+        Bt = B[:, t * N : (t + 1) * N]
+        rt = swr[t * N : (t + 1) * N]
         for f in range(n_frames):
             a, b = starts[f], starts[f + 1]
             if a == b:
                 continue
-            G = Aw[a:b].T @ A[a:b]
-            gf = Aw[a:b].T @ rr[a:b]
-            H_ii += G[:p_i, :p_i]
-            H_ip[:, f, :] = G[:p_i, p_i:]
-            H_pp[f] = G[p_i:, p_i:]
-            g_i += gf[:p_i]
-            g_p[f] = gf[p_i:]
-    pose_cols = np.flatnonzero(J.pose_free.reshape(-1))
-    n = p_i + pose_cols.size
-    H = np.zeros((n, n))
-    H[:p_i, :p_i] = H_ii
-    Hip = H_ip.reshape(p_i, 6 * n_frames)[:, pose_cols]
-    H[:p_i, p_i:] = Hip
-    H[p_i:, :p_i] = Hip.T
-    # Block-diagonal pose part.
-    full_pp = np.zeros((6 * n_frames, 6 * n_frames))
-    for f in range(n_frames):
-        full_pp[6 * f : 6 * f + 6, 6 * f : 6 * f + 6] = H_pp[f]
-    H[p_i:, p_i:] = full_pp[np.ix_(pose_cols, pose_cols)]
-    g = np.concatenate([g_i, g_p.reshape(-1)[pose_cols]])
-    return H, g, pose_cols
+            Pf = Pt[a:b]
+            blocks.H_ip[:, f, :] += Bt[:, a:b] @ Pf
+            blocks.H_pp[f] += Pf.T @ Pf
+            blocks.g_p[f] += rt[a:b] @ Pf
+    return blocks.assemble(J.pose_free)
 
 
 def _solve_spd(A: FloatArray, b: FloatArray) -> FloatArray:
