@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         "termination": results[-1].solver.termination,
         "stages": {k: {"iterations": v["iterations"], "termination": v["termination"]}
                    for k, v in results[-1].stages.items()},
-        "solver_time_split_final_s": {"jacobian": results[-1].solver.jacobian_time_s,
-                                      "normal_equations": results[-1].solver.normal_time_s,
+        "solver_time_split_final_s": {"jacobian_and_normal_equations": results[-1].solver.system_time_s,
                                       "residuals": results[-1].solver.residual_time_s},
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                     "cpus": os.cpu_count(), "numpy": np.__version__,

@@ -1,6 +1,7 @@
 """The analytic Jacobian of Θ's residuals against central finite differences, column by column.
 
-Every free column (intrinsics and poses), every ρ form, one and two pitches, I = 0, a frozen set. The tolerance of each entry comes from the
+Every free column (intrinsics and poses), every ρ form, one and two pitches, I = 0, a frozen set,
+and the fused normal equations of the solver. The tolerance of each entry comes from the
 finite-difference truncation error, estimated from two step sizes; a derivative off by 1e-5
 relative fails (:func:`test_check_fails_on_a_perturbed_derivative`).
 """
@@ -13,6 +14,7 @@ import pytest
 from plenocal.calib.calibrate import as_pinhole
 from plenocal.calib.parameters import ParameterLayout
 from plenocal.calib.residuals import JacobianBlocks, Residuals
+from plenocal.calib.solver import analytic_normal_equations, levenberg_marquardt, normal_equations
 from plenocal.model.camera import RhoForm
 
 FRAMES = 3
@@ -166,6 +168,37 @@ def test_analytic_and_fd_blocks_agree_and_have_the_same_structure(subproblem, r1
     others = np.setdiff1d(np.arange(Ja.intrinsics.shape[1]), Ja.mic_columns)
     assert np.all(Ja.intrinsics[nb:, others] == 0)  # F, distortion, f_i do not move the centres
     np.testing.assert_allclose(Ja.intrinsics, Jf.intrinsics, rtol=0, atol=1e-5 * np.abs(Jf.intrinsics).max())
+
+
+def test_fused_normal_equations_equal_the_blocks(subproblem, r12a_camera, r12a_poses, r12a_board):
+    """The solver's frame-by-frame normal equations equal JᵀWJ, JᵀWr of the Jacobian blocks."""
+    bap, mic, frames = subproblem
+    lay = ParameterLayout(r12a_camera, frames, two_pitches=True, frozen=frozenset({f"pose[{frames[0]}].ty"}))
+    res = Residuals(lay, bap, mic, r12a_board)
+    x = _start(lay, r12a_camera, r12a_poses)
+    r = res.residuals(x)
+    w = np.random.default_rng(0).uniform(0.0, 2.0, r.size)
+    H0, g0, c0 = normal_equations(res, res.jacobian(x), r, w)
+    H1, g1, c1 = analytic_normal_equations(res, x, r, w)
+    np.testing.assert_array_equal(c0, c1)
+    np.testing.assert_allclose(H1, H0, rtol=1e-12, atol=1e-12 * np.abs(H0).max())
+    np.testing.assert_allclose(g1, g0, rtol=1e-10, atol=1e-12 * np.abs(g0).max())
+
+
+def test_solvers_reach_the_same_cost(subproblem, r12a_camera, r12a_poses, r12a_board):
+    """Levenberg–Marquardt with the analytic and the finite-difference Jacobian converge to the
+    same cost (relative 1e-8) from a start off the truth."""
+    bap, mic, frames = subproblem
+    lay = ParameterLayout(r12a_camera, frames, two_pitches=True)
+    res = Residuals(lay, bap, mic, r12a_board)
+    x0 = _start(lay, r12a_camera, r12a_poses)
+    x0[lay.index["F_mm"]] *= 1.01
+    x0[lay.index["u0_px"]] += 20.0
+    sigma = {"uv": 0.3, "rho": 0.05, "mic": 0.1}
+    _, ra = levenberg_marquardt(res, x0, sigma=sigma, jacobian="analytic")
+    _, rf = levenberg_marquardt(res, x0, sigma=sigma, jacobian="fd")
+    assert ra.converged and rf.converged
+    assert abs(ra.cost_history[-1] - rf.cost_history[-1]) <= 1e-8 * rf.cost_history[-1]
 
 
 def test_pupil_vignetting_keeps_finite_differences(subproblem, r12a_camera, r12a_board):
