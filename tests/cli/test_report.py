@@ -78,7 +78,7 @@ def full_out(tmp_path, libpleno_src, r12a_camera):
     (out / "eval" / "report.json").write_text(json.dumps(evaluation))
     (out / "kappa.json").write_text(json.dumps(_kappa_doc()))
     save_figure(kappa_figure(_kappa_doc()), out / "kappa", formats=("png",))
-    assert main(["profile", str(out / "camera.json"), "-o", str(out)]) == 0
+    assert main(["profile", str(out / "camera.json"), "-o", str(out / "profile")]) == 0
     return out
 
 

@@ -83,3 +83,17 @@ def test_run_plan_has_no_blur_stage_for_a_single_type_camera(demo, tmp_path):
     one = dataclasses.replace(ds.manifest, camera_spec=dataclasses.replace(ds.manifest.camera_spec, n_types=1, type_row_shift=None))
     names = [s.name for s in plan(Dataset(ds.folder, one), tmp_path, vignetting=True)]
     assert "blur" not in names and names[-1] == "report" and "evaluate" in names
+
+
+def test_run_passes_calibration_options_through():
+    """``plenocal run``'s calibration options reach ``plenocal calibrate`` unchanged."""
+    from plenocal.cli.main import build_parser
+    from plenocal.cli.run import calibration_argv
+
+    args = build_parser().parse_args(["run", "DS", "-o", "OUT", "--one-pitch", "--weighting", "noise", "--rho-form", "head",
+                                      "--loss", "linear", "--freeze", "tilt,pitch"])
+    assert calibration_argv(args) == ["--one-pitch", "--rho-form", "head", "--weighting", "noise", "--loss", "linear",
+                                      "--freeze", "tilt,pitch"]
+    assert calibration_argv(build_parser().parse_args(["run", "DS", "-o", "OUT"])) == []
+    calib = build_parser().parse_args(["calibrate", "DS", "-o", "OUT", *calibration_argv(args)])
+    assert (calib.two_pitches, calib.weighting, calib.rho_form, calib.loss) == (False, "noise", "head", "linear")

@@ -103,7 +103,8 @@ def test_render_gradients_match_finite_differences_of_the_render(unblurred):
     origin = np.rint(centres).astype(np.int64)
     G = np.zeros((5, len(rho), (2 * h + 1) ** 2))
     render_grad_kernel(G, origin, h, shape[0], shape[1], centres, usable, rb, np.full(len(rho), RA), rho, chief, angles, sign,
-                       RENDER_SIGMA_PX, RENDER_DENSITY, RENDER_MASK_DENSITY, _DISC_POINTS, _DISC_OFFSETS, unblurred)
+                       RENDER_SIGMA_PX, RENDER_DENSITY, RENDER_MASK_DENSITY, _DISC_POINTS, _DISC_OFFSETS, unblurred,
+                       np.full(len(rho), 512.0))
     oy, ox = np.mgrid[-h : h + 1, -h : h + 1]
     px, py = origin[:, :1] + ox.reshape(1, -1), origin[:, 1:] + oy.reshape(1, -1)
     disc = (px - centres[:, :1]) ** 2 + (py - centres[:, 1:]) ** 2 <= (usable**2)[:, None]

@@ -21,8 +21,11 @@ def synthetic_observations(camera, poses, board, *, per_node: int = 4, seed: int
     rough = predict_bap(camera, poses, board, frame, node, *centre)
     k0, l0 = camera.grid.nearest(rough[:, 0], rough[:, 1])
     lat = camera.mla.lattice
-    k = np.clip(k0 + rng.integers(-1, 2, frame.size), 0, lat.width - 1)
-    l = np.clip(l0 + rng.integers(-1, 2, frame.size), 0, lat.height - 1)
+    # per_node distinct micro-lenses around the nearest one (a node is seen once per micro-image)
+    offsets = np.array([(dk, dl) for dk in (-1, 0, 1) for dl in (-1, 0, 1)])
+    pick = np.argsort(rng.random((frame.size // per_node, offsets.shape[0])), axis=1)[:, :per_node].reshape(-1)
+    k = np.clip(k0 + offsets[pick, 0], 0, lat.width - 1)
+    l = np.clip(l0 + offsets[pick, 1], 0, lat.height - 1)
     uvr = predict_bap(camera, poses, board, frame, node, k, l)
     bap = BapFeatures(frame, k, l, uvr[:, 0], uvr[:, 1], uvr[:, 2], node)
     mk, ml = np.meshgrid(np.arange(0, lat.width, 5), np.arange(0, lat.height, 4))

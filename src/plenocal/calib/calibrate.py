@@ -11,9 +11,12 @@ Paper §5 (eq:completemodel, the cost Θ of §5.2), reference §7, DESIGN.md §5
    refined on (u, v) with the intrinsics fixed (``pose_iterations``, off by default).
 4. ``robust``: all free parameters on Θ with a Huber loss on per-term normalised residuals, the
    noise levels σ_t re-estimated robustly (MAD) before each of ``huber_rounds`` rounds (the
-   first converged loosely, the last tightly); then observations beyond the
-   χ² threshold are rejected (``loss="huber"``, the default). With ``loss="linear"`` this stage
-   is skipped and nothing is rejected.
+   first converged loosely, the last tightly); then whole (frame, node) clusters and whole
+   frames whose typical (u, v) residual is gross are rejected as units
+   (:func:`plenocal.calib.robust.reject_groups`; reported in ``rejected_groups``) and the last
+   round solved again without them; then observations beyond the χ² threshold are rejected
+   (``loss="huber"``, the default). With ``loss="linear"`` this stage is skipped and nothing is
+   rejected.
 5. ``final``: plain (weighted) least squares on the kept observations to convergence; σ_t from the
    residuals (re-solved while they change by more than 2 %); covariance of the estimate (sandwich form, see :func:`plenocal.calib.solver.covariance`).
 
@@ -43,6 +46,7 @@ from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenop
 from plenocal.calib.parameters import ParameterLayout, derived_values
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import Residuals
+from plenocal.calib.robust import GroupRejection, reject_groups
 from plenocal.calib.solver import SolverReport, covariance, levenberg_marquardt
 from plenocal.errors import DataError
 from plenocal.model.camera import MicroLensArray, PlenopticCamera, RhoForm
@@ -87,6 +91,14 @@ biased by +0.005 px (RMS 0.012) against the virtual-depth form, +0.045 px (RMS 0
 spatial trend) against the legacy form and −0.23 px against libpleno HEAD's (docs/model.md)."""
 
 
+DEFAULT_WEIGHTING = "none"
+"""The paper's unweighted Θ, measured better on data plenocal did not make. On the PRISM renders
+(prism-r12b, plenocal's detections, default model) per-term 1/σ̂² weights let the terms with the
+smallest noise — ρ (0.015 px) and the micro-image centres (0.06 px) — carry their small systematic
+errors into the solution: the principal point 82 / −80 px off (4.7σ), d −0.45 %, f_i −0.6 %;
+unweighted: (9, −19) px, d +0.15 %, f_i +0.02 %, F −0.04 % (docs/model.md)."""
+
+
 @dataclass(frozen=True)
 class CalibrationOptions:
     """Options of :func:`calibrate` (all keyword, all with defaults).
@@ -112,8 +124,9 @@ class CalibrationOptions:
     reject_probability : float
         A unit (a feature's (u, v), its ρ, a MIC) is rejected when its squared normalised residual
         exceeds the χ² quantile 1 − ``reject_probability``.
-    weighting : {"noise", "none"}
-        Per-term 1/σ̂_t² weights, or the paper's unweighted Θ.
+    weighting : {"none", "noise"}
+        The paper's unweighted Θ (default, :data:`DEFAULT_WEIGHTING`) or per-term 1/σ̂_t² weights
+        (maximum likelihood if the residuals were pure noise). σ are honest either way (sandwich).
     use_mic : bool
         Include the MIC term of Θ.
     ftol : float
@@ -146,7 +159,7 @@ class CalibrationOptions:
     loss: str = "huber"
     huber_threshold: float = 2.5
     reject_probability: float = 1e-4
-    weighting: str = "noise"
+    weighting: str = DEFAULT_WEIGHTING
     use_mic: bool = True
     ftol: float = 1e-13
     huber_rounds: int = 2
@@ -214,10 +227,16 @@ class CalibrationResult:
     frame, used in the covariance (:func:`plenocal.calib.solver.covariance`)."""
     frame_resampling: FrameResampling | None = None
     """Leave-one-frame-out jackknife (σ that sees model mismatch), when computed."""
+    rejected_groups: dict[str, object] = field(default_factory=dict)
+    """Whole clusters and frames rejected in the robust stage, each with how far off and why
+    (:meth:`plenocal.calib.robust.GroupRejection.to_dict`)."""
 
     @property
     def converged(self) -> bool:
-        return self.solver.converged
+        """Every stage converged: the final solve and each earlier one in ``stages`` (but the
+        optional pose warm-up, capped at ``pose_iterations`` by design)."""
+        return bool(self.solver.converged
+                    and all(s.get("converged", True) for k, s in self.stages.items() if k != "poses"))
 
     @property
     def std(self) -> FloatArray:
@@ -310,6 +329,7 @@ class CalibrationResult:
             "n_mic": self.n_mic,
             "n_frames": len(self.poses),
             "converged": self.converged,
+            "converged_stages": {k: bool(v.get("converged", True)) for k, v in self.stages.items()},
             "iterations": self.solver.iterations,
             "termination": self.solver.termination,
             "cost_history": [float(c) for c in self.solver.cost_history],
@@ -320,6 +340,7 @@ class CalibrationResult:
             "noise_sigma_px": {k: float(v) for k, v in self.sigma.items()},
             "intra_cluster_correlation": {k: float(v) for k, v in self.intra_cluster_correlation.items()},
             "rejected": dict(self.rejected),
+            "rejected_groups": self.rejected_groups,
             "downweighted": dict(self.downweighted),
             "parameters": {
                 p.name: {"value": p.value, "std": p.std, "std_frames": p.std_frames, "frozen": p.frozen}
@@ -524,6 +545,8 @@ def _calibrate(
     # 4. Robust joint stage.
     res = Residuals(layout, bap, mic, board, pupil_vignetting=opt.pupil_vignetting)
     active = np.ones(res.n_rows)
+    group_rejected = BapFeatures.empty()
+    groups: GroupRejection | None = None
     downweighted: dict[str, int] = {}
     rejected: dict[str, int] = {"bap": 0, "mic": 0, "uv": 0, "rho": 0}
     t0 = time.perf_counter()
@@ -538,6 +561,29 @@ def _calibrate(
                                            ftol=1e-6 if rnd < n_rounds - 1 else 1e-10, mu0=mu)
             mu = rep_r.damping
             stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig}
+        # Gross errors come in groups (a mislinked cluster, a frame that does not fit): reject
+        # those as units (calib.robust), rebuild the problem without them and solve the last
+        # robust round again, so that they drag nothing; then test single observations.
+        r = res.residuals(x)
+        sig = _term_sigma(res, r, active, robust=True)
+        sl = res.term_slices()
+        groups = reject_groups(r[sl["u"]], r[sl["v"]], res.bap.frame, res.bap.node, sigma_uv=sig["uv"],
+                               gross_probability=opt.reject_probability)
+        if groups.any:
+            if not groups.keep.any():
+                raise DataError("every cluster of every frame has gross (u, v) residuals: the observations do not "
+                                "fit this camera (check that they belong to its dataset and target)")
+            group_rejected = res.bap.select(~groups.keep)
+            cam_now, poses_now = layout.unpack(x)
+            kept_frames = set(np.unique(res.bap.frame[groups.keep]).tolist())
+            layout = dataclasses.replace(layout, frames=tuple(f for f in layout.frames if f in kept_frames))
+            x = layout.pack(cam_now, {f: poses_now[f] for f in layout.frames})
+            res = Residuals(layout, res.bap.select(groups.keep), mic, board, pupil_vignetting=opt.pupil_vignetting)
+            active = np.ones(res.n_rows)
+            x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
+                                           ftol=1e-10, mu0=mu)
+            mu = rep_r.damping
+            stages["robust_groups"] = rep_r.to_dict() | {"sigma": sig}
         r = res.residuals(x)
         sig = _term_sigma(res, r, active, robust=True)
         from plenocal.calib.solver import Units
@@ -558,8 +604,9 @@ def _calibrate(
                 active[sl[n]] = np.where(bad_bap, 0.0, 1.0)
         active[sl["mic_u"]] = np.where(bad_mic, 0.0, 1.0)
         active[sl["mic_v"]] = np.where(bad_mic, 0.0, 1.0)
-        rejected = {"bap": int(bad_bap.sum()), "uv": int(bad_uv.sum()), "rho": int(np.sum(bad_rho)),
-                    "mic": int(bad_mic.sum())}
+        rejected = {"bap": int(bad_bap.sum()) + len(group_rejected), "uv": int(bad_uv.sum()),
+                    "rho": int(np.sum(bad_rho)), "mic": int(bad_mic.sum()), "clusters": len(groups.clusters),
+                    "frames": len(groups.frames), "in_groups": len(group_rejected)}
     timings["robust"] = time.perf_counter() - t0
 
     # 5. Final plain least squares on the kept observations.
@@ -577,6 +624,7 @@ def _calibrate(
         if opt.weighting == "none" or all(abs(new[k] / sig[k] - 1) < 0.02 for k in sig):
             break
     assert rep is not None
+    stages["final"] = rep.to_dict()
     timings["final"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     cov, sigma_hat, icc = covariance(res, x, sigma=sig, active=active, clustered=opt.clustered_covariance)
@@ -602,7 +650,8 @@ def _calibrate(
         n_mic=int(keep_mic.sum()),
         rejected=rejected,
         downweighted=downweighted,
-        rejected_features=res.bap.select(~keep_bap),
+        rejected_features=BapFeatures.concatenate([group_rejected, res.bap.select(~keep_bap)]),
+        rejected_groups=groups.to_dict() if groups is not None else {},
         kept_bap=res.bap.select(keep_bap),
         kept_mic=res.mic.select(keep_mic),
         solver=rep,

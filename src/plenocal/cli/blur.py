@@ -32,14 +32,21 @@ from plenocal.calib.kappa import (
     extract_pair_windows,
     relative_blur_pairs,
 )
-from plenocal.errors import DataError, InputFileError
+from plenocal.cli._args import bounded_float
+from plenocal.errors import InputFileError, UsageError
 from plenocal.io._json import write_document
+from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
-from plenocal.io.observations import read_observations
+from plenocal.io.observations import read_observations, validate_observations
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 
 HELP = "calibrate the blur proportionality κ (σ = κ·ρ) from the relative blur of BAP features of different lens types"
 ROLES = ("calibration", "evaluation", "translation")
+OUTPUTS = ("kappa.json", "kappa.png", "kappa.svg", "relative_blur.png", "relative_blur.svg", STAGE_RECORD)
+"""What ``blur`` writes in its output folder (replaced as a whole)."""
+MAX_KAPPA = 100.0
+"""Largest κ search bound (σ = κ·ρ; measured κ are ~0.3–1)."""
 MIN_WHITE = 0.02
 """Pixels of the devignetting white below this fraction of its maximum are set to 0 (gaps)."""
 
@@ -51,9 +58,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--observations", type=Path, default=None, help="observations.npz with BAP features (default: the dataset's)")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="output folder")
     p.add_argument("--roles", default="calibration", help=f"comma-separated image roles to use, among {', '.join(ROLES)} (default: calibration)")
-    p.add_argument("--max-offset", type=float, default=None, metavar="PX",
+    p.add_argument("--max-offset", type=bounded_float(0.0, 1e6, low_open=True), default=None, metavar="PX",
                    help="use features at most PX from their micro-image centre (default: 0.17 micro-image pitch)")
-    p.add_argument("--bounds", type=float, nargs=2, default=KAPPA_BOUNDS, metavar=("LOW", "HIGH"), help="κ search interval")
+    p.add_argument("--bounds", type=bounded_float(0.0, MAX_KAPPA), nargs=2, default=KAPPA_BOUNDS, metavar=("LOW", "HIGH"),
+                   help=f"κ search interval, 0 <= LOW < HIGH <= {MAX_KAPPA:g} (default {KAPPA_BOUNDS[0]:g} {KAPPA_BOUNDS[1]:g})")
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
     p.set_defaults(func=run)
 
@@ -89,21 +97,32 @@ def _roles(spec: str) -> tuple[ImageRole, ...]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
     bad = [n for n in names if n not in ROLES]
     if bad or not names:
-        raise DataError(f"--roles: expected names among {', '.join(ROLES)}, got {spec!r}")
+        raise UsageError(f"--roles: expected names among {', '.join(ROLES)}, got {spec!r}")
     return tuple(ImageRole(n) for n in names)
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.bounds[0] < args.bounds[1]:
+        raise UsageError(f"--bounds {args.bounds[0]:g} {args.bounds[1]:g}: LOW must be below HIGH")
+    roles = _roles(args.roles)
     dataset = read_dataset(args.dataset)
     camera_path = _input(args.camera, dataset.camera_path, dataset, "camera.json", "--camera")
     obs_path = _input(args.observations, dataset.observations_path, dataset, "observations", "--observations")
+    out = Path(args.output)
+    check_output_folder(out, inputs=[dataset.folder, *dataset.files(), camera_path, obs_path], owned=OUTPUTS)
     camera = read_camera(camera_path)
-    bap = read_observations(obs_path).bap
+    obs = read_observations(obs_path)
+    spec = dataset.manifest.camera_spec
+    if (camera.sensor.width_px, camera.sensor.height_px) != (spec.width_px, spec.height_px):
+        raise InputFileError(camera_path, f"sensor {camera.sensor.width_px} x {camera.sensor.height_px} px differs from "
+                                          f"the dataset's {spec.width_px} x {spec.height_px} px")
+    validate_observations(obs, obs_path, lattice=camera.mla.lattice, image_size=(spec.width_px, spec.height_px),
+                          n_nodes=dataset.manifest.target.n_nodes)
+    bap = obs.bap
     if camera.n_types < 2:
         raise InputFileError(camera_path, f"κ needs micro-lenses of >= 2 types, the camera has {camera.n_types}")
     if len(bap) == 0:
         raise InputFileError(obs_path, "holds no BAP features (run detection first)")
-    roles = _roles(args.roles)
     entries = {e.frame: e for e in dataset.manifest.images if e.role in roles and e.frame is not None}
     frames = sorted(set(np.unique(bap.frame).tolist()) & set(entries))
     if not frames:
@@ -140,16 +159,17 @@ def run(args: argparse.Namespace) -> int:
         "wall_time_s": wall,
     }
     doc.update(res.to_json())
-    out = Path(args.output)
-    path = write_document(out / "kappa.json", doc)
-    if not args.no_plots:
-        from plenocal.viz import save_figure
-        from plenocal.viz.calibration import kappa_figure, relative_blur_figure
+    with atomic_folder(out, owned=OUTPUTS) as tmp:
+        write_document(tmp / "kappa.json", doc)
+        if not args.no_plots:
+            from plenocal.viz import save_figure
+            from plenocal.viz.calibration import kappa_figure, relative_blur_figure
 
-        save_figure(kappa_figure(doc), out / "kappa")
-        pairs = relative_blur_pairs(feats.select(eligible), camera.mla.types)
-        pw = extract_pair_windows(images, feats.select(eligible), pairs)
-        save_figure(relative_blur_figure(pw, res.kappa), out / "relative_blur")
+            save_figure(kappa_figure(doc), tmp / "kappa")
+            pairs = relative_blur_pairs(feats.select(eligible), camera.mla.types)
+            pw = extract_pair_windows(images, feats.select(eligible), pairs)
+            save_figure(relative_blur_figure(pw, res.kappa), tmp / "relative_blur")
+    path = out / "kappa.json"
     s = res.spread
     print(
         f"κ = {res.kappa:.4f} from {res.n_pairs} pairs in {len(res.per_frame)} frames "

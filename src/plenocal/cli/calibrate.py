@@ -29,6 +29,7 @@ import argparse
 import dataclasses
 import hashlib
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -39,15 +40,21 @@ from plenocal import __version__
 from plenocal.calib.calibrate import (
     ABLATION_CONFIGURATIONS,
     DEFAULT_RHO_FORM,
+    DEFAULT_WEIGHTING,
     CalibrationOptions,
     CalibrationResult,
+    as_pinhole,
     calibrate,
 )
-from plenocal.errors import DataError, InputFileError, ModelError
+from plenocal.calib.parameters import ParameterLayout
+from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, result_problems
+from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
 from plenocal.io._json import write_document
+from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file, read_internal_parameters, write_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
-from plenocal.io.observations import read_observations
+from plenocal.io.observations import read_observations, validate_observations
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.poses import write_poses
 from plenocal.model.camera import MicroImageGrid, PlenopticCamera, RhoForm
 from plenocal.model.observations import Observations
@@ -58,6 +65,8 @@ REPORT_FORMAT = "plenocal-calibration"
 ABLATION_FORMAT = "plenocal-ablation"
 
 _GROUP_NAMES = ("tilt", "pitch", "distortion")
+OUTPUTS = ("camera.json", "poses.json", "report.json", "ablation.json", "ablation.md", STAGE_RECORD)
+"""What ``calibrate`` writes in its output folder (replaced as a whole)."""
 
 
 @dataclasses.dataclass
@@ -96,8 +105,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"blur-radius form: lens distances of ρ (default {DEFAULT_RHO_FORM}; see docs)")
     model.add_argument("--legacy-model", action="store_true",
                        help="the paper's model: one pitch and the legacy ρ (reproduces the paper's R12-A numbers)")
-    p.add_argument("--weighting", choices=("noise", "none"), default="noise",
-                   help="per-term 1/σ² weights (default: maximum likelihood, honest σ) or the paper's unweighted Θ")
+    p.add_argument("--weighting", choices=("none", "noise"), default=DEFAULT_WEIGHTING,
+                   help="the paper's unweighted Θ (default; measured more accurate on independent data) "
+                        "or per-term 1/σ² weights (maximum likelihood for pure noise); σ are honest either way")
     p.add_argument("--pinhole", action="store_true", help="pinhole micro-lenses, I = 0, no ρ (NOUR baseline)")
     p.add_argument("--ablation", type=int, choices=range(1, 9), default=None, metavar="N",
                    help="paper Table ablation configuration 1..8 (tilt/pitch/distortion kept or frozen)")
@@ -106,6 +116,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pupil-vignetting", action="store_true",
                    help="model the main-aperture vignetting of the micro-lens pupil in (u, v) (beyond the paper)")
     p.add_argument("--no-mic", action="store_true", help="leave the micro-image-centre term out of Θ")
+    p.add_argument("--allow-failed-checks", "--allow-unconverged", dest="allow_failed_checks", action="store_true",
+                   help="write the result even when it is not converged or not physically plausible (d <= 0, F far "
+                        "from the nominal focal length, a single frame...); the files then say so "
+                        "('checks' in report.json, 'provenance.checks_failed' in camera.json)")
     p.set_defaults(func=run)
 
 
@@ -230,11 +244,26 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
     if camera.n_types == 0 and not args.pinhole:
         raise InputFileError(Path(files.get("initial_camera", obs_path)),
                              "the initial camera has no micro-lens types (I = 0); use --pinhole")
+    spec = dataset.manifest.camera_spec
+    sensor = (camera.sensor.width_px, camera.sensor.height_px)
+    if sensor != (spec.width_px, spec.height_px):
+        raise InputFileError(Path(files.get("initial_camera", obs_path)),
+                             f"sensor {sensor[0]} x {sensor[1]} px differs from the dataset's {spec.width_px} x "
+                             f"{spec.height_px} px (manifest.json camera_spec): a camera of another dataset")
+    # Indices on the camera's lattice, positions on its sensor, nodes on the target.
+    validate_observations(obs, obs_path, lattice=camera.mla.lattice, image_size=sensor,
+                          n_nodes=dataset.manifest.target.n_nodes)
+    if len(frames) < MIN_CALIBRATION_FRAMES:
+        raise InputFileError(obs_path, f"BAP features in {len(frames)} calibration frame(s) ({list(frames)}), need >= "
+                                       f"{MIN_CALIBRATION_FRAMES}: one view of a plane leaves the principal point and "
+                                       "the depth scale undetermined")
     return Inputs(dataset, obs, camera, omega, frames, source, files)
 
 
 # --- options -----------------------------------------------------------------------------------
-def options_from_args(args: argparse.Namespace) -> CalibrationOptions:
+def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None = None) -> CalibrationOptions:
+    """Calibration options from the command line; with ``camera``, ``--freeze`` names are checked
+    against its parameters (one line naming the option)."""
     freeze = [g.strip() for g in args.freeze.split(",") if g.strip()]
     if args.ablation is not None:
         freeze += list(ABLATION_CONFIGURATIONS[args.ablation])
@@ -242,14 +271,21 @@ def options_from_args(args: argparse.Namespace) -> CalibrationOptions:
     two_pitches = getattr(args, "two_pitches", None)
     rho_form = getattr(args, "rho_form", None)
     if legacy and (two_pitches or (rho_form not in (None, RhoForm.LEGACY.value))):
-        raise InputFileError(Path("--legacy-model"), "is one pitch and the legacy ρ: it cannot go with --two-pitches or another --rho-form")
+        raise UsageError("--legacy-model is one pitch and the legacy ρ: it cannot go with --two-pitches or another --rho-form")
+    two_pitches = (not legacy) if two_pitches is None else two_pitches
+    if camera is not None and freeze:
+        template = as_pinhole(camera) if args.pinhole else camera
+        try:
+            ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze))
+        except ModelError as exc:
+            raise UsageError(f"--freeze {args.freeze}: {exc}") from None
     return CalibrationOptions(
         freeze=tuple(dict.fromkeys(freeze)),
-        two_pitches=(not legacy) if two_pitches is None else two_pitches,
+        two_pitches=two_pitches,
         rho_form=RhoForm.LEGACY.value if legacy else (rho_form or DEFAULT_RHO_FORM),
         pinhole_micro_lenses=args.pinhole,
         loss=args.loss,
-        weighting=getattr(args, "weighting", "noise"),
+        weighting=getattr(args, "weighting", DEFAULT_WEIGHTING),
         use_mic=not args.no_mic,
         pupil_vignetting=args.pupil_vignetting,
     )
@@ -342,17 +378,35 @@ def build_report(result: CalibrationResult, inputs: Inputs, *, wall_s: float, re
     return _finite(doc)
 
 
+def input_paths(args: argparse.Namespace, inputs: Inputs) -> list[Path]:
+    """Every file and folder the command reads (for the output-folder check)."""
+    return [inputs.dataset.folder, *inputs.dataset.files(), *inputs.files.values(),
+            *([args.initial] if args.initial is not None else [])]
+
+
+def checks(result: CalibrationResult, inputs: Inputs, *, allow: bool) -> list[str]:
+    """The result checks (:func:`plenocal.calib.plausibility.result_problems`); raises
+    :class:`ResultError` when one fails, unless ``allow``; returns the failed ones."""
+    problems = result_problems(result, nominal_focal_length_mm=inputs.dataset.manifest.camera_spec.main_lens_focal_length_mm)
+    if problems and not allow:
+        raise ResultError(f"{inputs.files['observations']}: calibration not written: {'; '.join(problems)} "
+                          "(--allow-failed-checks writes it anyway, marked)")
+    return problems
+
+
 def run(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     inputs = read_inputs(args)
+    out = Path(args.output)
+    check_output_folder(out, inputs=input_paths(args, inputs), owned=OUTPUTS)
     read_s = time.perf_counter() - t_start
-    opt = options_from_args(args)
+    opt = options_from_args(args, inputs.camera)
     board = inputs.dataset.manifest.target
     result = _run(inputs.observations, inputs.camera, board, inputs.frames, opt, inputs.files["observations"])
+    failed = checks(result, inputs, allow=args.allow_failed_checks)
     rows = ablation_rows(inputs, dataclasses.replace(opt, freeze=tuple(g for g in opt.freeze if g not in
                                                                        ("tilt", "pitch", "distortion"))))\
         if args.ablation_table else None
-    out = Path(args.output)
     uncertainty = {p.name: p.std for p in result.parameters() if not p.frozen}
     frames_sd = {p.name: p.std_frames for p in result.parameters() if not p.frozen and p.std_frames is not None}
     if frames_sd:
@@ -365,20 +419,23 @@ def run(args: argparse.Namespace) -> int:
         "inputs": {k: {"path": str(v), "sha256": _sha256(v)} for k, v in inputs.files.items()},
     }
     report = build_report(result, inputs, wall_s=time.perf_counter() - t_start, read_s=read_s)
-    # Everything computed: now write.
-    written = [
-        write_camera(out / "camera.json", result.camera, internal_parameters=inputs.omega,
-                     uncertainty=_finite(uncertainty), provenance=provenance),
-        write_poses(out / "poses.json", result.poses),
-        write_document(out / "report.json", report),
-    ]
-    if rows is not None:
-        written.append(write_document(out / "ablation.json", _finite(
-            {"format": ABLATION_FORMAT, "version": 1, "plenocal_version": __version__, "configurations": rows})))
-        md = out / "ablation.md"
-        from plenocal.io.atomic import atomic_write_text
+    report["checks"] = {"passed": not failed, "failed": failed, "written_anyway": bool(failed)}
+    if failed:
+        provenance["checks_failed"] = failed
+    # Everything computed and checked: now write, all files or none.
+    with atomic_folder(out, owned=OUTPUTS) as tmp:
+        written = [
+            write_camera(tmp / "camera.json", result.camera, internal_parameters=inputs.omega,
+                         uncertainty=_finite(uncertainty), provenance=provenance),
+            write_poses(tmp / "poses.json", result.poses),
+            write_document(tmp / "report.json", report),
+        ]
+        if rows is not None:
+            written.append(write_document(tmp / "ablation.json", _finite(
+                {"format": ABLATION_FORMAT, "version": 1, "plenocal_version": __version__, "configurations": rows})))
+            from plenocal.io.atomic import atomic_write_text
 
-        written.append(atomic_write_text(md, ablation_markdown(rows)))
+            written.append(atomic_write_text(tmp / "ablation.md", ablation_markdown(rows)))
     print(result.parameter_table())
     rm = result.rmse
     print(
@@ -391,4 +448,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w}")
     if rows is not None:
         print(ablation_markdown(rows), end="")
+    if failed:
+        print(f"plenocal calibrate: warning: written despite failed checks (--allow-failed-checks): {'; '.join(failed)}",
+              file=sys.stderr)
     return 0

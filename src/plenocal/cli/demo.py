@@ -10,12 +10,17 @@ parameters ± σ beside the true values, the RMSEs, ε_z and the report's path.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import shutil
 import time
 from pathlib import Path
+from typing import Any
 
+from plenocal.cli._args import bounded_int
 from plenocal.errors import PlenocalError
+from plenocal.io.limits import MAX_RAYS
 
 HELP = "run the whole pipeline on a simulated small R12-A dataset and compare with the truth"
 DEMO_PRESET = "r12-a"
@@ -23,12 +28,19 @@ DEMO_SEED = 7
 DEMO_FRAMES = "white,devignetting,calibration=16,evaluation=4,translation"
 QUICK_FRAMES = "white,devignetting,calibration=6,evaluation=2,translation=4"
 DEMO_VERSION = 3
+DEMO_MIN_RAYS = 16
+"""Fewest rays per pixel of the demo's simulation: below, Monte Carlo noise (not physical) makes
+the white micro-images too noisy for the demo's pre-calibration (measured: 8 rays fail it)."""
+CACHE_RECORD = "plenocal-demo-cache.json"
+"""Written beside the cached dataset's files: the SHA-256 of each, checked before every use."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
     p.add_argument("-o", "--output", type=Path, default=Path("plenocal-demo"), metavar="DIR", help="output folder (default: ./plenocal-demo)")
-    p.add_argument("--rays", type=int, default=96, help="rays per pixel of the simulation (default 96; fewer rays add Monte Carlo noise that is not physical)")
+    p.add_argument("--rays", type=bounded_int(DEMO_MIN_RAYS, MAX_RAYS), default=96,
+                   help=f"rays per pixel of the simulation, >= {DEMO_MIN_RAYS} (default 96; fewer rays add Monte Carlo "
+                        "noise that is not physical)")
     p.add_argument("--force", action="store_true", help="simulate and run every stage again")
     p.add_argument("--quick", action="store_true", help="a reduced dataset (6 calibration, 2 evaluation, 4 translation frames), as CI runs it")
     p.set_defaults(func=run)
@@ -39,28 +51,116 @@ def cache_dir() -> Path:
     return Path(base)
 
 
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != CACHE_RECORD)
+
+
+def record_cache(folder: Path) -> None:
+    """Write the SHA-256 of every file of a freshly simulated demo dataset (:data:`CACHE_RECORD`)."""
+    from plenocal.io._json import write_document
+
+    files = {str(p.relative_to(folder)): _sha256(p) for p in _files(folder)}
+    write_document(folder / CACHE_RECORD, {"format": "plenocal-demo-cache", "version": 1, "files": files})
+
+
+def cache_problem(folder: Path) -> str | None:
+    """Why the cached demo dataset in ``folder`` cannot be used (None: it is intact)."""
+    record = folder / CACHE_RECORD
+    if not (folder / "manifest.json").is_file():
+        return "no manifest.json"
+    if not record.exists():
+        return _unrecorded_problem(folder)
+    try:
+        files = json.loads(record.read_text(encoding="utf-8"))["files"]
+        assert isinstance(files, dict)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        return f"no readable {CACHE_RECORD}"
+    present = {str(p.relative_to(folder)) for p in _files(folder)}
+    if present != set(files):
+        missing = sorted(set(files) - present) or sorted(present - set(files))
+        return f"files differ from those simulated ({missing[0]})"
+    for name, digest in files.items():
+        if _sha256(folder / name) != digest:
+            return f"{name} changed since it was simulated"
+    return None
+
+
+def _unrecorded_problem(folder: Path) -> str | None:
+    """A cache written before :data:`CACHE_RECORD` existed: intact when its manifest, ground truth
+    and every image read; then it is recorded."""
+    from plenocal.io import read_camera, read_dataset
+
+    try:
+        ds = read_dataset(folder)
+        for entry in ds.manifest.images:
+            ds.read_image(entry)
+        gt = ds.manifest.ground_truth
+        if gt is None or gt.camera is None:
+            return "no ground truth"
+        read_camera(ds.path(gt.camera))
+        record_cache(folder)
+    except PlenocalError as exc:
+        return str(exc)
+    return None
+
+
+def _remove(folder: Path) -> None:
+    try:
+        shutil.rmtree(folder)
+    except OSError as exc:
+        raise PlenocalError(f"{folder}: cannot remove the damaged demo cache ({exc.strerror}); delete it, or set "
+                            "PLENOCAL_CACHE to another folder") from None
+
+
+def demo_dataset(*, rays: int, quick: bool, force: bool, log: Any) -> Path:
+    """The cached demo dataset, simulated (again) when absent, damaged or ``force``."""
+    from plenocal.cli.main import dispatch
+
+    frames = QUICK_FRAMES if quick else DEMO_FRAMES
+    dataset = cache_dir() / f"demo-{DEMO_PRESET}-small-s{DEMO_SEED}-r{rays}{'-quick' if quick else ''}-v{DEMO_VERSION}"
+    problem = None if force or not dataset.exists() else cache_problem(dataset)
+    if not force and dataset.exists() and problem is None:
+        log(f"using the cached demo dataset {dataset}")
+        return dataset
+    if dataset.exists():
+        if problem is not None:
+            log(f"the cached demo dataset {dataset} is damaged ({problem}): simulating it again")
+        _remove(dataset)
+    log(f"simulating the demo dataset into {dataset} (once)")
+    try:
+        dispatch(["simulate", DEMO_PRESET, "--small", "-o", str(dataset), "--seed", str(DEMO_SEED),
+                  "--rays", str(rays), "--frames", frames])
+    except PlenocalError as exc:
+        raise PlenocalError(f"simulating the demo dataset (cache {cache_dir()}; set PLENOCAL_CACHE to move it): {exc}") from None
+    record_cache(dataset)
+    return dataset
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from plenocal.cli.main import main as cli_main
+    from plenocal.cli.main import dispatch
     from plenocal.io import read_camera, read_dataset
 
     console = Console()
     t0 = time.perf_counter()
-    frames = QUICK_FRAMES if args.quick else DEMO_FRAMES
-    dataset = cache_dir() / f"demo-{DEMO_PRESET}-small-s{DEMO_SEED}-r{args.rays}{'-quick' if args.quick else ''}-v{DEMO_VERSION}"
-    if args.force or not (dataset / "manifest.json").is_file():
-        console.print(f"simulating the demo dataset into {dataset} (once)", style="dim")
-        code = cli_main(["simulate", DEMO_PRESET, "--small", "-o", str(dataset), "--seed", str(DEMO_SEED), "--rays", str(args.rays), "--frames", frames])
-        if code != 0:
-            raise PlenocalError(f"simulating the demo dataset into {dataset} failed")
-    else:
-        console.print(f"using the cached demo dataset {dataset}", style="dim")
+    dataset = demo_dataset(rays=args.rays, quick=args.quick, force=args.force,
+                           log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
     t_sim = time.perf_counter() - t0
     argv = ["run", str(dataset), "-o", str(args.output)] + (["--force"] if args.force else [])
-    if cli_main(argv) != 0:
-        raise PlenocalError("the demo pipeline failed")
+    try:
+        dispatch(argv)
+    except PlenocalError as exc:
+        raise PlenocalError(f"on the simulated dataset {dataset}: {exc}") from None
     ds = read_dataset(dataset)
     assert ds.manifest.ground_truth is not None and ds.manifest.ground_truth.camera is not None
     truth = read_camera(ds.path(ds.manifest.ground_truth.camera))

@@ -24,17 +24,28 @@ import numpy as np
 
 from plenocal import __version__
 from plenocal.calib.extrinsics import initial_extrinsics
+from plenocal.cli._args import bounded_int
 from plenocal.detect.pipeline import detect_frame
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
+from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file
 from plenocal.io.dataset import FRAME_ROLES, Dataset, ImageRole, read_dataset
-from plenocal.io.observations import export_observations_csv, read_observations, write_observations
+from plenocal.io.observations import (
+    export_observations_csv,
+    read_observations,
+    validate_observations,
+    write_observations,
+)
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
 
 LINK_MAX_RMSE_FRACTION = 0.1
 LINK_MIN_CLUSTERS = 6
 LINK_MIN_NODE_FRACTION = 0.6
+OUTPUTS = ("observations.npz", "detection.json", "overlays", "bap.csv", "mic.csv", STAGE_RECORD)
+"""What ``detect`` writes in its output folder (replaced as a whole)."""
+MAX_OVERLAYS = 10_000
 HELP = "detect BAP features (corners, clusters, virtual depth, blur radius) in the checkerboard images"
 
 
@@ -46,7 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--precalibration", type=Path, default=None, metavar="DIR",
         help="output folder of 'plenocal precalibrate' (default: DATASET/precalibration, else DATASET/camera.json)",
     )
-    p.add_argument("--overlays", type=int, default=3, metavar="N", help="overlay images for the first N frames (default 3)")
+    p.add_argument("--overlays", type=bounded_int(0, MAX_OVERLAYS), default=3, metavar="N",
+                   help="overlay images for the first N frames (default 3)")
     p.add_argument("--csv", action="store_true", help="also write bap.csv and mic.csv")
     p.add_argument("--no-pupil-vignetting", action="store_true", help="report corners where they appear in the micro-images (the paper's way); by default the "
                    "main aperture's vignetting of the micro-lens pupil is inverted to chief-ray positions")
@@ -72,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
     dataset = read_dataset(args.dataset)
     cam_path, mic_path = _precalibration(dataset, args.precalibration)
+    out = Path(args.output)
+    check_output_folder(out, inputs=[dataset.folder, *dataset.files(), cam_path.parent, cam_path, mic_path],
+                        owned=OUTPUTS)
     cam_file = read_camera_file(cam_path)
     omega = cam_file.internal_parameters
     if omega is None:
@@ -86,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputFileError(dataset.folder / "manifest.json", "no checkerboard images (roles calibration, evaluation, translation)")
     white = dataset.read_image(whites[0])
     board = m.target
+    sensor = (camera.sensor.width_px, camera.sensor.height_px)
+    if sensor != (m.camera_spec.width_px, m.camera_spec.height_px):
+        raise InputFileError(cam_path, f"sensor {sensor[0]} x {sensor[1]} px differs from the dataset's "
+                                       f"{m.camera_spec.width_px} x {m.camera_spec.height_px} px: a pre-calibration of "
+                                       "another camera")
+    mic = MicroImageCentres.empty()
+    if mic_path is not None:
+        mic_obs = read_observations(mic_path)
+        validate_observations(mic_obs, mic_path, lattice=camera.mla.lattice, image_size=sensor)
+        mic = mic_obs.mic
     parts: list[BapFeatures] = []
     per_frame: list[dict[str, Any]] = []
     t_all = time.perf_counter()
@@ -145,12 +170,7 @@ def run(args: argparse.Namespace) -> int:
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
-    mic = read_observations(mic_path).mic if mic_path is not None else MicroImageCentres.empty()
     obs = Observations(linked.select(keep), mic)
-    out = Path(args.output)
-    write_observations(out / "observations.npz", obs)
-    if args.csv:
-        export_observations_csv(out, obs)
     doc = {
         "format": "plenocal-detection",
         "version": 1,
@@ -167,13 +187,18 @@ def run(args: argparse.Namespace) -> int:
         "wall_time_s": time.perf_counter() - t_all,
         "frames": per_frame,
     }
-    write_document(out / "detection.json", doc)
-    if overlays:
-        from plenocal.viz import save_figure
-        from plenocal.viz.detect import overlay_figure
+    with atomic_folder(out, owned=OUTPUTS) as tmp:
+        write_observations(tmp / "observations.npz", obs)
+        if args.csv:
+            export_observations_csv(tmp, obs)
+        write_document(tmp / "detection.json", doc)
+        if overlays:
+            from plenocal.viz import save_figure
+            from plenocal.viz.detect import overlay_figure
 
-        for frame, image, feats in overlays:
-            save_figure(overlay_figure(image, feats, camera), out / "overlays" / f"frame-{frame:03d}", formats=("png",))
+            for frame, image, feats in overlays:
+                save_figure(overlay_figure(image, feats, camera), tmp / "overlays" / f"frame-{frame:03d}",
+                            formats=("png",))
     n_ok = doc["n_frames_linked"]
     print(
         f"{len(obs.bap)} BAP features linked to nodes in {n_ok}/{len(frames)} frames "

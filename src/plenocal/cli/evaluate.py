@@ -39,9 +39,11 @@ from plenocal.evaluate.metrics import EvaluationReport, evaluate_observations
 from plenocal.evaluate.outliers import DEFAULT_REJECT_PROBABILITY
 from plenocal.evaluate.translation import translation_errors
 from plenocal.io._json import load_json, write_document
+from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
-from plenocal.io.observations import read_observations
+from plenocal.io.observations import read_observations, validate_observations
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.poses import read_poses
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.observations import Observations
@@ -50,6 +52,8 @@ HELP = ("reprojection RMSEs (u, v, ρ, micro-image centres) of a camera and pose
         "held-out frames (poses re-estimated, intrinsics fixed) and ε_z on translation sequences")
 REPORT_FORMAT = "plenocal-evaluation"
 REPORT_NAME = "report.json"
+OUTPUTS = (REPORT_NAME, STAGE_RECORD)
+"""What ``evaluate`` writes in its output folder (replaced as a whole)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -171,6 +175,12 @@ def run(args: argparse.Namespace) -> int:
     obs_path = _input(args.observations, dataset.observations_path, dataset, "observations", "--observations")
     camera = read_camera(camera_path)
     observations = read_observations(obs_path)
+    spec = dataset.manifest.camera_spec
+    if (camera.sensor.width_px, camera.sensor.height_px) != (spec.width_px, spec.height_px):
+        raise InputFileError(camera_path, f"sensor {camera.sensor.width_px} x {camera.sensor.height_px} px differs from "
+                                          f"the dataset's {spec.width_px} x {spec.height_px} px")
+    validate_observations(observations, obs_path, lattice=camera.mla.lattice,
+                          image_size=(spec.width_px, spec.height_px), n_nodes=dataset.manifest.target.n_nodes)
     eval_frames = _frames_with_role(dataset, ImageRole.EVALUATION, observations)
     trans_frames = _frames_with_role(dataset, ImageRole.TRANSLATION, observations)
     # The reprojection section needs poses; without any, held-out and translation frames may
@@ -179,6 +189,9 @@ def run(args: argparse.Namespace) -> int:
         poses_path = None
     else:
         poses_path = _input(args.poses, dataset.poses_path, dataset, "poses.json", "--poses")
+    out_folder = Path(args.output)
+    check_output_folder(out_folder, inputs=[dataset.folder, *dataset.files(), camera_path, obs_path, poses_path],
+                        owned=OUTPUTS)
     poses = read_poses(poses_path) if poses_path is not None else None
     sections: list[dict[str, Any]] = []
     report = None
@@ -199,7 +212,9 @@ def run(args: argparse.Namespace) -> int:
         "poses": str(poses_path) if poses_path is not None else None,
         "observations": str(obs_path),
     }
-    out = write_document(Path(args.output) / REPORT_NAME, build_report(inputs, sections))
+    with atomic_folder(out_folder, owned=OUTPUTS) as tmp:
+        write_document(tmp / REPORT_NAME, build_report(inputs, sections))
+    out = out_folder / REPORT_NAME
 
     def fmt(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.4g}"

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from plenocal.errors import DataError
+from plenocal.errors import DataError, UsageError
 from plenocal.io.dataset import FRAME_ROLES, ImageRole
 from plenocal.io.libpleno.importer import LibplenoSource, import_libpleno_folders
 
@@ -70,7 +70,7 @@ def _step(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise DataError(f"--step-mm: expected a number of millimetres, got {text!r}") from None
+        raise UsageError(f"--step-mm: expected a number of millimetres, got {text!r}") from None
 
 
 def sources_from_args(args: argparse.Namespace) -> list[LibplenoSource]:

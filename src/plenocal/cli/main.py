@@ -2,26 +2,72 @@
 
 Each subcommand lives in its own module ``plenocal.cli.<name>`` exposing ``register(subparsers)``
 which adds its parser and sets ``func`` (a callable taking the parsed ``argparse.Namespace`` and
-returning an exit code). Expected errors (:class:`plenocal.errors.PlenocalError`) are printed as
-one line on stderr with exit code 2, never a traceback.
+returning an exit code).
+
+Every way a command can fail because of its input ends in exactly one line on stderr and no
+traceback (DESIGN §8):
+
+- :class:`plenocal.errors.PlenocalError` (including a bad command line: :class:`OneLineParser`
+  turns argparse's usage block into one line) and environment errors (:class:`OSError`: disk
+  full, permission denied) exit with code 2;
+- Ctrl-C exits with 130 and SIGTERM with 143, wherever they arrive (also inside ``plenocal run``
+  or ``plenocal demo``, whose stages run through :func:`dispatch`, which lets them through);
+- Python warnings and third-party chatter are not shown (readers quote what matters in their
+  own message, see :mod:`plenocal.io._quiet`);
+- a corrupted numba kernel cache is cleared and the command run again
+  (:mod:`plenocal.cli._numba_cache`).
+
+Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
 from plenocal import __version__
-from plenocal.errors import PlenocalError
+from plenocal.errors import PlenocalError, UsageError
 
 # Subcommand modules, in the order shown by --help. Each exists only once it works.
 SUBCOMMANDS: tuple[str, ...] = ("demo", "run", "simulate", "precalibrate", "detect", "import_libpleno", "export_libpleno", "calibrate", "evaluate", "blur", "profile", "report")
 
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class CommandLineError(UsageError):
+    """A command line argparse refused; ``prog`` is the (sub)command whose parser refused it."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        self.prog = prog
+        super().__init__(message)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like Ctrl-C so that temporaries are removed on the way out."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose errors are one line (raised, not printed).
+
+    Sub-parsers made by ``add_subparsers`` are of the same class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandLineError(self.prog, f"{message} (see '{self.prog} --help')")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="plenocal",
         description="Blur Aware Plenoptic calibration of plenoptic cameras from raw images.",
     )
@@ -33,20 +79,102 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def dispatch(argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run the subcommand; errors propagate (for :func:`main` or a caller
+    such as ``plenocal run`` to report as one line)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(list(argv))
     if getattr(args, "func", None) is None:
-        parser.print_help()
-        return 2
+        raise CommandLineError("plenocal", "no command given (see 'plenocal --help')")
+    return int(args.func(args) or 0)
+
+
+def _command(argv: Sequence[str]) -> str:
+    """'plenocal <command>' for messages (from the raw arguments: parsing may have failed)."""
+    names = {m.replace("_", "-") for m in SUBCOMMANDS}
+    for a in argv:
+        if a in names:
+            return f"plenocal {a}"
+        if not a.startswith("-"):
+            break
+    return "plenocal"
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks folded (a message must stay on one line)."""
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """No Python warning, and no log record of a library that has no handler of its own (e.g.
+    matplotlib's "building the font cache"), reaches stderr while a command runs."""
+    null = logging.NullHandler()
+    root = logging.getLogger()
+    root.addHandler(null)  # with a handler on the root, logging's last-resort stderr handler is unused
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.removeHandler(null)
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While the block runs (main thread only), SIGTERM raises :class:`Terminated`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_with_cache_recovery(argv: Sequence[str]) -> int:
+    from plenocal.cli import _numba_cache
+
+    try:
+        return dispatch(argv)
+    except Exception as exc:
+        if not _numba_cache.is_cache_error(exc):
+            raise
+        _numba_cache.clear()  # raises a one-line PlenocalError when it cannot
+    return dispatch(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``plenocal`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    where = _command(args)
+
+    def fail(message: str, code: int = EXIT_ERROR) -> int:
+        print(f"{where}: {one_line(message)}", file=sys.stderr)
+        return code
+
+    try:
+        with _quiet_libraries(), _sigterm_raises():
+            return _run_with_cache_recovery(args)
+    except CommandLineError as exc:
+        print(f"{exc.prog}: error: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_ERROR
     except PlenocalError as exc:
-        print(f"plenocal {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return fail(f"error: {exc}")
     except KeyboardInterrupt:
-        print(f"plenocal {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return fail("interrupted (nothing of the unfinished step was written)", EXIT_INTERRUPTED)
+    except Terminated:
+        return fail("terminated (nothing of the unfinished step was written)", EXIT_TERMINATED)
+    except MemoryError:
+        return fail("error: not enough memory for this input (check its sizes: image, lattice, number of frames)")
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else "I/O"
+        return fail(f"error: {name}: {exc.strerror or exc} (nothing of the unfinished step was written)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,12 +22,17 @@ import numpy as np
 from plenocal import __version__
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
+from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import write_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
 from plenocal.io.observations import write_observations
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.model.observations import BapFeatures, Observations
 from plenocal.precalib.pipeline import Precalibration, PrecalibrationError, WhiteImage, precalibrate
 
+OUTPUTS = ("camera.json", "observations.npz", "precalibration.json", "radii.png", "radii.svg", "centres.png",
+           STAGE_RECORD)
+"""What ``precalibrate`` writes in its output folder (replaced as a whole)."""
 HELP = "pre-calibrate from white images: micro-image grid, lens types, internal parameters Ω, initial camera"
 
 
@@ -128,36 +133,41 @@ def summary(pc: Precalibration) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     dataset = read_dataset(args.dataset)
+    out = Path(args.output)
+    check_output_folder(out, inputs=[dataset.folder, *dataset.files()], owned=OUTPUTS)
     spec = dataset.manifest.camera_spec
     n_cb = checkerboard_f_number(dataset)
     whites = load_whites(dataset)
     t0 = time.perf_counter()
-    out = Path(args.output)
     try:
         pc = precalibrate(whites, spec, checkerboard_f_number=n_cb, estimator=args.estimator)
     except PrecalibrationError as exc:
-        # Ω could not be estimated: show why (the radii per type and aperture) before failing.
+        # Ω could not be estimated: show why (the radii per type and aperture) before failing; the
+        # folder then holds this figure only, no stage output.
         from plenocal.viz import save_figure
         from plenocal.viz.precalib import radii_figure
 
-        written = save_figure(radii_figure(exc.partial), out / "radii", formats=("png",))
-        raise DataError(f"{dataset.folder}: {exc} (radii per type and aperture: {written[0]})") from None
+        fig = radii_figure(exc.partial)
+        with atomic_folder(out, owned=OUTPUTS) as tmp:
+            save_figure(fig, tmp / "radii", formats=("png",))
+        raise DataError(f"{dataset.folder}: {exc} (radii per type and aperture: {out / 'radii.png'})") from None
     except DataError as exc:
         raise DataError(f"{dataset.folder}: {exc}") from None
     wall = time.perf_counter() - t0
     doc = {"format": "plenocal-precalibration", "version": 1, "plenocal_version": __version__, "dataset": str(dataset.folder), "wall_time_s": wall}
     doc.update(summary(pc))
     provenance = {"stage": "precalibrate", "plenocal_version": __version__, "dataset": str(dataset.folder)}
-    write_camera(out / "camera.json", pc.camera, internal_parameters=pc.omega, provenance=provenance)
-    write_observations(out / "observations.npz", Observations(BapFeatures.empty(), pc.mic))
-    write_document(out / "precalibration.json", doc)
-    if not args.no_plots:
-        from plenocal.viz import save_figure
-        from plenocal.viz.precalib import centres_crop_figure, radii_figure
+    with atomic_folder(out, owned=OUTPUTS) as tmp:
+        write_camera(tmp / "camera.json", pc.camera, internal_parameters=pc.omega, provenance=provenance)
+        write_observations(tmp / "observations.npz", Observations(BapFeatures.empty(), pc.mic))
+        write_document(tmp / "precalibration.json", doc)
+        if not args.no_plots:
+            from plenocal.viz import save_figure
+            from plenocal.viz.precalib import centres_crop_figure, radii_figure
 
-        save_figure(radii_figure(pc), out / "radii")
-        ref = max(whites, key=lambda w: w.f_number)
-        save_figure(centres_crop_figure(ref.image, ref.f_number, pc), out / "centres", formats=("png",))
+            save_figure(radii_figure(pc), tmp / "radii")
+            ref = max(whites, key=lambda w: w.f_number)
+            save_figure(centres_crop_figure(ref.image, ref.f_number, pc), tmp / "centres", formats=("png",))
     used = [f"{d.f_number:g}" for d in pc.internals.apertures if d.used]
     print(
         f"grid pitch {pc.grid_fit.grid.diameter_px:.4f} px (rms {pc.grid_fit.rms_px:.3f} px, {len(pc.mic)} centres); "

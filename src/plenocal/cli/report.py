@@ -8,6 +8,7 @@ from pathlib import Path
 
 from plenocal.errors import InputFileError
 from plenocal.io.atomic import atomic_write_text
+from plenocal.io.outputs import check_output_file
 
 HELP = "one self-contained HTML report (summary, parameters ± σ, figures, provenance) from a folder of stage outputs"
 
@@ -29,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     if not found.documents and not found.images:
         raise InputFileError(folder, "holds no plenocal stage output (precalibration.json, report.json, kappa.json, profile.json, ...)")
     out = args.output if args.output is not None else folder / "report.html"
+    check_output_file(out, inputs=[path for path, _ in found.documents.values()] + list(found.images.values()),
+                      suffixes=(".html", ".htm"))
     atomic_write_text(out, page)
     print(f"report with {', '.join(sorted(found.documents)) or 'figures only'}; {len(found.notes)} notes; wrote {out}")
     return 0

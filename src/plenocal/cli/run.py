@@ -21,7 +21,9 @@ from typing import Any
 
 from plenocal.errors import PlenocalError
 from plenocal.io._json import write_document
+from plenocal.io.atomic import remove_stale_temporaries
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 
 HELP = "run the whole pipeline on a dataset: precalibrate, detect, calibrate, blur, evaluate, profile, report"
 
@@ -35,7 +37,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-pupil-vignetting", action="store_true",
         help="detect corners where they appear (the paper's way) instead of inverting the pupil vignetting to chief-ray positions",
     )
+    cal = p.add_argument_group("calibration options (passed to 'plenocal calibrate')")
+    pitches = cal.add_mutually_exclusive_group()
+    pitches.add_argument("--two-pitches", dest="calibrate_args", action="append_const", const="--two-pitches",
+                         help="two MLA pitches (libpleno HEAD; the default)")
+    pitches.add_argument("--one-pitch", dest="calibrate_args", action="append_const", const="--one-pitch",
+                         help="one MLA pitch (the paper)")
+    cal.add_argument("--legacy-model", dest="calibrate_args", action="append_const", const="--legacy-model",
+                     help="the paper's model: one pitch and the legacy ρ")
+    cal.add_argument("--rho-form", choices=("legacy", "head", "virtual-depth"), default=None,
+                     help="blur-radius form (default virtual-depth)")
+    cal.add_argument("--weighting", choices=("none", "noise"), default=None,
+                     help="the paper's unweighted Θ (default) or per-term 1/σ² weights")
+    cal.add_argument("--loss", choices=("huber", "linear"), default=None, help="robust loss (default) or plain least squares")
+    cal.add_argument("--freeze", default=None, metavar="GROUP[,GROUP...]", help="parameter groups held at their initial value")
     p.set_defaults(func=run)
+
+
+def calibration_argv(args: argparse.Namespace) -> list[str]:
+    """The calibration options of ``plenocal run`` as ``plenocal calibrate`` arguments."""
+    out = list(getattr(args, "calibrate_args", None) or [])
+    for name in ("rho_form", "weighting", "loss", "freeze"):
+        value = getattr(args, name, None)
+        if value is not None:
+            out += [f"--{name.replace('_', '-')}", str(value)]
+    return out
+
+
+class StageError(PlenocalError):
+    """A stage of ``plenocal run`` failed: its one-line error, prefixed with the stage's name."""
+
+    def __init__(self, stage: str, error: PlenocalError) -> None:
+        self.stage = stage
+        self.error = error
+        super().__init__(f"stage {stage}: {error} (finished stages are kept; fix this and run again)")
 
 
 @dataclass(frozen=True)
@@ -69,7 +104,7 @@ def _up_to_date(stage: Stage, folder: Path) -> bool:
         return False
 
 
-def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
+def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: list[str] | None = None) -> list[Stage]:
     """The stages to run on ``dataset`` (see the module docstring)."""
     m = dataset.manifest
     ds = str(dataset.folder)
@@ -99,7 +134,7 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
     stages.append(
         Stage(
             "calibrate",
-            ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial],
+            ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial, *(calibrate_options or [])],
             cal_inputs,
             [cal / "camera.json", cal / "poses.json", cal / "report.json"],
         )
@@ -137,9 +172,17 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool) -> list[Stage]:
 
 
 def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
-    """Run (or skip) each stage in order; returns per-stage status and wall time."""
-    from plenocal.cli.main import main as cli_main
+    """Run (or skip) each stage in order; returns per-stage status and wall time.
 
+    Each stage writes its folder atomically (complete or absent); ``stage.json`` is written after
+    it, so a stage without one is run again. Temporaries of killed runs are removed first. A
+    stage's error is raised as one line naming the stage (Ctrl-C and SIGTERM pass through).
+    """
+    from plenocal.cli.main import dispatch
+
+    remove_stale_temporaries(out)
+    for stage in stages:
+        remove_stale_temporaries(stage.outputs[0].parent)
     status: dict[str, dict[str, Any]] = {}
     for stage in stages:
         folder = stage.outputs[0].parent
@@ -149,12 +192,13 @@ def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str],
             continue
         log(f"[{stage.name}] plenocal {' '.join(stage.argv)}")
         t0 = time.perf_counter()
-        code = cli_main(stage.argv)
+        try:
+            dispatch(stage.argv)
+        except PlenocalError as exc:
+            raise StageError(stage.name, exc) from None
         wall = time.perf_counter() - t0
-        if code != 0:
-            raise PlenocalError(f"stage '{stage.name}' failed (exit {code}); fix the error above and run again (finished stages are kept)")
         if stage.name != "report":
-            write_document(folder / "stage.json", {"format": "plenocal-stage", "version": 1, "stage": stage.name, "argv": stage.argv, "fingerprint": _fingerprint(stage), "wall_time_s": wall})
+            write_document(folder / STAGE_RECORD, {"format": "plenocal-stage", "version": 1, "stage": stage.name, "argv": stage.argv, "fingerprint": _fingerprint(stage), "wall_time_s": wall})
         status[stage.name] = {"status": "done", "wall_time_s": wall}
     return status
 
@@ -206,7 +250,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     dataset = read_dataset(args.dataset)
     out = Path(args.output)
-    stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting)
+    # The run's folder holds one folder per stage and report.html; each stage checks its own.
+    check_output_folder(out, inputs=[dataset.folder, *dataset.files()], owned=None)
+    stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args))
     t0 = time.perf_counter()
     status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
     table = Table(title=f"plenocal run: {dataset.folder.name} ({time.perf_counter() - t0:.1f} s)")

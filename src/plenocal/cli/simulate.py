@@ -9,13 +9,24 @@ central crop of at most 1000 × 800 px with the same optics.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
+from typing import Any
 
+from plenocal.cli._args import bounded_int
+from plenocal.errors import DataError, UsageError
+from plenocal.io.atomic import atomic_folder
+from plenocal.io.limits import MAX_RAYS, MAX_SEED
+from plenocal.io.outputs import check_output_folder
 from plenocal.sim.dataset import FrameSelection, simulate_dataset
 from plenocal.sim.presets import PRESET_NAMES, preset
 from plenocal.sim.sensor import COLORS, SensorResponse
 
+DATASET_ENTRIES = ("manifest.json", "images", "ground_truth")
+"""What ``simulate`` writes in its dataset folder."""
+MAX_FRAMES_PER_ROLE = 10_000
+"""Largest image count of one role in ``--frames``."""
 HELP = "ray-trace a simulated dataset (white, checkerboard and translation images + ground truth)"
 
 
@@ -23,8 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("simulate", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
     p.add_argument("preset", choices=PRESET_NAMES, metavar="PRESET", help=f"one of {', '.join(PRESET_NAMES)}")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="dataset folder to write")
-    p.add_argument("--seed", type=int, default=0, help="seed of poses, ray sampling and noise (default 0)")
-    p.add_argument("--rays", type=int, default=30, metavar="N", help="rays per pixel and micro-lens (default 30)")
+    p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=0,
+                   help="seed of poses, ray sampling and noise, an integer >= 0 (default 0)")
+    p.add_argument("--rays", type=bounded_int(1, MAX_RAYS), default=30, metavar="N",
+                   help="rays per pixel and micro-lens, >= 1 (default 30)")
     p.add_argument("--small", action="store_true", help="central crop of at most 1000x800 px (same optics)")
     p.add_argument(
         "--frames",
@@ -44,36 +57,56 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def frame_selection(spec: str | None) -> FrameSelection:
+    """``--frames`` parsed, each count within [0, MAX_FRAMES_PER_ROLE]."""
+    try:
+        frames = FrameSelection.parse(spec)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    for role, count in frames.counts.items():
+        if count is not None and not 0 <= count <= MAX_FRAMES_PER_ROLE:
+            raise UsageError(f"--frames: {role}={count} must be a count in 0..{MAX_FRAMES_PER_ROLE}")
+    return frames
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.tilt_scale is not None and not (math.isfinite(args.tilt_scale) and 0 <= args.tilt_scale <= 100):
+        raise UsageError(f"--tilt-scale must be a number in 0..100 (1 = the paper's tilt), got {args.tilt_scale:g}")
+    frames = frame_selection(args.frames)
+    check_output_folder(args.output, inputs=[], owned=DATASET_ENTRIES)
     kwargs = {} if args.tilt_scale is None else {"tilt_scale": args.tilt_scale}
     chosen = preset(args.preset, small=args.small, **kwargs)
     response = SensorResponse(
         bit_depth=args.bit_depth, color=args.color,
         photon_noise=not args.no_noise, read_noise=not args.no_noise,
     )
-    frames = FrameSelection.parse(args.frames)
     started = time.perf_counter()
-    if args.quiet:
-        manifest = simulate_dataset(chosen, args.output, seed=args.seed, rays=args.rays, frames=frames, response=response)
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(
-            TextColumn("[bold]simulate[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), transient=False,
-        ) as bar:
-            task = bar.add_task(chosen.name, total=None)
-
-            def progress(label: str, done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total, description=f"{chosen.name}: {label}")
-
-            manifest = simulate_dataset(
-                chosen, args.output, seed=args.seed, rays=args.rays, frames=frames, response=response,
-                progress=progress,
-            )
+    with atomic_folder(args.output, owned=DATASET_ENTRIES) as tmp:
+        manifest = _simulate(args, chosen, tmp, frames, response)
     if not args.quiet:
         print(
             f"wrote {len(manifest.images)} images and ground truth to {args.output} "
             f"in {time.perf_counter() - started:.1f} s"
         )
     return 0
+
+
+def _simulate(args: argparse.Namespace, chosen: Any, out: Path, frames: FrameSelection, response: SensorResponse) -> Any:
+    """Render into ``out`` (with a progress bar unless ``--quiet``); returns the manifest."""
+    if args.quiet:
+        return simulate_dataset(chosen, out, seed=args.seed, rays=args.rays, frames=frames, response=response)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]simulate[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), transient=False,
+    ) as bar:
+        task = bar.add_task(chosen.name, total=None)
+
+        def progress(label: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=f"{chosen.name}: {label}")
+
+        return simulate_dataset(
+            chosen, out, seed=args.seed, rays=args.rays, frames=frames, response=response,
+            progress=progress,
+        )

@@ -305,11 +305,12 @@ def symmetric_kernel(image, weight, centres, radii, corner, max_radius, min_radi
 
 
 @nb.njit(cache=True, inline="always")
-def _disc_set(need, offsets):  # pragma: no cover - compiled
-    """Bounds [s0, s1) of the first disc point set with at least ``need`` points (the largest
-    if none has); ``offsets`` are the sets' bounds."""
+def _disc_set(need, cap, offsets):  # pragma: no cover - compiled
+    """Bounds [s0, s1) of the first disc point set with at least min(``need``, ``cap``) points (the
+    largest if none has); ``offsets`` are the sets' bounds."""
     n_sets = offsets.shape[0] - 1
     j = 0
+    need = min(need, cap)
     while j < n_sets - 1 and offsets[j + 1] - offsets[j] < need:
         j += 1
     return offsets[j], offsets[j + 1]
@@ -431,11 +432,11 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, s
 
 
 @nb.njit(cache=True, inline="always")
-def _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets):  # pragma: no cover
+def _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap):  # pragma: no cover
     """Per micro-image i of the render kernels: the disc point set [s0, s1) (the blur's and the
-    mask's densities), the line normals (c, n), the reach beyond which a pixel sees one quadrant
-    (erf(4.5/√2) = 1 − 7e-6) and the bounding box of the disc of ``radius[i]``."""
-    s0, s1 = _disc_set(max(density * rho[i] * rho[i], mask_density * rb[i] * rb[i]), offsets)
+    mask's densities, at most ``cap[i]`` points), the line normals (c, n), the reach beyond which a
+    pixel sees one quadrant (erf(4.5/√2) = 1 − 7e-6) and the bounding box of the disc of ``radius[i]``."""
+    s0, s1 = _disc_set(max(density * rho[i] * rho[i], mask_density * rb[i] * rb[i]), cap[i], offsets)
     r = radius[i]
     return (
         s0, s1,
@@ -447,7 +448,7 @@ def _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density,
 
 
 @nb.njit(parallel=True, cache=True)
-def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred):  # pragma: no cover
+def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
 
     Pixel x of micro-image i sees the sharp (chief-ray) image S at x + ρ·z for the lens-disc
@@ -463,7 +464,7 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     k = _INV_SQRT2 / sigma
     dk = 2.0 / math.sqrt(math.pi) * k
     for i in nb.prange(M):
-        s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets)
+        s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap)
         g = np.empty(4)
         r = radius[i]
         for y in range(max(y0, 0), min(y1 + 1, H)):
@@ -478,7 +479,7 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
 
 
 @nb.njit(parallel=True, cache=True, fastmath=True)
-def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred):  # pragma: no cover
+def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap):  # pragma: no cover
     """:func:`render_kernel` and its derivatives in one pass, on a square stencil per micro-image:
     ``out[q, i, (y − oy + h)·(2h + 1) + (x − ox + h)]`` for the pixels (x, y) of micro-image i,
     (ox, oy) = ``origin[i]``, h = ``half_size``; q = 0 the devignetted value, 1–2 ∂/∂K (u, v),
@@ -489,7 +490,7 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
     k = _INV_SQRT2 / sigma
     dk = 2.0 / math.sqrt(math.pi) * k
     for i in nb.prange(M):
-        s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets)
+        s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap)
         g = np.empty(4)
         r = radius[i]
         half = 0.5 * sign[i]

@@ -27,7 +27,8 @@ def read_numeric_csv(path: str | Path, header: Sequence[str]) -> np.ndarray:
     Raises
     ------
     InputFileError
-        Missing file, wrong header (expected vs actual), non-numeric cell or wrong column count.
+        Missing file, wrong header (expected vs actual), non-numeric or non-finite (nan, inf) cell,
+        or wrong column count.
     """
     p = Path(path)
     if not p.is_file():
@@ -51,6 +52,12 @@ def read_numeric_csv(path: str | Path, header: Sequence[str]) -> np.ndarray:
         return np.zeros((0, len(header)))
     if data.shape[1] != len(header):
         raise InputFileError(p, f"expected {len(header)} columns, got {data.shape[1]}")
+    bad = ~np.isfinite(data)
+    if bad.any():
+        row, col = (int(x[0]) for x in np.nonzero(bad))
+        raise InputFileError(
+            p, f"column '{header[col]}' holds {float(data[row, col])!r} on data row {row + 1} (line {row + 2}); "
+               f"{int(bad.sum())} non-finite cells: every value must be a finite number")
     return data
 
 

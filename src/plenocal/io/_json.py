@@ -19,6 +19,8 @@ from plenocal.errors import InputFileError
 from plenocal.io.atomic import atomic_write_text
 
 _MISSING: Any = object()
+MAX_INTEGER = 2**31 - 1
+"""Largest integer a plenocal file holds by default (frame ids, counts, indices: int32)."""
 
 
 def load_json(path: str | Path) -> Any:
@@ -35,9 +37,17 @@ def load_json(path: str | Path) -> Any:
     except OSError as exc:
         raise InputFileError(p, f"cannot read ({exc.strerror})") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputFileError(p, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputFileError(p, "JSON nested too deeply (not a plenocal or libpleno file)") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits, NaN or Infinity
+        raise InputFileError(p, f"malformed JSON: {str(exc).splitlines()[0][:100]}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (write a finite number or null)")
 
 
 def _short(value: Any) -> str:
@@ -90,26 +100,38 @@ class Fields(FieldsBase):
     def sub(self, name: str) -> Fields:
         return Fields(self.path, self.raw(name), self.key(name))
 
-    def number(self, name: str, default: Any = _MISSING, *, positive: bool = False) -> float:
+    def number(self, name: str, default: Any = _MISSING, *, positive: bool = False,
+               minimum: float | None = None, maximum: float | None = None) -> float:
+        """A finite number; ``positive``: > 0; ``minimum``/``maximum``: inclusive bounds."""
         value = self.raw(name, default)
         if value is default and default is not _MISSING:
             return value
-        return self._as_number(name, value, positive=positive)
+        return self._as_number(name, value, positive=positive, minimum=minimum, maximum=maximum)
 
-    def _as_number(self, name: str, value: Any, *, positive: bool = False) -> float:
+    def _as_number(self, name: str, value: Any, *, positive: bool = False,
+                   minimum: float | None = None, maximum: float | None = None) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(name, f"must be a number, got {_short(value)}")
-        x = float(value)
+        try:
+            x = float(value)
+        except OverflowError:
+            raise self.error(name, f"must be finite, got an integer of {len(str(value))} digits") from None
         if not math.isfinite(x):
             raise self.error(name, f"must be finite, got {value!r}")
         if positive and x <= 0.0:
             raise self.error(name, f"must be > 0, got {value!r}")
+        if minimum is not None and x < minimum:
+            raise self.error(name, f"must be >= {minimum:g}, got {_short(value)}")
+        if maximum is not None and x > maximum:
+            raise self.error(name, f"must be <= {maximum:g}, got {_short(value)}")
         return x
 
     def optional_number(self, name: str) -> float | None:
         return None if self.raw(name, None) is None else self.number(name)
 
-    def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None) -> int:
+    def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None,
+                maximum: int = MAX_INTEGER) -> int:
+        """An integer within [``minimum``, ``maximum``] (default: any that fits int32... int64)."""
         value = self.raw(name, default)
         if value is default and default is not _MISSING:
             return value
@@ -118,7 +140,9 @@ class Fields(FieldsBase):
                 raise self.error(name, f"must be an integer, got {_short(value)}")
         i = int(value)
         if minimum is not None and i < minimum:
-            raise self.error(name, f"must be >= {minimum}, got {i}")
+            raise self.error(name, f"must be >= {minimum}, got {_short(i)}")
+        if i > maximum:
+            raise self.error(name, f"must be <= {maximum}, got {_short(i)}")
         return i
 
     def string(self, name: str, default: Any = _MISSING, *, choices: Sequence[str] | None = None) -> str:
@@ -131,7 +155,9 @@ class Fields(FieldsBase):
             raise self.error(name, f"must be one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def numbers(self, name: str, n: int | None = None, default: Any = _MISSING) -> tuple[float, ...]:
+    def numbers(self, name: str, n: int | None = None, default: Any = _MISSING, *,
+                maximum_abs: float | None = None, positive: bool = False) -> tuple[float, ...]:
+        """A list of finite numbers (``n`` of them if given), each within ±``maximum_abs``."""
         value = self.raw(name, default)
         if value is default and default is not _MISSING:
             return value
@@ -139,7 +165,9 @@ class Fields(FieldsBase):
             raise self.error(name, f"must be a list of numbers, got {_short(value)}")
         if n is not None and len(value) != n:
             raise self.error(name, f"must have {n} numbers, got {len(value)}")
-        return tuple(self._as_number(f"{name}[{i}]", v) for i, v in enumerate(value))
+        lo = None if maximum_abs is None else -maximum_abs
+        return tuple(self._as_number(f"{name}[{i}]", v, minimum=lo, maximum=maximum_abs, positive=positive)
+                     for i, v in enumerate(value))
 
     def integers(self, name: str, default: Any = _MISSING) -> tuple[int, ...]:
         value = self.raw(name, default)
@@ -147,6 +175,8 @@ class Fields(FieldsBase):
             return value
         if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             raise self.error(name, f"must be a list of integers, got {_short(value)}")
+        if any(abs(v) > MAX_INTEGER for v in value):
+            raise self.error(name, f"must hold integers within ±{MAX_INTEGER}, got {_short(value)}")
         return tuple(value)
 
     def matrix(self, name: str, shape: tuple[int, int]) -> np.ndarray:

@@ -15,6 +15,15 @@ import numpy as np
 
 from plenocal.errors import InputFileError, ModelError
 from plenocal.io._json import Fields, floats, read_document, write_document
+from plenocal.io.limits import (
+    MAX_F_NUMBER,
+    MAX_FOCAL_LENGTH_MM,
+    MAX_LATTICE_SIDE,
+    MAX_LENGTH_MM,
+    MAX_PIXEL_SIZE_MM,
+    MAX_SENSOR_SIDE_PX,
+    MIN_F_NUMBER,
+)
 from plenocal.model.camera import (
     Configuration,
     Distortion,
@@ -61,8 +70,8 @@ def lattice_to_json(lattice: Lattice) -> dict[str, Any]:
 def lattice_from_json(f: Fields) -> Lattice:
     return Lattice(
         LatticeKind(f.string("kind", choices=_KINDS)),
-        f.integer("width", minimum=1),
-        f.integer("height", minimum=1),
+        f.integer("width", minimum=1, maximum=MAX_LATTICE_SIDE),
+        f.integer("height", minimum=1, maximum=MAX_LATTICE_SIDE),
     )
 
 
@@ -177,37 +186,42 @@ def camera_from_json(f: Fields) -> CameraFile:
         ds = f.sub("distortion") if f.has("distortion") else None
         m = f.sub("mla")
         lattice = lattice_from_json(m.sub("lattice"))
-        focal = m.numbers("focal_lengths_mm")
+        focal = m.numbers("focal_lengths_mm", maximum_abs=MAX_LENGTH_MM)
         row_shift = m.integers("type_row_shift", default=(0,))
         mla = MicroLensArray(
             lattice=lattice,
-            pitch_mm=m.numbers("pitch_mm", 2),  # type: ignore[arg-type]
-            rotation_xyz_rad=m.numbers("rotation_xyz_rad", 3),  # type: ignore[arg-type]
-            translation_mm=m.numbers("translation_mm", 3),  # type: ignore[arg-type]
+            pitch_mm=m.numbers("pitch_mm", 2, maximum_abs=MAX_LENGTH_MM),  # type: ignore[arg-type]
+            rotation_xyz_rad=m.numbers("rotation_xyz_rad", 3, maximum_abs=2 * math.pi),  # type: ignore[arg-type]
+            translation_mm=m.numbers("translation_mm", 3, maximum_abs=MAX_LENGTH_MM),  # type: ignore[arg-type]
             focal_lengths_mm=focal,
             types=TypeLayout(len(focal), row_shift),
         )
         s = f.sub("sensor")
         sensor = Sensor(
-            s.number("pixel_size_mm", positive=True),
-            s.integer("width_px", minimum=1),
-            s.integer("height_px", minimum=1),
-            s.numbers("principal_point_px", 2),  # type: ignore[arg-type]
-            s.number("distance_mm", positive=True),
+            s.number("pixel_size_mm", positive=True, maximum=MAX_PIXEL_SIZE_MM),
+            s.integer("width_px", minimum=1, maximum=MAX_SENSOR_SIDE_PX),
+            s.integer("height_px", minimum=1, maximum=MAX_SENSOR_SIDE_PX),
+            s.numbers("principal_point_px", 2, maximum_abs=10 * MAX_SENSOR_SIDE_PX),  # type: ignore[arg-type]
+            s.number("distance_mm", positive=True, maximum=MAX_LENGTH_MM),
         )
         mia = None
         if f.has("mia"):
             g = f.sub("mia")
             mia = MicroImageGrid(
                 lattice,
-                g.numbers("pitch_px", 2),  # type: ignore[arg-type]
-                g.number("rotation_rad"),
-                g.numbers("offset_px", 2),  # type: ignore[arg-type]
+                g.numbers("pitch_px", 2, positive=True, maximum_abs=MAX_SENSOR_SIDE_PX),  # type: ignore[arg-type]
+                g.number("rotation_rad", minimum=-2 * math.pi, maximum=2 * math.pi),
+                g.numbers("offset_px", 2, maximum_abs=10 * MAX_SENSOR_SIDE_PX),  # type: ignore[arg-type]
             )
         distortion = Distortion(*(ds.number(k, 0.0) if ds is not None else 0.0 for k in ("q1", "q2", "q3", "p1", "p2")))
-        h = f.optional_number("focus_distance_mm")
+        h = None if f.raw("focus_distance_mm", None) is None else f.number(
+            "focus_distance_mm", positive=True, maximum=MAX_LENGTH_MM)
+        focal_length = ml.number("focal_length_mm", positive=True, maximum=MAX_FOCAL_LENGTH_MM)
+        if h is not None and h <= focal_length:
+            raise f.error("focus_distance_mm", f"must be beyond the focal length {focal_length:g} mm "
+                                               f"(a lens cannot focus nearer), got {h:g}")
         camera = PlenopticCamera(
-            main_lens=MainLens(ml.number("focal_length_mm", positive=True), ml.number("f_number", positive=True)),
+            main_lens=MainLens(focal_length, ml.number("f_number", minimum=MIN_F_NUMBER, maximum=MAX_F_NUMBER)),
             distortion=distortion,
             mla=mla,
             sensor=sensor,

@@ -20,6 +20,15 @@ from plenocal.errors import InputFileError, ModelError
 from plenocal.io._json import Fields, read_document, write_document
 from plenocal.io.camera import lattice_from_json, lattice_to_json
 from plenocal.io.images import COLORS, read_raw_image
+from plenocal.io.limits import (
+    MAX_BOARD_SIDE_NODES,
+    MAX_F_NUMBER,
+    MAX_FOCAL_LENGTH_MM,
+    MAX_LENGTH_MM,
+    MAX_PIXEL_SIZE_MM,
+    MAX_SENSOR_SIDE_PX,
+    MIN_F_NUMBER,
+)
 from plenocal.model.camera import Configuration
 from plenocal.model.spec import CameraSpec
 from plenocal.model.target import Checkerboard
@@ -31,6 +40,8 @@ POSES_NAME = "poses.json"
 OBSERVATIONS_NAME = "observations.npz"
 INTERNAL_PARAMETERS_NAME = "internal_parameters.json"
 _CONFIGURATIONS = tuple(c.value for c in Configuration)
+MAX_MICRO_LENS_TYPES = 64
+"""Most micro-lens types a camera spec may declare (Raytrix cameras have 3)."""
 
 
 class ImageRole(Enum):
@@ -144,6 +155,13 @@ class Dataset:
             return self.path(self.manifest.observations)
         return self._optional(OBSERVATIONS_NAME)
 
+    def files(self) -> list[Path]:
+        """Every file of the dataset a stage may read: manifest, images and the optional files."""
+        out = [self.folder / MANIFEST_NAME, *(self.path(e.path) for e in self.manifest.images)]
+        out += [p for p in (self.camera_path, self.poses_path, self.observations_path,
+                            self.internal_parameters_path) if p is not None]
+        return out
+
     def missing_images(self) -> list[ImageEntry]:
         """Entries whose file does not exist."""
         return [e for e in self.manifest.images if not self.path(e.path).is_file()]
@@ -161,18 +179,23 @@ class Dataset:
 
 # --- JSON <-> dataclasses ----------------------------------------------------------------
 def _spec_from_json(f: Fields) -> CameraSpec:
-    h = f.optional_number("focus_distance_mm")
+    h = f.number("focus_distance_mm", positive=True, maximum=MAX_LENGTH_MM) if f.has("focus_distance_mm") else None
     conf = f.raw("configuration", None)
+    focal_length = (
+        f.number("main_lens_focal_length_mm", positive=True, maximum=MAX_FOCAL_LENGTH_MM)
+        if f.has("main_lens_focal_length_mm") else None
+    )
+    if h is not None and focal_length is not None and h <= focal_length:
+        raise f.error("focus_distance_mm", f"must be beyond the main-lens focal length {focal_length:g} mm "
+                                           f"(a lens cannot focus nearer), got {h:g}")
     return CameraSpec(
-        pixel_size_mm=f.number("pixel_size_mm", positive=True),
-        width_px=f.integer("width_px", minimum=1),
-        height_px=f.integer("height_px", minimum=1),
+        pixel_size_mm=f.number("pixel_size_mm", positive=True, maximum=MAX_PIXEL_SIZE_MM),
+        width_px=f.integer("width_px", minimum=1, maximum=MAX_SENSOR_SIDE_PX),
+        height_px=f.integer("height_px", minimum=1, maximum=MAX_SENSOR_SIDE_PX),
         lattice=lattice_from_json(f.sub("lattice")) if f.has("lattice") else None,
-        n_types=f.integer("n_types", minimum=0) if f.has("n_types") else None,
+        n_types=f.integer("n_types", minimum=0, maximum=MAX_MICRO_LENS_TYPES) if f.has("n_types") else None,
         type_row_shift=f.integers("type_row_shift") if f.has("type_row_shift") else None,
-        main_lens_focal_length_mm=(
-            f.number("main_lens_focal_length_mm", positive=True) if f.has("main_lens_focal_length_mm") else None
-        ),
+        main_lens_focal_length_mm=focal_length,
         focus_distance_mm=math.inf if h is None else h,
         configuration=None if conf is None else Configuration(f.string("configuration", choices=_CONFIGURATIONS)),
     )
@@ -202,10 +225,11 @@ def _entry_from_json(f: Fields) -> ImageEntry:
     entry = ImageEntry(
         path=f.string("path"),
         role=role,
-        f_number=f.number("f_number", positive=True) if f.has("f_number") else None,
+        f_number=f.number("f_number", minimum=MIN_F_NUMBER, maximum=MAX_F_NUMBER) if f.has("f_number") else None,
         frame=f.integer("frame", minimum=0) if f.has("frame") else None,
         sequence=f.integer("sequence", minimum=0) if f.has("sequence") else None,
-        displacement_mm=f.number("displacement_mm") if f.has("displacement_mm") else None,
+        displacement_mm=(f.number("displacement_mm", minimum=-MAX_LENGTH_MM, maximum=MAX_LENGTH_MM)
+                         if f.has("displacement_mm") else None),
     )
     if role in (ImageRole.WHITE, ImageRole.DEVIGNETTING) and entry.f_number is None:
         raise f.error("f_number", f"is required for a {role.value} image")
@@ -236,10 +260,10 @@ def manifest_from_json(f: Fields) -> Manifest:
     try:
         t = f.sub("target")
         target = Checkerboard(
-            columns=t.integer("columns"),
-            rows=t.integer("rows"),
-            square_mm=t.number("square_mm", positive=True),
-            border_mm=t.number("border_mm", 0.0),
+            columns=t.integer("columns", maximum=MAX_BOARD_SIDE_NODES),
+            rows=t.integer("rows", maximum=MAX_BOARD_SIDE_NODES),
+            square_mm=t.number("square_mm", positive=True, maximum=MAX_LENGTH_MM),
+            border_mm=t.number("border_mm", 0.0, minimum=0.0, maximum=MAX_LENGTH_MM),
         )
     except ModelError as exc:
         raise InputFileError(f.path, f"target: {exc}") from None

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.errors import DataError, InputFileError
+from plenocal.io._quiet import captured_stderr, first_line
 from plenocal.io.atomic import atomic_write_bytes
 
 Color = Literal["grey", "rgb", "bayer-rggb"]
@@ -79,10 +80,19 @@ def read_raw_image(
         raise ValueError(f"color must be one of {COLORS}, got {color!r}")
     if not p.is_file():
         raise InputFileError(p, "image file does not exist")
-    buf = np.fromfile(p, dtype=np.uint8)
-    img = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED) if buf.size else None
+    try:
+        buf = np.fromfile(p, dtype=np.uint8)
+    except OSError as exc:
+        raise InputFileError(p, f"cannot read image ({exc.strerror})") from None
+    if not buf.size:
+        raise InputFileError(p, "image file is empty (expected an 8- or 16-bit PNG or TIFF)")
+    # libpng and OpenCV print their own complaints on file descriptor 2: keep them, quoted, in
+    # plenocal's one line instead.
+    with captured_stderr() as said:
+        img = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
     if img is None:
-        raise InputFileError(p, "cannot decode image (expected an 8- or 16-bit PNG or TIFF)")
+        detail = first_line(said[0])
+        raise InputFileError(p, f"cannot decode image ({detail + '; ' if detail else ''}expected an 8- or 16-bit PNG or TIFF)")
     if img.dtype not in (np.uint8, np.uint16):
         raise InputFileError(p, f"unsupported pixel type {img.dtype} (expected 8- or 16-bit integers)")
     if img.ndim == 3 and img.shape[2] == 4:
@@ -156,9 +166,11 @@ def write_raw_image(path: str | Path, array: NDArray, bit_depth: int = 8) -> Pat
         raise DataError(f"image array of dtype {a.dtype} cannot be written at {bit_depth} bits")
     if out.ndim == 3:
         out = out[:, :, ::-1]  # RGB -> BGR for OpenCV
-    ok, encoded = cv2.imencode(suffix, np.ascontiguousarray(out))
+    with captured_stderr() as said:
+        ok, encoded = cv2.imencode(suffix, np.ascontiguousarray(out))
     if not ok:
-        raise DataError(f"OpenCV could not encode the image as {suffix}")
+        detail = first_line(said[0])
+        raise DataError(f"OpenCV could not encode the image as {suffix}" + (f" ({detail})" if detail else ""))
     return atomic_write_bytes(p, encoded.tobytes())
 
 

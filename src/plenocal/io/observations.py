@@ -12,6 +12,7 @@ import numpy as np
 
 from plenocal.errors import InputFileError
 from plenocal.io.atomic import atomic_write_bytes, atomic_write_text
+from plenocal.model.lattice import Lattice
 from plenocal.model.observations import (
     BAP_COLUMNS,
     MIC_COLUMNS,
@@ -21,6 +22,9 @@ from plenocal.model.observations import (
 )
 
 _INT = ("frame", "k", "l", "node", "cluster")
+SENSOR_MARGIN_FRACTION = 0.1
+"""(u, v) up to this fraction of the sensor's width (height) beyond its edge are accepted: the
+centres of border micro-images, and chief-ray positions, lie partly off the sensor."""
 BAP_CSV_HEADER = "frame,k,l,u,v,rho,node,cluster"
 MIC_CSV_HEADER = "k,l,u,v"
 
@@ -84,8 +88,121 @@ def read_observations(path: str | Path) -> Observations:
             n_mic = _column(p, data, "mic_k", None).shape[0]
             mic = {c: _column(p, data, f"mic_{c}", n_mic) for c in MIC_COLUMNS}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        raise InputFileError(p, f"not a readable .npz archive ({exc})") from None
-    return Observations(BapFeatures(**bap), MicroImageCentres(**mic))
+        raise InputFileError(p, f"not a readable .npz archive ({str(exc).splitlines()[0][:100]})") from None
+    obs = Observations(BapFeatures(**bap), MicroImageCentres(**mic))
+    validate_observations(obs, p)
+    return obs
+
+
+def _first_bad(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _duplicates(columns: list[np.ndarray]) -> np.ndarray:
+    """Boolean mask of the rows whose key (the tuple of ``columns``) appeared in an earlier row."""
+    n = columns[0].shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    key = np.stack([c.astype(np.int64) for c in columns], axis=1)
+    order = np.lexsort(key.T[::-1])
+    same = np.all(key[order][1:] == key[order][:-1], axis=1)
+    dup = np.zeros(n, dtype=bool)
+    dup[order[1:][same]] = True
+    return dup
+
+
+def validate_observations(
+    obs: Observations,
+    where: str | Path,
+    *,
+    lattice: Lattice | None = None,
+    image_size: tuple[int, int] | None = None,
+    n_nodes: int | None = None,
+) -> None:
+    """Check observations at a boundary; one-line :class:`InputFileError` naming the first bad row.
+
+    Always: finite u, v, ρ (BAP) and u, v (MIC); frame, k, l >= 0; node, cluster >= −1; no
+    feature twice (same frame, micro-lens and node, or same cluster while unlinked); no
+    micro-image centre twice. With ``lattice``: every (k, l) on it. With ``image_size``
+    (width, height): every (u, v) on the sensor (pixel centres at integers, so within
+    [−0.5, width − 0.5] × [−0.5, height − 0.5]), give or take :data:`SENSOR_MARGIN_FRACTION`.
+    With ``n_nodes``: node < n_nodes.
+
+    Parameters
+    ----------
+    obs : Observations
+    where : str or Path
+        The file named in messages.
+    lattice : Lattice, optional
+    image_size : (int, int), optional
+    n_nodes : int, optional
+    """
+    p = Path(where)
+    b, m = obs.bap, obs.mic
+    for name, col in (("u", b.u), ("v", b.v), ("rho", b.rho)):
+        bad = ~np.isfinite(col)
+        if bad.any():
+            i = _first_bad(bad)
+            raise InputFileError(p, f"BAP feature {i} has {name} = {float(col[i])!r} ({int(bad.sum())} non-finite "
+                                    f"values in '{name}'): every u, v, rho must be a finite number")
+    for name, col in (("u", m.u), ("v", m.v)):
+        bad = ~np.isfinite(col)
+        if bad.any():
+            i = _first_bad(bad)
+            raise InputFileError(p, f"micro-image centre {i} has {name} = {float(col[i])!r} ({int(bad.sum())} non-finite "
+                                    f"values): every u, v must be a finite number")
+    for what, table, names, low in (("BAP feature", b, ("frame", "k", "l"), 0), ("BAP feature", b, ("node", "cluster"), -1),
+                                    ("micro-image centre", m, ("k", "l"), 0)):
+        for name in names:
+            col = getattr(table, name)
+            bad = col < low
+            if bad.any():
+                i = _first_bad(bad)
+                raise InputFileError(p, f"{what} {i} has {name} = {int(col[i])}, expected >= {low}")
+    if lattice is not None:
+        for what, table in (("BAP feature", b), ("micro-image centre", m)):
+            bad = (table.k >= lattice.width) | (table.l >= lattice.height)
+            if bad.any():
+                i = _first_bad(bad)
+                raise InputFileError(
+                    p, f"{what} {i} has micro-lens (k, l) = ({int(table.k[i])}, {int(table.l[i])}), off the "
+                       f"{lattice.width} x {lattice.height} micro-lens array ({int(bad.sum())} such rows): "
+                       "observations of another camera, or corrupted indices")
+    if image_size is not None:
+        w, h = image_size
+        mu, mv = SENSOR_MARGIN_FRACTION * w, SENSOR_MARGIN_FRACTION * h
+        for what, table in (("BAP feature", b), ("micro-image centre", m)):
+            bad = (table.u < -0.5 - mu) | (table.u > w - 0.5 + mu) | (table.v < -0.5 - mv) | (table.v > h - 0.5 + mv)
+            if bad.any():
+                i = _first_bad(bad)
+                raise InputFileError(
+                    p, f"{what} {i} at (u, v) = ({table.u[i]:.6g}, {table.v[i]:.6g}) px lies far off the {w} x {h} px "
+                       f"sensor ({int(bad.sum())} such rows): observations of another camera, or corrupted")
+    if n_nodes is not None:
+        bad = b.node >= n_nodes
+        if bad.any():
+            i = _first_bad(bad)
+            raise InputFileError(p, f"BAP feature {i} has node {int(b.node[i])}; the target has {n_nodes} nodes "
+                                    f"(0..{n_nodes - 1})")
+    linked = b.node >= 0
+    dup = np.zeros(len(b), dtype=bool)
+    if linked.any():
+        dup[linked] = _duplicates([b.frame[linked], b.k[linked], b.l[linked], b.node[linked]])
+    loose = ~linked & (b.cluster >= 0)
+    if loose.any():
+        dup[loose] = _duplicates([b.frame[loose], b.k[loose], b.l[loose], b.cluster[loose]])
+    if dup.any():
+        i = _first_bad(dup)
+        raise InputFileError(
+            p, f"BAP feature {i} repeats an earlier one (frame {int(b.frame[i])}, micro-lens ({int(b.k[i])}, "
+               f"{int(b.l[i])}), node {int(b.node[i])}; {int(dup.sum())} repeated rows): each node is seen once per "
+               "micro-image; remove the duplicates")
+    dup_m = _duplicates([m.k, m.l])
+    if dup_m.any():
+        i = _first_bad(dup_m)
+        raise InputFileError(
+            p, f"micro-image centre {i} repeats micro-lens ({int(m.k[i])}, {int(m.l[i])}) ({int(dup_m.sum())} "
+               "repeated rows): one centre per micro-lens; remove the duplicates")
 
 
 def _csv_text(header: str, columns: list[np.ndarray], ints: list[bool]) -> str:
@@ -120,4 +237,4 @@ def export_observations_csv(folder: str | Path, observations: Observations) -> t
     return atomic_write_text(d / "bap.csv", bap_text), atomic_write_text(d / "mic.csv", mic_text)
 
 
-__all__ = ["export_observations_csv", "read_observations", "write_observations"]
+__all__ = ["export_observations_csv", "read_observations", "validate_observations", "write_observations"]

@@ -18,7 +18,7 @@ micro-images (disc ⊗ disc). The centroid of that lit part is off the lens cent
 feature is seen displaced radially: the observed offset e_o solves
 ``e_o = e − ρ·g(e_o)/R_b`` with g the centroid offset of the lit part (:func:`pupil_shift`).
 At the matched f-number (R_a ≈ R_b) this reaches ~1.5 px for |ρ| ≈ 3.5 px, and ray-traced
-images show it (see ``docs/model-notes.md``). ``project_bap(..., pupil_vignetting=True)`` adds it.
+images show it (see ``docs/detection.md``). ``project_bap(..., pupil_vignetting=True)`` adds it.
 """
 
 from __future__ import annotations

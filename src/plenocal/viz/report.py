@@ -78,7 +78,7 @@ def collect(folder: Path) -> Collected:
         for path in sorted(d.glob("*.json")):
             try:
                 doc = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, huge ints
                 c.notes.append(f"{path.name}: skipped, unreadable ({type(exc).__name__})")
                 continue
             if not isinstance(doc, dict):

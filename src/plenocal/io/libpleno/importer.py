@@ -41,7 +41,8 @@ import numpy as np
 from plenocal import __version__
 from plenocal.errors import DataError, InputFileError, ModelError, PlenocalError
 from plenocal.io._json import Fields
-from plenocal.io.camera import write_camera, write_internal_parameters
+from plenocal.io.atomic import atomic_folder
+from plenocal.io.camera import camera_from_json, camera_to_json, write_camera, write_internal_parameters
 from plenocal.io.dataset import (
     CAMERA_NAME,
     FRAME_ROLES,
@@ -80,13 +81,23 @@ from plenocal.io.libpleno.documents import (
     read_scene_doc,
 )
 from plenocal.io.libpleno.observations import read_observations_bin, read_observations_csv
-from plenocal.io.observations import write_observations
+from plenocal.io.limits import (
+    MAX_F_NUMBER,
+    MAX_FOCAL_LENGTH_MM,
+    MAX_LATTICE_SIDE,
+    MAX_PIXEL_SIZE_MM,
+    MAX_SENSOR_SIDE_PX,
+    MIN_F_NUMBER,
+)
+from plenocal.io.observations import validate_observations, write_observations
 from plenocal.io.poses import write_poses
 from plenocal.model.lattice import Lattice, TypeLayout
 from plenocal.model.observations import BapFeatures, Observations
 from plenocal.model.target import Checkerboard
 
 _MODES = ", ".join(f"{k} ({v.value})" for k, v in MODE_TO_CONFIGURATION.items())
+DATASET_FILES = (MANIFEST_NAME, CAMERA_NAME, INTERNAL_PARAMETERS_NAME, POSES_NAME, OBSERVATIONS_NAME, "stage.json")
+"""What an import writes in its dataset folder, which it replaces as a whole."""
 
 
 @dataclass(frozen=True)
@@ -270,11 +281,22 @@ def _check_config(path: Path, doc: CameraConfigDoc, *, trust_mode: bool) -> None
     s = doc.sensor
     if not (math.isfinite(s.scale) and s.scale > 0):
         raise InputFileError(path, f"key 'sensor.scale' (pixel size, mm) must be > 0, got {s.scale:g}")
+    if s.scale > MAX_PIXEL_SIZE_MM:
+        raise InputFileError(path, f"key 'sensor.scale' (pixel size, mm) must be <= {MAX_PIXEL_SIZE_MM:g}, got {s.scale:g}")
     for key, value in (("sensor.width", s.width), ("sensor.height", s.height)):
-        if value < 1:
-            raise InputFileError(path, f"key '{key}' (pixels) must be >= 1, got {value}")
-    if not (math.isfinite(doc.main_lens.f) and doc.main_lens.f > 0):
-        raise InputFileError(path, f"key 'main_lens.f' (focal length, mm) must be > 0, got {doc.main_lens.f:g}")
+        if not 1 <= value <= MAX_SENSOR_SIDE_PX:
+            raise InputFileError(path, f"key '{key}' (pixels) must be in 1..{MAX_SENSOR_SIDE_PX}, got {value}")
+    mesh = doc.mia or doc.mla
+    if mesh is not None and not (1 <= mesh.width <= MAX_LATTICE_SIDE and 1 <= mesh.height <= MAX_LATTICE_SIDE):
+        raise InputFileError(path, f"micro-lens array size {mesh.width} x {mesh.height} must be within "
+                                   f"1..{MAX_LATTICE_SIDE} per side")
+    if not (math.isfinite(doc.main_lens.f) and 0 < doc.main_lens.f <= MAX_FOCAL_LENGTH_MM):
+        raise InputFileError(path, f"key 'main_lens.f' (focal length, mm) must be > 0 and <= {MAX_FOCAL_LENGTH_MM:g}, "
+                                   f"got {doc.main_lens.f:g}")
+    n = doc.main_lens.aperture
+    if n is not None and not (math.isfinite(n) and MIN_F_NUMBER <= n <= MAX_F_NUMBER):
+        raise InputFileError(path, f"key 'main_lens.aperture' (f-number) must be in {MIN_F_NUMBER:g}..{MAX_F_NUMBER:g}, "
+                                   f"got {n:g}")
     if doc.I < 0:
         raise InputFileError(path, f"key 'I' (number of micro-lens types) must be >= 0, got {doc.I}")
     if trust_mode and doc.mode is not None and doc.mode not in MODE_TO_CONFIGURATION:
@@ -609,6 +631,10 @@ def import_libpleno_folders(
     poses = poses_from_doc(pose_docs) if pose_docs is not None else None
     white_entries, white_keys, image_format = _whites(reads)
     entries = tuple(white_entries + _frame_entries(reads, white_keys, result))
+    for r in reads:  # values finite, indices on the lattice, positions on the sensor, no duplicates
+        if r.observations is not None:
+            validate_observations(r.observations[1], r.observations[0][0], lattice=spec.lattice,
+                                  image_size=(spec.width_px, spec.height_px), n_nodes=board.n_nodes)
     observations = _observations(reads)
     _warn_missing(reads, result)
     provenance_sources = []
@@ -632,17 +658,33 @@ def import_libpleno_folders(
         raise DataError(
             f"{sources[0].folder}: the imported manifest would be invalid ({exc}); nothing was written"
         ) from None
+    if camera is not None:  # and so must the camera (ranges: focal length, f-number, sizes...)
+        assert intr is not None
+        try:
+            camera_from_json(Fields(out / CAMERA_NAME, camera_to_json(camera, internal_parameters=omega)))
+        except PlenocalError as exc:
+            problem = exc.problem if isinstance(exc, InputFileError) else str(exc)
+            raise InputFileError(intr[0], f"the imported camera would be invalid: {problem} (in plenocal's "
+                                          "camera.json terms); nothing was written") from None
 
-    # Write the data files (each atomically), then the manifest last.
-    if camera is not None:
-        result.written.append(write_camera(out / CAMERA_NAME, camera, internal_parameters=omega))
-    elif omega is not None:
-        result.written.append(write_internal_parameters(out / INTERNAL_PARAMETERS_NAME, omega))
-    if poses is not None:
-        result.written.append(write_poses(out / POSES_NAME, poses))
-    if observations is not None:
-        result.written.append(write_observations(out / OBSERVATIONS_NAME, observations))
-    result.written.append(write_manifest(out, manifest))
+    # Write the files into a temporary folder that then takes the dataset folder's place: the
+    # dataset is complete or absent, never half written (an existing one holding anything but a
+    # previous import's files is refused).
+    with atomic_folder(out, owned=DATASET_FILES) as tmp:
+        if camera is not None:
+            write_camera(tmp / CAMERA_NAME, camera, internal_parameters=omega)
+            result.written.append(out / CAMERA_NAME)
+        elif omega is not None:
+            write_internal_parameters(tmp / INTERNAL_PARAMETERS_NAME, omega)
+            result.written.append(out / INTERNAL_PARAMETERS_NAME)
+        if poses is not None:
+            write_poses(tmp / POSES_NAME, poses)
+            result.written.append(out / POSES_NAME)
+        if observations is not None:
+            write_observations(tmp / OBSERVATIONS_NAME, observations)
+            result.written.append(out / OBSERVATIONS_NAME)
+        write_manifest(tmp, manifest)
+        result.written.append(out / MANIFEST_NAME)
     return result
 
 

@@ -131,7 +131,13 @@ def read_linked_observations(path: str | Path) -> LinkedObservations:
                 p,
                 f"truncated: list '{name}' declares {n} records ({size} bytes), only {len(raw) - offset} bytes left",
             )
-        lists.append(np.frombuffer(raw, dtype=dtype, count=n, offset=offset).copy())
+        records = np.frombuffer(raw, dtype=dtype, count=n, offset=offset).copy()
+        for field in dtype.names or ():
+            if dtype[field].kind == "f" and not np.all(np.isfinite(records[field])):
+                i = int(np.flatnonzero(~np.isfinite(records[field]))[0])
+                raise InputFileError(p, f"list '{name}' record {i} has {field} = {float(records[field][i])!r}: every value "
+                                        "must be a finite number")
+        lists.append(records)
         offset += size
     if offset != len(raw):
         raise InputFileError(p, f"{len(raw) - offset} unexpected bytes after the 'features' list")

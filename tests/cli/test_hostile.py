@@ -1,0 +1,713 @@
+"""Hostile input across every subcommand (issue #16): one clear line, never a silently wrong camera.
+
+Every case asserts the CLI's promise (DESIGN §8): the exit code (2; 130 for Ctrl-C, 143 for
+SIGTERM), exactly one line on stderr (file descriptor 2, so that OpenCV's and libpng's own lines
+would be seen), no traceback, nothing written (the output folder absent or unchanged, no
+temporary left beside it) and every input file byte-identical. Data are generated in tmp_path:
+a small simulated dataset (2 rays per pixel, made once per session) for the image stages, the
+R12-A fixture camera with synthetic observations for the others.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plenocal.cli.main import main
+from plenocal.io.observations import read_observations, write_observations
+from plenocal.model.observations import BapFeatures, Observations
+
+R12A_DATA = Path(__file__).resolve().parents[1] / "data" / "r12a"
+SRC = Path(__file__).resolve().parents[2] / "src"
+N_FRAMES = 4
+
+
+# --- the promise ---------------------------------------------------------------------------
+def snapshot(paths: list[Path]) -> dict[str, str | None]:
+    """SHA-256 of every file under each path (None for a missing path)."""
+    out: dict[str, str | None] = {}
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            out[str(p)] = None
+            continue
+        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+        for f in files:
+            out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+def temporaries(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if ".plenocal-" in p.name] if folder.is_dir() else []
+
+
+def hostile(capfd, argv: list[str], *, inputs: list[Path], out: Path | None, match: str, code: int = 2) -> str:
+    """Run ``plenocal argv`` and check the promise; returns the one stderr line."""
+    capfd.readouterr()
+    before = snapshot(inputs)
+    out_before = snapshot([out]) if out is not None and out.exists() else None
+    rc = main([str(a) for a in argv])
+    cap = capfd.readouterr()
+    lines = cap.err.splitlines()
+    assert rc == code, (rc, cap.err)
+    assert len(lines) == 1 and cap.err.endswith("\n"), cap.err
+    assert "Traceback" not in cap.err + cap.out
+    assert re.search(match, lines[0]), lines[0]
+    assert snapshot(inputs) == before, "an input changed"
+    if out is not None:
+        if out_before is None:
+            assert not out.exists(), f"{out} was written"
+        else:
+            assert snapshot([out]) == out_before, f"{out} changed"
+        assert temporaries(out.parent) == []
+    return lines[0]
+
+
+# --- data ------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Path:
+    """A small simulated dataset: 5 whites, the devignetting white, 3 calibration frames."""
+    ds = tmp_path_factory.mktemp("hostile") / "tiny"
+    assert main(["simulate", "r12-a", "--small", "--rays", "2", "--quiet", "-o", str(ds),
+                 "--frames", "white,devignetting,calibration=3"]) == 0
+    return ds
+
+
+@pytest.fixture
+def images_ds(tmp_path, tiny) -> Path:
+    """A copy of the small simulated dataset."""
+    return Path(shutil.copytree(tiny, tmp_path / "ds"))
+
+
+@pytest.fixture(scope="session")
+def r12a_template(tmp_path_factory, r12a_camera, r12a_poses, r12a_board) -> Path:
+    """R12-A dataset: manifest (16 calibration frames listed), camera.json, poses.json and
+    noisy synthetic observations of the first frames (every micro-image centre)."""
+    from plenocal.calib.synthetic import synthetic_observations
+
+    ds = tmp_path_factory.mktemp("hostile-r12a") / "ds"
+    ds.mkdir()
+    for name in ("manifest.json", "camera.json", "poses.json"):
+        shutil.copy(R12A_DATA / name, ds / name)
+    poses = {f: r12a_poses[f] for f in sorted(r12a_poses)[:N_FRAMES]}
+    noisy, _ = synthetic_observations(r12a_camera, poses, r12a_board, seed=3)
+    write_observations(ds / "observations.npz", noisy)
+    return ds
+
+
+@pytest.fixture
+def r12a_ds(tmp_path, r12a_template) -> Path:
+    return Path(shutil.copytree(r12a_template, tmp_path / "r12a"))
+
+
+def edit_json(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def edit_observations(path: Path, **columns) -> None:
+    """Rewrite BAP columns of an observations.npz (``name=(rows, values)``)."""
+    obs = read_observations(path)
+    cols = {k: v.copy() for k, v in obs.bap.columns().items()}
+    for name, (rows, values) in columns.items():
+        cols[name][rows] = values
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    for k, v in cols.items():
+        arrays[f"bap_{k}"] = v
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+# --- the command line itself ---------------------------------------------------------------
+def test_unknown_command(capfd, tmp_path):
+    hostile(capfd, ["bogus"], inputs=[], out=None, match=r"^plenocal: error: argument COMMAND: invalid choice")
+
+
+def test_no_command(capfd):
+    hostile(capfd, [], inputs=[], out=None, match=r"^plenocal: error: no command given")
+
+
+def test_missing_required_option_is_one_line(capfd, r12a_ds):
+    hostile(capfd, ["calibrate", r12a_ds], inputs=[r12a_ds], out=None,
+            match=r"^plenocal calibrate: error: the following arguments are required: -o")
+
+
+# --- demo ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("rays", ["0", "8", "-3", "many"])
+def test_demo_rays(capfd, tmp_path, monkeypatch, rays):
+    monkeypatch.setenv("PLENOCAL_CACHE", str(tmp_path / "cache"))
+    hostile(capfd, ["demo", "--rays", rays, "-o", tmp_path / "out"], inputs=[], out=tmp_path / "out",
+            match=r"argument --rays: expected an integer in 16\.\.")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_demo_cache_under_a_file(capfd, tmp_path, monkeypatch):
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("PLENOCAL_CACHE", str(blocker))
+    hostile(capfd, ["demo", "--quick", "-o", tmp_path / "out"], inputs=[blocker], out=tmp_path / "out",
+            match=r"demo: error: simulating the demo dataset .*set PLENOCAL_CACHE.*is a file")
+
+
+def test_demo_damaged_cache_that_cannot_be_removed(capfd, tmp_path, monkeypatch, tiny):
+    from plenocal.cli import demo
+
+    monkeypatch.setenv("PLENOCAL_CACHE", str(tmp_path / "cache"))
+    cached = tmp_path / "cache" / f"demo-r12-a-small-s7-r16-quick-v{demo.DEMO_VERSION}"
+    shutil.copytree(tiny, cached)
+    demo.record_cache(cached)
+    (cached / "images" / "calib-000.png").write_bytes(b"\x89PNG\r\n")  # damaged
+    monkeypatch.setattr(demo.shutil, "rmtree", lambda p: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    hostile(capfd, ["demo", "--quick", "--rays", "16", "-o", tmp_path / "out"], inputs=[], out=tmp_path / "out",
+            match=r"cannot remove the damaged demo cache \(Permission denied\); delete it")
+
+
+def test_demo_damaged_cache_is_simulated_again(tmp_path, monkeypatch, tiny):
+    """A damaged cached demo dataset is detected (file hashes) and simulated again."""
+    from plenocal.cli import demo
+
+    monkeypatch.setenv("PLENOCAL_CACHE", str(tmp_path / "cache"))
+    calls = []
+
+    def fake_dispatch(argv):
+        calls.append(argv)
+        shutil.copytree(tiny, argv[argv.index("-o") + 1])
+        return 0
+
+    monkeypatch.setattr("plenocal.cli.main.dispatch", fake_dispatch)
+    log: list[str] = []
+    ds = demo.demo_dataset(rays=16, quick=True, force=False, log=log.append)
+    assert len(calls) == 1 and demo.cache_problem(ds) is None
+    assert demo.demo_dataset(rays=16, quick=True, force=False, log=log.append) == ds and len(calls) == 1
+    (ds / "images" / "white-f4.png").write_bytes(b"truncated")
+    assert "changed since it was simulated" in demo.cache_problem(ds)
+    demo.demo_dataset(rays=16, quick=True, force=False, log=log.append)
+    assert len(calls) == 2 and demo.cache_problem(ds) is None
+    assert any("damaged" in line for line in log)
+    # A cache written before the record existed is checked image by image, then recorded.
+    (ds / demo.CACHE_RECORD).unlink()
+    assert demo.cache_problem(ds) is None and (ds / demo.CACHE_RECORD).is_file()
+
+
+# --- run ----------------------------------------------------------------------------------
+def test_run_into_the_dataset(capfd, images_ds):
+    hostile(capfd, ["run", images_ds, "-o", images_ds], inputs=[images_ds], out=None,
+            match=r"-o .*: is the input .*outputs never go into an input folder")
+
+
+def test_run_missing_dataset(capfd, tmp_path):
+    hostile(capfd, ["run", tmp_path / "nope", "-o", tmp_path / "out"], inputs=[], out=tmp_path / "out",
+            match=r"nope: dataset folder does not exist")
+
+
+def test_run_stage_error_is_one_line(capfd, images_ds, tmp_path):
+    """A truncated white: libpng's own complaint is quoted, not printed; the stage is named."""
+    png = images_ds / "images" / "white-f8.png"
+    png.write_bytes(png.read_bytes()[: png.stat().st_size // 2])
+    out = tmp_path / "out"
+    hostile(capfd, ["run", images_ds, "-o", out], inputs=[images_ds], out=out / "precalibration",
+            match=r"^plenocal run: error: stage precalibrate: .*white-f8.png: cannot decode image \(libpng")
+
+
+def test_ctrl_c_inside_run_exits_130(capfd, images_ds, tmp_path, monkeypatch):
+    import plenocal.cli.precalibrate as pre
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pre, "run", interrupted)
+    out = tmp_path / "out"
+    hostile(capfd, ["run", images_ds, "-o", out], inputs=[images_ds], out=out / "precalibration",
+            match=r"^plenocal run: interrupted", code=130)
+
+
+# --- simulate -----------------------------------------------------------------------------
+@pytest.mark.parametrize(("args", "match"), [
+    (["--seed", "-1"], r"argument --seed: expected an integer in 0\.\."),
+    (["--rays", "0"], r"argument --rays: expected an integer in 1\.\."),
+    (["--rays", "-4"], r"argument --rays: expected an integer in 1\.\."),
+    (["--frames", "calibration=-2"], r"--frames: calibration=-2 must be a count"),
+    (["--frames", "everything"], r"--frames: unknown role 'everything'"),
+    (["--tilt-scale", "nan"], r"--tilt-scale must be a number in 0\.\.100"),
+])
+def test_simulate_options(capfd, tmp_path, args, match):
+    hostile(capfd, ["simulate", "r12-a", "--small", "-o", tmp_path / "sim", *args], inputs=[], out=tmp_path / "sim",
+            match=match)
+
+
+def test_simulate_output_is_a_file(capfd, tmp_path):
+    f = tmp_path / "taken"
+    f.write_text("mine")
+    hostile(capfd, ["simulate", "r12-a", "--small", "-o", f], inputs=[f], out=None, match=r"is a file; expected an output folder")
+
+
+def test_simulate_output_cannot_be_created(capfd, tmp_path):
+    target = Path("/proc/plenocal-hostile-test")
+    hostile(capfd, ["simulate", "r12-a", "--small", "--quiet", "--rays", "1", "--frames", "white=1", "-o", target],
+            inputs=[], out=None, match=r"^plenocal simulate: error: /proc.*(cannot|not writable)")
+    assert not target.exists()
+
+
+def _signalled(tmp_path: Path, sig: int, argv: list[str], *, after_s: float) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen([sys.executable, "-m", "plenocal", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=tmp_path, text=True)
+    time.sleep(after_s)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_simulate_signalled_leaves_nothing(tmp_path, sig, code, word):
+    out = tmp_path / "sim"
+    res = _signalled(tmp_path, sig, ["simulate", "r12-a", "--small", "--quiet", "--rays", "64", "-o", str(out)],
+                     after_s=4.0)
+    lines = res.stderr.splitlines()
+    assert res.returncode == code, res.stderr
+    assert len(lines) == 1 and word in lines[0] and "Traceback" not in res.stderr
+    assert not out.exists() and temporaries(tmp_path) == []
+
+
+def test_stale_temporaries_of_killed_runs_are_removed(tmp_path, r12a_ds):
+    """A SIGKILLed stage leaves its temporary folder; the next write of that stage removes it
+    (and never one of a live process)."""
+    out = tmp_path / "cal"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".cal.plenocal-{dead.pid}-deadbeef.tmp"
+    stale.mkdir()
+    (stale / ".camera.json.abcdefgh.tmp").write_bytes(b"")
+    live = tmp_path / f".cal.plenocal-{os.getpid()}-cafecafe.tmp"
+    live.mkdir()
+    assert main(["profile", str(r12a_ds / "camera.json"), "-o", str(out), "--no-plots"]) == 0
+    assert not stale.exists() and live.exists() and (out / "profile.json").is_file()
+
+
+# --- precalibrate ---------------------------------------------------------------------------
+def test_precalibrate_into_the_dataset(capfd, images_ds):
+    hostile(capfd, ["precalibrate", images_ds, "-o", images_ds], inputs=[images_ds], out=None,
+            match=r"is the input .*outputs never go into an input folder")
+
+
+def test_precalibrate_truncated_white(capfd, images_ds, tmp_path):
+    png = images_ds / "images" / "white-f4.png"
+    png.write_bytes(png.read_bytes()[:300])
+    hostile(capfd, ["precalibrate", images_ds, "-o", tmp_path / "pre"], inputs=[images_ds], out=tmp_path / "pre",
+            match=r"white-f4.png: cannot decode image \(PNG input buffer is incomplete; expected an 8- or 16-bit PNG")
+
+
+def test_precalibrate_white_of_another_size(capfd, images_ds, tmp_path):
+    from plenocal.io.images import write_raw_image
+
+    write_raw_image(images_ds / "images" / "white-f8.png", np.full((10, 20), 0.5))
+    hostile(capfd, ["precalibrate", images_ds, "-o", tmp_path / "pre"], inputs=[images_ds], out=tmp_path / "pre",
+            match=r"white-f8.png: image size 20x10 px does not match the camera 1000x800 px")
+
+
+def test_precalibrate_missing_white(capfd, images_ds, tmp_path):
+    (images_ds / "images" / "white-f16.png").unlink()
+    hostile(capfd, ["precalibrate", images_ds, "-o", tmp_path / "pre"], inputs=[images_ds], out=tmp_path / "pre",
+            match=r"white-f16.png: image file does not exist")
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    (lambda d: d["images"][0].update(f_number=1e9), r"key 'images\[0\].f_number' must be <= 1000"),
+    (lambda d: d["camera_spec"].update(main_lens_focal_length_mm=1e9), r"main_lens_focal_length_mm' must be <= 10000"),
+    (lambda d: d["camera_spec"].update(width_px=10**30), r"key 'camera_spec.width_px' must be <= 200000"),
+    (lambda d: d["camera_spec"].update(focus_distance_mm=20.0), r"focus_distance_mm' must be beyond the main-lens focal length"),
+    (lambda d: d["target"].update(columns=10**9), r"key 'target.columns' must be <= 10000"),
+])
+def test_precalibrate_manifest_out_of_range(capfd, images_ds, tmp_path, change, match):
+    edit_json(images_ds / "manifest.json", change)
+    hostile(capfd, ["precalibrate", images_ds, "-o", tmp_path / "pre"], inputs=[images_ds], out=tmp_path / "pre",
+            match=r"manifest.json: .*" + match)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("[" * 100_000 + "]" * 100_000, r"JSON nested too deeply"),
+    ('{"format": "plenocal-dataset", "version": ' + "9" * 5000 + "}", r"malformed JSON: Exceeds the limit"),
+    ('{"format": "plenocal-dataset", "version": 1, "camera_spec": {"pixel_size_mm": NaN}}', r"NaN is not a JSON number"),
+])
+def test_precalibrate_manifest_malformed(capfd, images_ds, tmp_path, text, match):
+    (images_ds / "manifest.json").write_text(text)
+    hostile(capfd, ["precalibrate", images_ds, "-o", tmp_path / "pre"], inputs=[images_ds], out=tmp_path / "pre",
+            match=match)
+
+
+def test_precalibrate_output_holding_other_files(capfd, images_ds, tmp_path):
+    out = tmp_path / "pre"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    hostile(capfd, ["precalibrate", images_ds, "-o", out], inputs=[images_ds], out=out,
+            match=r"holds files this command does not write \(notes.txt\)")
+
+
+def test_precalibrate_output_is_a_parent_of_the_dataset(capfd, images_ds):
+    hostile(capfd, ["precalibrate", images_ds, "-o", images_ds.parent], inputs=[images_ds], out=None,
+            match=r"holds the input .*replaced as a whole")
+
+
+# --- detect ---------------------------------------------------------------------------------
+def test_detect_into_the_precalibration(capfd, images_ds):
+    pre = images_ds / "ground_truth"
+    hostile(capfd, ["detect", images_ds, "--precalibration", pre, "-o", pre], inputs=[images_ds], out=None,
+            match=r"is the input .*ground_truth")
+
+
+def test_detect_overlays_negative(capfd, images_ds, tmp_path):
+    hostile(capfd, ["detect", images_ds, "--overlays", "-1", "-o", tmp_path / "det"], inputs=[images_ds],
+            out=tmp_path / "det", match=r"argument --overlays: expected an integer in 0\.\.")
+
+
+def test_detect_infinite_micro_image_centre(capfd, images_ds, tmp_path):
+    pre = tmp_path / "pre"
+    shutil.copytree(images_ds / "ground_truth", pre)
+    obs = read_observations(pre / "observations.npz")
+    mic = obs.mic
+    u = mic.u.copy()
+    u[7] = np.inf
+    with np.load(pre / "observations.npz") as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["mic_u"] = u
+    with open(pre / "observations.npz", "wb") as fh:
+        np.savez(fh, **arrays)
+    hostile(capfd, ["detect", images_ds, "--precalibration", pre, "-o", tmp_path / "det"], inputs=[images_ds, pre],
+            out=tmp_path / "det", match=r"observations.npz: micro-image centre 7 has u = inf")
+
+
+def test_detect_camera_with_nan(capfd, images_ds, tmp_path):
+    pre = tmp_path / "pre"
+    shutil.copytree(images_ds / "ground_truth", pre)
+    text = (pre / "camera.json").read_text()
+    (pre / "camera.json").write_text(text.replace('"rotation_rad": ', '"rotation_rad": NaN, "was": ', 1))
+    hostile(capfd, ["detect", images_ds, "--precalibration", pre, "-o", tmp_path / "det"], inputs=[images_ds, pre],
+            out=tmp_path / "det", match=r"camera.json: malformed JSON: NaN is not a JSON number")
+
+
+# --- import-libpleno --------------------------------------------------------------------------
+@pytest.fixture
+def csv_src(tmp_path, r12a_libpleno_dir, r12a_observations) -> Path:
+    from plenocal.io.libpleno import write_observations_csv
+
+    src = Path(shutil.copytree(r12a_libpleno_dir, tmp_path / "src"))
+    write_observations_csv(src / "bap-R12-A.csv", src / "center-R12-A.csv", r12a_observations)
+    return src
+
+
+def _csv_cell(path: Path, row: int, column: str, value: str) -> None:
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[row + 1].split(",")
+    cells[header.index(column)] = value
+    lines[row + 1] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(("column", "value", "match"), [
+    ("rho", "nan", r"bap-R12-A.csv: column 'rho' holds nan on data row 1234"),
+    ("u", "inf", r"bap-R12-A.csv: column 'u' holds inf on data row 1234"),
+    ("k", "9999", r"bap-R12-A.csv: BAP feature 1233 has micro-lens \(k, l\) = \(9999, .*off the 176 x 152"),
+    ("cluster", "4000", r"bap-R12-A.csv: BAP feature 1233 has node 4000; the target has 45 nodes"),
+])
+def test_import_bad_observation_cell(capfd, tmp_path, csv_src, column, value, match):
+    _csv_cell(csv_src / "bap-R12-A.csv", 1233, column, value)
+    hostile(capfd, ["import-libpleno", csv_src, "-o", tmp_path / "ds"], inputs=[csv_src], out=tmp_path / "ds",
+            match=match)
+
+
+def test_import_duplicate_feature(capfd, tmp_path, csv_src):
+    path = csv_src / "bap-R12-A.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, lines[5]]) + "\n")
+    hostile(capfd, ["import-libpleno", csv_src, "-o", tmp_path / "ds"], inputs=[csv_src], out=tmp_path / "ds",
+            match=r"bap-R12-A.csv: BAP feature \d+ repeats an earlier one")
+
+
+def test_import_infinite_value_in_bin(capfd, tmp_path, libpleno_src):
+    from plenocal.io.libpleno.observations import linked_observations_bytes, read_linked_observations
+
+    path = libpleno_src / "linked-observations-R12-A.bin.gz"
+    doc = read_linked_observations(path)
+    doc.features["rho"][3] = np.inf
+    path.write_bytes(gzip.compress(linked_observations_bytes(doc), mtime=0))
+    hostile(capfd, ["import-libpleno", libpleno_src, "-o", tmp_path / "ds"], inputs=[libpleno_src],
+            out=tmp_path / "ds", match=r"list 'features' record 3 has rho = inf")
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("mode", "7", r"camera.js: key 'mode' must be one of"),
+    ("scale", "0", r"camera.js: key 'sensor.scale' \(pixel size, mm\) must be > 0"),
+    ("f", "1e9", r"camera.js: key 'main_lens.f' \(focal length, mm\) must be > 0 and <= 10000"),
+])
+def test_import_camera_js_values(capfd, tmp_path, libpleno_src, key, value, match):
+    path = libpleno_src / "camera.js"
+    doc = json.loads(path.read_text())
+    if key == "mode":
+        doc["mode"] = value
+    elif key == "scale":
+        doc["sensor"]["scale"] = value
+    else:
+        doc["main_lens"]["f"] = value
+    path.write_text(json.dumps(doc))
+    hostile(capfd, ["import-libpleno", libpleno_src, "-o", tmp_path / "ds"], inputs=[libpleno_src],
+            out=tmp_path / "ds", match=match)
+
+
+def test_import_source_listed_twice(capfd, tmp_path, libpleno_src):
+    hostile(capfd, ["import-libpleno", libpleno_src, libpleno_src, "-o", tmp_path / "ds"], inputs=[libpleno_src],
+            out=tmp_path / "ds", match=r"listed twice as a source")
+
+
+def test_import_step_not_a_number(capfd, tmp_path, libpleno_src):
+    hostile(capfd, ["import-libpleno", "--role", "translation", libpleno_src, "--step-mm", "fifty", "-o", tmp_path / "ds"],
+            inputs=[libpleno_src], out=tmp_path / "ds", match=r"--step-mm: expected a number of millimetres")
+
+
+def test_import_over_a_folder_with_other_files(capfd, tmp_path, libpleno_src):
+    out = tmp_path / "ds"
+    out.mkdir()
+    (out / "thesis.tex").write_text("mine")
+    hostile(capfd, ["import-libpleno", libpleno_src, "-o", out], inputs=[libpleno_src], out=out,
+            match=r"holds files this command does not write \(thesis.tex\)")
+
+
+# --- export-libpleno --------------------------------------------------------------------------
+def test_export_camera_out_of_range(capfd, tmp_path, r12a_ds):
+    edit_json(r12a_ds / "camera.json", lambda d: d["main_lens"].update(f_number=1e9))
+    hostile(capfd, ["export-libpleno", r12a_ds / "camera.json", "-o", tmp_path / "lp"], inputs=[r12a_ds],
+            out=tmp_path / "lp", match=r"camera.json: key 'main_lens.f_number' must be <= 1000")
+
+
+def test_export_output_is_a_file(capfd, tmp_path, r12a_ds):
+    hostile(capfd, ["export-libpleno", r12a_ds / "camera.json", "-o", r12a_ds / "poses.json"], inputs=[r12a_ds],
+            out=None, match=r"poses.json: is a file; expected an output folder")
+
+
+def test_export_over_its_own_input(capfd, tmp_path, r12a_ds):
+    shutil.copy(r12a_ds / "poses.json", r12a_ds / "poses.js")
+    hostile(capfd, ["export-libpleno", r12a_ds / "camera.json", "--poses", r12a_ds / "poses.js", "-o", r12a_ds],
+            inputs=[r12a_ds], out=None, match=r"would overwrite the input .*poses.js")
+
+
+# --- calibrate --------------------------------------------------------------------------------
+def test_calibrate_into_the_dataset(capfd, r12a_ds):
+    hostile(capfd, ["calibrate", r12a_ds, "-o", r12a_ds], inputs=[r12a_ds], out=None,
+            match=r"-o .*r12a: is the input .*r12a; outputs never go into an input folder")
+
+
+def test_calibrate_into_the_initial_camera_folder(capfd, r12a_ds, tmp_path):
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    shutil.copy(r12a_ds / "camera.json", pre / "camera.json")
+    hostile(capfd, ["calibrate", r12a_ds, "--initial", pre, "-o", pre], inputs=[r12a_ds, pre], out=None,
+            match=r"-o .*pre: is the input")
+
+
+@pytest.mark.parametrize(("column", "value", "match"), [
+    ("u", np.inf, r"observations.npz: BAP feature 10 has u = inf"),
+    ("rho", np.nan, r"observations.npz: BAP feature 10 has rho = nan"),
+    ("k", 5000, r"observations.npz: BAP feature 10 has micro-lens \(k, l\) = \(5000, .*off the 176 x 152"),
+    ("node", 99, r"observations.npz: BAP feature 10 has node 99; the target has 45 nodes"),
+    ("frame", -3, r"observations.npz: BAP feature 10 has frame = -3, expected >= 0"),
+])
+def test_calibrate_bad_observation(capfd, r12a_ds, tmp_path, column, value, match):
+    edit_observations(r12a_ds / "observations.npz", **{column: ([10, 11], value)})
+    hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal", match=match)
+
+
+def test_calibrate_duplicate_feature(capfd, r12a_ds, tmp_path):
+    obs = read_observations(r12a_ds / "observations.npz")
+    rows = np.r_[np.arange(len(obs.bap)), 3]
+    write_observations(r12a_ds / "observations.npz", Observations(obs.bap.select(rows), obs.mic))
+    hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
+            match=r"BAP feature \d+ repeats an earlier one")
+
+
+def test_calibrate_single_frame(capfd, r12a_ds, tmp_path):
+    obs = read_observations(r12a_ds / "observations.npz")
+    write_observations(r12a_ds / "observations.npz", Observations(obs.bap.select(obs.bap.frame == obs.bap.frame[0]), obs.mic))
+    hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
+            match=r"BAP features in 1 calibration frame\(s\) .*need >= 2")
+
+
+def test_calibrate_no_features(capfd, r12a_ds, tmp_path):
+    obs = read_observations(r12a_ds / "observations.npz")
+    write_observations(r12a_ds / "observations.npz", Observations(BapFeatures.empty(), obs.mic))
+    hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
+            match=r"observations.npz: no BAP features")
+
+
+def test_calibrate_unknown_freeze_group(capfd, r12a_ds, tmp_path):
+    hostile(capfd, ["calibrate", r12a_ds, "--freeze", "tilt,bogus", "-o", tmp_path / "cal"], inputs=[r12a_ds],
+            out=tmp_path / "cal", match=r"--freeze tilt,bogus: unknown parameter group\(s\) to freeze: \['bogus'\]")
+
+
+def test_calibrate_unknown_loss(capfd, r12a_ds, tmp_path):
+    hostile(capfd, ["calibrate", r12a_ds, "--loss", "cauchy", "-o", tmp_path / "cal"], inputs=[r12a_ds],
+            out=tmp_path / "cal", match=r"argument --loss: invalid choice: 'cauchy'")
+
+
+def test_calibrate_far_from_the_nominal_focal_length_is_not_written(capfd, r12a_ds, tmp_path):
+    """The data say F ≈ 49.7 mm; a manifest claiming a 100 mm lens: the result is refused."""
+    edit_json(r12a_ds / "manifest.json", lambda d: d["camera_spec"].update(main_lens_focal_length_mm=100.0))
+    hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
+            match=r"calibration not written: F = 49.\d+ .* -50 % from the nominal 100 mm .*--allow-failed-checks")
+
+
+def test_allow_failed_checks_writes_the_result_marked(capfd, r12a_ds, tmp_path):
+    """The escape hatch: written, exit 0, one warning line, and the files say what failed."""
+    edit_json(r12a_ds / "manifest.json", lambda d: d["camera_spec"].update(main_lens_focal_length_mm=100.0))
+    out = tmp_path / "cal"
+    capfd.readouterr()
+    assert main(["calibrate", str(r12a_ds), "-o", str(out), "--allow-failed-checks"]) == 0
+    err = capfd.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("plenocal calibrate: warning: written despite failed checks")
+    report = json.loads((out / "report.json").read_text())
+    assert report["checks"]["passed"] is False and report["checks"]["written_anyway"] is True
+    assert "nominal 100 mm" in report["checks"]["failed"][0] and report["converged"] is True
+    camera = json.loads((out / "camera.json").read_text())
+    assert camera["provenance"]["checks_failed"] == report["checks"]["failed"]
+
+
+def test_calibrate_initial_camera_of_another_sensor(capfd, r12a_ds, tmp_path):
+    edit_json(r12a_ds / "camera.json", lambda d: d["sensor"].update(width_px=1000))
+    hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
+            match=r"camera.json: sensor 1000 x 3068 px differs from the dataset's 4080 x 3068 px")
+
+
+def test_calibrate_output_not_writable(capfd, r12a_ds):
+    hostile(capfd, ["calibrate", r12a_ds, "-o", "/proc/plenocal-hostile-test"], inputs=[r12a_ds], out=None,
+            match=r"^plenocal calibrate: error: /proc.*(cannot|not writable)")
+
+
+# --- evaluate ---------------------------------------------------------------------------------
+def test_evaluate_into_the_dataset(capfd, r12a_ds):
+    hostile(capfd, ["evaluate", r12a_ds, "-o", r12a_ds], inputs=[r12a_ds], out=None,
+            match=r"is the input .*outputs never go into an input folder")
+
+
+def test_evaluate_camera_focal_length_out_of_range(capfd, r12a_ds, tmp_path):
+    edit_json(r12a_ds / "camera.json", lambda d: d["main_lens"].update(focal_length_mm=1e9))
+    hostile(capfd, ["evaluate", r12a_ds, "-o", tmp_path / "ev"], inputs=[r12a_ds], out=tmp_path / "ev",
+            match=r"camera.json: key 'main_lens.focal_length_mm' must be <= 10000")
+
+
+def test_evaluate_non_finite_observation(capfd, r12a_ds, tmp_path):
+    edit_observations(r12a_ds / "observations.npz", v=([0], np.nan))
+    hostile(capfd, ["evaluate", r12a_ds, "-o", tmp_path / "ev"], inputs=[r12a_ds], out=tmp_path / "ev",
+            match=r"BAP feature 0 has v = nan")
+
+
+def test_evaluate_bad_pose(capfd, r12a_ds, tmp_path):
+    edit_json(r12a_ds / "poses.json", lambda d: d["poses"][0].update(rotation=[[2, 0, 0], [0, 1, 0], [0, 0, 1]]))
+    hostile(capfd, ["evaluate", r12a_ds, "-o", tmp_path / "ev"], inputs=[r12a_ds], out=tmp_path / "ev",
+            match=r"poses.json: key 'poses\[0\].rotation' must be a rotation matrix")
+
+
+# --- blur ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(("args", "match"), [
+    (["--bounds", "2", "1"], r"--bounds 2 1: LOW must be below HIGH"),
+    (["--bounds", "nan", "1"], r"argument --bounds: expected a finite number"),
+    (["--max-offset", "-3"], r"argument --max-offset: expected a finite number in \(0"),
+    (["--roles", "holiday"], r"--roles: expected names among calibration, evaluation, translation"),
+])
+def test_blur_options(capfd, images_ds, tmp_path, args, match):
+    hostile(capfd, ["blur", images_ds, "--camera", images_ds / "ground_truth" / "camera.json", "--observations",
+                    images_ds / "ground_truth" / "observations.npz", "-o", tmp_path / "blur", *args],
+            inputs=[images_ds], out=tmp_path / "blur", match=match)
+
+
+def test_blur_into_the_dataset(capfd, images_ds):
+    gt = images_ds / "ground_truth"
+    hostile(capfd, ["blur", images_ds, "--camera", gt / "camera.json", "--observations", gt / "observations.npz",
+                    "-o", gt], inputs=[images_ds], out=None, match=r"is the input|holds the input")
+
+
+# --- profile ------------------------------------------------------------------------------
+def test_profile_absurd_focal_length_writes_nothing(capfd, r12a_ds, tmp_path):
+    edit_json(r12a_ds / "camera.json", lambda d: d["main_lens"].update(focal_length_mm=1e9))
+    hostile(capfd, ["profile", r12a_ds / "camera.json", "-o", tmp_path / "prof"], inputs=[r12a_ds],
+            out=tmp_path / "prof", match=r"camera.json: key 'main_lens.focal_length_mm' must be <= 10000")
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["--r0-um", "inf"], r"argument --r0-um: expected a finite number in \(0"),
+    (["--r0-um", "0"], r"argument --r0-um: expected a finite number in \(0"),
+    (["--wavelength-nm", "-750"], r"argument --wavelength-nm: expected a finite number in \(0"),
+])
+def test_profile_options(capfd, r12a_ds, tmp_path, args, match):
+    hostile(capfd, ["profile", r12a_ds / "camera.json", "-o", tmp_path / "prof", *args], inputs=[r12a_ds],
+            out=tmp_path / "prof", match=match)
+
+
+def test_profile_into_its_camera_folder(capfd, r12a_ds):
+    hostile(capfd, ["profile", r12a_ds / "camera.json", "-o", r12a_ds], inputs=[r12a_ds], out=None,
+            match=r"holds the input .*camera.json")
+
+
+def test_profile_focus_nearer_than_the_focal_length(capfd, r12a_ds, tmp_path):
+    edit_json(r12a_ds / "camera.json", lambda d: d.update(focus_distance_mm=10.0))
+    hostile(capfd, ["profile", r12a_ds / "camera.json", "-o", tmp_path / "prof"], inputs=[r12a_ds],
+            out=tmp_path / "prof", match=r"focus_distance_mm' must be beyond the focal length")
+
+
+# --- report -------------------------------------------------------------------------------
+def test_report_of_an_empty_folder(capfd, tmp_path):
+    (tmp_path / "empty").mkdir()
+    hostile(capfd, ["report", tmp_path / "empty"], inputs=[tmp_path / "empty"], out=tmp_path / "empty" / "report.html",
+            match=r"holds no plenocal stage output")
+
+
+def test_report_over_an_input(capfd, tmp_path, r12a_ds):
+    out = tmp_path / "run"
+    assert main(["profile", str(r12a_ds / "camera.json"), "-o", str(out / "profile"), "--no-plots"]) == 0
+    capfd.readouterr()
+    hostile(capfd, ["report", out, "-o", out / "profile" / "profile.json"], inputs=[out], out=None,
+            match=r"-o .*profile.json: expected a file name ending in \.htm, \.html")
+
+
+# --- corrupted numba cache ----------------------------------------------------------------
+def test_corrupted_numba_cache_is_rebuilt(tmp_path, tiny):
+    """Pre-calibration's kernels compiled into a private cache, the cache files overwritten with
+    garbage: the next run clears and rebuilds them (the data's own error, one line, is all the
+    user sees — these 2-ray whites are too noisy to pre-calibrate)."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    argv = [sys.executable, "-m", "plenocal", "precalibrate", str(tiny), "--no-plots"]
+    first = subprocess.run([*argv, "-o", str(tmp_path / "a")], env=env, capture_output=True, text=True, timeout=300)
+    index = sorted((tmp_path / "numba").rglob("*.nbi"))
+    assert index, first.stderr
+    for p in [*index, *(tmp_path / "numba").rglob("*.nbc")]:
+        p.write_bytes(b"\x80\x04garbage")
+    second = subprocess.run([*argv, "-o", str(tmp_path / "b")], env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == first.returncode
+    assert second.stderr == first.stderr.replace(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert len(second.stderr.splitlines()) <= 1 and "Traceback" not in second.stderr
+    assert all(p.read_bytes() != b"\x80\x04garbage" for p in sorted((tmp_path / "numba").rglob("*.nbi")))
+
+
+def test_numba_cache_that_cannot_be_cleared_is_one_line(tmp_path, monkeypatch):
+    from plenocal.cli import _numba_cache
+    from plenocal.errors import PlenocalError
+
+    folder = tmp_path / "__pycache__"
+    folder.mkdir()
+    (folder / "k.f-1.py311.nbi").write_bytes(b"x")
+    monkeypatch.setattr(_numba_cache, "cache_folders", lambda: [folder])
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    with pytest.raises(PlenocalError, match=r"__pycache__: numba's compiled-kernel cache is corrupted and cannot be removed"):
+        _numba_cache.clear()
