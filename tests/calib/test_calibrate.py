@@ -34,7 +34,8 @@ def test_converged_one_more_iteration_is_negligible(r12a_calibration, r12a_board
     res = r12a_calibration
     _noisy, _ = r12a_synthetic
     r_obj = Residuals(res.layout, res.kept_bap, res.kept_mic, r12a_board)
-    sig = {k: v for k, v in res.sigma.items()}
+    # The weights of the final solve: 1/σ̂² per term, or none (the default, the paper's Θ).
+    sig = {k: (1.0 if res.options.weighting == "none" else v) for k, v in res.sigma.items()}
     _, rep0 = levenberg_marquardt(r_obj, res.x, sigma=sig, ftol=0.0, max_iterations=0)
     _x1, rep1 = levenberg_marquardt(r_obj, res.x, sigma=sig, ftol=0.0, max_iterations=1)
     c0 = rep1.cost_history[0]
