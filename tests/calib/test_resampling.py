@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from plenocal.calib.parameters import ParameterLayout
-from plenocal.calib.resampling import _without_frame, frame_jackknife
+from plenocal.calib.resampling import frame_jackknife, without_frame
 from plenocal.calib.residuals import Residuals
 from plenocal.calib.solver import levenberg_marquardt
 
@@ -52,7 +52,7 @@ def test_estimates_are_the_leave_one_out_optima(solved):
     jk = frame_jackknife(res, x, sigma=SIGMA, active=active, workers=1)
     assert jk is not None
     i = 2
-    res_i, x_i, act_i = _without_frame(res, x, active, i)
+    res_i, x_i, act_i = without_frame(res, x, active, i)
     start = x_i.copy()
     n = res.layout.n_intrinsics
     start[:n] += 0.5 * res.layout.scale[:n] * np.where(res.layout.free_mask[:n], 1.0, 0.0)

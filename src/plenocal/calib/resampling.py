@@ -71,7 +71,7 @@ class FrameResampling:
     workers: int = 1
 
 
-def _without_frame(res: Residuals, x: FloatArray, active: FloatArray, i: int) -> tuple[Residuals, FloatArray, FloatArray]:
+def without_frame(res: Residuals, x: FloatArray, active: FloatArray, i: int) -> tuple[Residuals, FloatArray, FloatArray]:
     """The problem without the i-th frame of the layout: residuals, start vector, active rows."""
     lay = res.layout
     f = lay.frames[i]
@@ -114,7 +114,7 @@ def _set_worker_job(job: _Job) -> None:
 def _resolve_without(job: _Job, i: int) -> tuple[FloatArray | None, bool, int]:
     """Intrinsics re-estimated without the i-th frame (None if it leaves no BAP feature), whether
     the solve converged, and its iterations."""
-    res_f, x_f, act_f = _without_frame(job.res, job.x, job.active, i)
+    res_f, x_f, act_f = without_frame(job.res, job.x, job.active, i)
     if res_f.n_bap == 0:
         return None, False, 0
     with threadpool_limits(limits=1, user_api="blas"):
