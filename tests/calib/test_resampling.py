@@ -61,3 +61,23 @@ def test_estimates_are_the_leave_one_out_optima(solved):
     np.testing.assert_allclose(jk.estimates[i], xi[:n], rtol=0, atol=1e-3 * np.max(res.layout.scale[:n]))
     z = np.abs(jk.estimates[i] - xi[:n]) / np.where(jk.std > 0, jk.std, np.inf)
     assert np.all(z < 1e-3)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork start method")
+def test_workers_end_quietly_under_a_raising_sigterm_handler(solved, capfd):
+    """The CLI's SIGTERM handler raises; forked workers must not inherit it (nor print a
+    traceback when the pool ends)."""
+    import signal
+
+    res, x = solved
+
+    def raising(signum, frame):
+        raise RuntimeError("terminated")
+
+    previous = signal.signal(signal.SIGTERM, raising)
+    try:
+        jk = frame_jackknife(res, x, sigma=SIGMA, active=np.ones(res.n_rows), workers=2)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert jk is not None and jk.workers == 2
+    assert capfd.readouterr().err == ""

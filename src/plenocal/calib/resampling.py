@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -107,8 +108,13 @@ _WORKER_JOB: _Job | None = None
 
 
 def _set_worker_job(job: _Job) -> None:
+    """Worker initialiser: the job, and the default signal handlers — a forked worker inherits
+    its parent's (the CLI's SIGTERM raises), but it should end quietly when the pool ends it, and
+    leave Ctrl-C to the parent."""
     global _WORKER_JOB
     _WORKER_JOB = job
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _resolve_without(job: _Job, i: int) -> tuple[FloatArray | None, bool, int]:
@@ -142,7 +148,10 @@ def _run_resolves(job: _Job, n: int, workers: int) -> tuple[list[Any], int]:
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(processes=workers, initializer=_set_worker_job, initargs=(job,)) as pool:
-            return pool.map(_worker_resolve, range(n), chunksize=1), workers
+            results = pool.map(_worker_resolve, range(n), chunksize=1)
+            pool.close()  # let the workers end by themselves rather than be terminated on exit
+            pool.join()
+        return results, workers
     return [_resolve_without(job, i) for i in range(n)], 1
 
 
