@@ -6,21 +6,22 @@ every observed centre. Residual vector layout (rows)::
 
     [ e_u (N) | e_v (N) | e_ρ (N, only with I > 0) | e_mic_u (M) | e_mic_v (M) ]
 
-with e = observed − predicted. Everything is vectorised over all observations; the only Python
-loops run over parameters (finite-difference columns).
+with e = observed − predicted. Everything is vectorised over all observations (or runs in numba
+kernels over them); Python loops run over parameters and frames only.
 
 Jacobian structure (with respect to the solver's scaled variables, see
 :class:`plenocal.calib.parameters.ParameterLayout`):
 
 - intrinsics: dense columns ``J_int`` of shape (n_rows, n_free_intrinsics); columns of
   parameters that do not move the micro-image centres (F, distortion, f_i) are zero on MIC rows
-  and are not evaluated there;
+  (:attr:`JacobianBlocks.mic_columns` lists the others);
 - poses: each BAP row depends only on the 6 pose entries of its own frame, stored as
-  ``J_pose`` of shape (n_terms, N, 6) (terms u, v[, ρ]); MIC rows do not depend on poses. The
-  same pose component of all frames is perturbed in one residual evaluation (they touch disjoint
-  rows).
+  ``J_pose`` of shape (n_terms, N, 6) (terms u, v[, ρ]); MIC rows do not depend on poses.
 
-Derivatives are central finite differences with steps of 1e-3 of each parameter's scale.
+Derivatives are exact by default (:meth:`Residuals.jacobian_analytic`, the chain rule of
+:mod:`plenocal.calib.jacobian`); central finite differences with steps of 1e-3 of each
+parameter's scale (:meth:`Residuals.jacobian_fd`, the same pose component of all frames perturbed
+in one evaluation) are the tests' reference and the Jacobian of the pupil-vignetting option.
 """
 
 from __future__ import annotations
