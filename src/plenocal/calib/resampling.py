@@ -9,15 +9,24 @@ single frame's mismatch can move is not determined, whatever its Jacobian σ.
 
 Jackknife (Efron & Stein): with θ̂₍ᵢ₎ the estimate without frame i of n,
 σ_jack² = (n − 1)/n · Σᵢ (θ̂₍ᵢ₎ − θ̄)². Each re-solve starts from the full solution (warm start:
-it moves only by what the frame pulled) with the same noise levels, loss and kept observations.
+it moves only by what the frame pulled) with the same noise levels, loss and kept observations,
+and is converged as tightly as the full solve. The re-solves are independent: they run in parallel
+worker processes (fork start) where the platform has them, each single-threaded, and the result
+does not depend on the number of workers.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from plenocal.calib.parameters import ParameterLayout, derived_values
 from plenocal.calib.residuals import Residuals
@@ -47,6 +56,10 @@ class FrameResampling:
         Jackknife σ of the derived quantities (``sensor_distance_mm``, ``lambda``).
     converged : ndarray of bool, shape (n_frames,)
     wall_time_s : float
+    iterations : ndarray of int, shape (n_frames,)
+        Solver iterations of each re-solve (0 where skipped).
+    workers : int
+        Processes the re-solves ran in (1: in this process).
     """
 
     frames: tuple[int, ...]
@@ -55,9 +68,11 @@ class FrameResampling:
     derived_std: dict[str, float]
     converged: NDArray[np.bool_]
     wall_time_s: float
+    iterations: NDArray[np.int64] | None = None
+    workers: int = 1
 
 
-def _without_frame(res: Residuals, x: FloatArray, active: FloatArray, i: int) -> tuple[Residuals, FloatArray, FloatArray]:
+def without_frame(res: Residuals, x: FloatArray, active: FloatArray, i: int) -> tuple[Residuals, FloatArray, FloatArray]:
     """The problem without the i-th frame of the layout: residuals, start vector, active rows."""
     lay = res.layout
     f = lay.frames[i]
@@ -77,6 +92,70 @@ def _without_frame(res: Residuals, x: FloatArray, active: FloatArray, i: int) ->
     return res_f, x_f, active_f
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One jackknife's inputs, shared by its re-solves (inherited by forked workers, not pickled)."""
+
+    res: Residuals
+    x: FloatArray
+    active: FloatArray
+    sigma: dict[str, float]
+    ftol: float
+    mu0: float | None
+    term_weights: dict[str, float] | None = None
+
+
+_WORKER_JOB: _Job | None = None
+
+
+def _set_worker_job(job: _Job) -> None:
+    """Worker initialiser: the job, and the default signal handlers — a forked worker inherits
+    its parent's (the CLI's SIGTERM raises), but it should end quietly when the pool ends it, and
+    leave Ctrl-C to the parent."""
+    global _WORKER_JOB
+    _WORKER_JOB = job
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _resolve_without(job: _Job, i: int) -> tuple[FloatArray | None, bool, int]:
+    """Intrinsics re-estimated without the i-th frame (None if it leaves no BAP feature), whether
+    the solve converged, and its iterations."""
+    res_f, x_f, act_f = without_frame(job.res, job.x, job.active, i)
+    if res_f.n_bap == 0:
+        return None, False, 0
+    with threadpool_limits(limits=1, user_api="blas"):
+        xi, rep = levenberg_marquardt(res_f, x_f, sigma=job.sigma, loss="linear", active=act_f, ftol=job.ftol,
+                                      mu0=job.mu0, term_weights=job.term_weights)
+    return xi[: job.res.layout.n_intrinsics], rep.converged, rep.iterations
+
+
+def _worker_resolve(i: int) -> tuple[FloatArray | None, bool, int]:
+    assert _WORKER_JOB is not None
+    return _resolve_without(_WORKER_JOB, i)
+
+
+def available_workers() -> int:
+    """CPUs this process may run on (``os.sched_getaffinity`` where it exists)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _run_resolves(job: _Job, n: int, workers: int) -> tuple[list[Any], int]:
+    """The n re-solves, in a pool of ``workers`` forked processes (in this process for 1, or where
+    fork is unavailable); results in frame order."""
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(processes=workers, initializer=_set_worker_job, initargs=(job,)) as pool:
+            results = pool.map(_worker_resolve, range(n), chunksize=1)
+            pool.close()  # let the workers end by themselves rather than be terminated on exit
+            pool.join()
+        return results, workers
+    return [_resolve_without(job, i) for i in range(n)], 1
+
+
 def frame_jackknife(
     res: Residuals,
     x: FloatArray,
@@ -86,6 +165,7 @@ def frame_jackknife(
     ftol: float = 1e-12,
     mu0: float | None = None,
     term_weights: dict[str, float] | None = None,
+    workers: int | None = None,
 ) -> FrameResampling | None:
     """Leave-one-frame-out re-solves of the final (plain least-squares) stage, warm-started.
 
@@ -101,13 +181,18 @@ def frame_jackknife(
         The final stage's term weights (:func:`plenocal.calib.solver.levenberg_marquardt`).
     active : ndarray, shape (res.n_rows,)
         Rows kept by the full calibration (0/1).
+    ftol : float
+        Convergence of each re-solve (:func:`~plenocal.calib.solver.levenberg_marquardt`).
+    mu0 : float, optional
+        Initial damping of each re-solve.
+    workers : int, optional
+        Worker processes (default: the CPUs available, at most one per frame; 1 runs the re-solves
+        in this process). The estimates are identical for any number of workers.
 
     Returns
     -------
     FrameResampling, or None with fewer than :data:`MIN_FRAMES` frames.
     """
-    import time
-
     lay = res.layout
     n = len(lay.frames)
     if n < MIN_FRAMES:
@@ -116,16 +201,19 @@ def frame_jackknife(
     n_int = lay.n_intrinsics
     est = np.full((n, n_int), np.nan)
     ok = np.zeros(n, dtype=bool)
+    iterations = np.zeros(n, dtype=np.int64)
     derived = {name: np.full(n, np.nan) for name in derived_values(lay, x)}
-    for i in range(n):
-        res_f, x_f, act_f = _without_frame(res, x, active, i)
-        if res_f.n_bap == 0:
+    job = _Job(res, np.asarray(x, dtype=np.float64), np.asarray(active, dtype=np.float64), dict(sigma), ftol, mu0,
+               None if term_weights is None else dict(term_weights))
+    n_workers = min(available_workers() if workers is None else max(1, int(workers)), n)
+    results, used = _run_resolves(job, n, n_workers)
+    for i, (xi, converged, its) in enumerate(results):
+        if xi is None:
             continue
-        xi, rep = levenberg_marquardt(res_f, x_f, sigma=sigma, loss="linear", active=act_f, ftol=ftol, mu0=mu0,
-                                      term_weights=term_weights)
-        ok[i] = rep.converged
-        est[i] = xi[:n_int]
-        for name, (val, _g) in derived_values(res_f.layout, xi).items():
+        est[i], ok[i], iterations[i] = xi, converged, its
+        x_i = np.array(x, dtype=np.float64, copy=True)
+        x_i[:n_int] = xi
+        for name, (val, _g) in derived_values(lay, x_i).items():
             derived[name][i] = val
     use = ok & np.all(np.isfinite(est), axis=1)
     m = int(use.sum())
@@ -137,4 +225,4 @@ def frame_jackknife(
         std = np.sqrt((m - 1) / m * np.sum((e - e.mean(axis=0)) ** 2, axis=0))
         dstd = {k: float(np.sqrt((m - 1) / m * np.sum((v[use] - v[use].mean()) ** 2))) for k, v in derived.items()}
     std[~lay.free_mask[:n_int]] = 0.0
-    return FrameResampling(tuple(lay.frames), est, std, dstd, ok, time.perf_counter() - t0)
+    return FrameResampling(tuple(lay.frames), est, std, dstd, ok, time.perf_counter() - t0, iterations, used)

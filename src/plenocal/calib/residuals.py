@@ -6,30 +6,42 @@ every observed centre. Residual vector layout (rows)::
 
     [ e_u (N) | e_v (N) | e_ρ (N, only with I > 0) | e_mic_u (M) | e_mic_v (M) ]
 
-with e = observed − predicted. Everything is vectorised over all observations; the only Python
-loops run over parameters (finite-difference columns).
+with e = observed − predicted. Everything is vectorised over all observations (or runs in numba
+kernels over them); Python loops run over parameters and frames only.
 
 Jacobian structure (with respect to the solver's scaled variables, see
 :class:`plenocal.calib.parameters.ParameterLayout`):
 
 - intrinsics: dense columns ``J_int`` of shape (n_rows, n_free_intrinsics); columns of
   parameters that do not move the micro-image centres (F, distortion, f_i) are zero on MIC rows
-  and are not evaluated there;
+  (:attr:`JacobianBlocks.mic_columns` lists the others);
 - poses: each BAP row depends only on the 6 pose entries of its own frame, stored as
-  ``J_pose`` of shape (n_terms, N, 6) (terms u, v[, ρ]); MIC rows do not depend on poses. The
-  same pose component of all frames is perturbed in one residual evaluation (they touch disjoint
-  rows).
+  ``J_pose`` of shape (n_terms, N, 6) (terms u, v[, ρ]); MIC rows do not depend on poses.
 
-Derivatives are central finite differences with steps of 1e-3 of each parameter's scale.
+Derivatives are exact by default (:meth:`Residuals.jacobian_analytic`, the chain rule of
+:mod:`plenocal.calib.jacobian`); central finite differences with steps of 1e-3 of each
+parameter's scale (:meth:`Residuals.jacobian_fd`, the same pose component of all frames perturbed
+in one evaluation) are the tests' reference and the Jacobian of the pupil-vignetting option.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from plenocal.calib.jacobian import (
+    BapRows,
+    CameraState,
+    ColumnMap,
+    VirtualPointPartials,
+    bap_jacobian,
+    lens_offsets,
+    mic_jacobian,
+    virtual_point_partials,
+)
 from plenocal.calib.parameters import MIC_PARAMETERS, MLA_PARAMETERS, ParameterLayout
 from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera, lattice_corner
@@ -113,11 +125,41 @@ class JacobianBlocks:
         Derivatives of the BAP rows (term-major: u, v[, ρ]) w.r.t. their own frame's pose.
     pose_free : ndarray of bool, shape (n_frames, 6)
         Which pose entries are free (columns of frozen entries are zero).
+    mic_columns : ndarray of int, optional
+        The columns of ``intrinsics`` that may be non-zero on the MIC rows (the parameters of
+        :data:`~plenocal.calib.parameters.MIC_PARAMETERS`); None: all.
     """
 
     intrinsics: FloatArray
     poses: FloatArray
     pose_free: NDArray[np.bool_]
+    mic_columns: NDArray[np.int64] | None = None
+
+
+@dataclass(frozen=True)
+class AnalyticState:
+    """The camera, column map and virtual-point derivatives of the analytic Jacobian at one x.
+
+    Attributes
+    ----------
+    camera : CameraState
+    columns : ColumnMap
+        The free intrinsics' columns.
+    points : VirtualPointPartials or None
+        Virtual points of the (frame, node) points and their derivatives (None without BAP rows).
+    pose_scale : ndarray, shape (n_frames, 6)
+        Factor of each pose column (−scale, 0 where frozen).
+    pose_free : ndarray of bool, shape (n_frames, 6)
+    mic_columns : ndarray of int
+        Columns that may be non-zero on MIC rows.
+    """
+
+    camera: CameraState
+    columns: ColumnMap
+    points: VirtualPointPartials | None
+    pose_scale: FloatArray
+    pose_free: NDArray[np.bool_]
+    mic_columns: NDArray[np.int64]
 
 
 class Residuals:
@@ -180,6 +222,10 @@ class Residuals:
         self.types = layout.template.mla.types.type_of(self.k, self.l)
         self.mic = mic
         self.mic_gx, self.mic_gy = lattice.positions(mic.k.astype(np.int64), mic.l.astype(np.int64), (1.0, 1.0))
+        ax, ay = lens_offsets(layout.template, self.unit_gx, self.unit_gy)
+        self.bap_rows = BapRows(self.point_of_row.astype(np.int64), self.frame_index.astype(np.int64), ax, ay,
+                                self.types.astype(np.int64))
+        self.mic_offsets = lens_offsets(layout.template, self.mic_gx, self.mic_gy)
         self.use_rho = bool(use_rho and layout.n_types > 0)
         self.n_bap = len(self.bap)
         self.n_mic = len(mic)
@@ -187,12 +233,6 @@ class Residuals:
         obs = [self.bap.u, self.bap.v] + ([self.bap.rho] if self.use_rho else []) + [mic.u, mic.v]
         self.observed = np.concatenate(obs)
         self.n_rows = self.observed.size
-        # BAP rows reordered frame-major (frame, term, feature): per-frame blocks are contiguous.
-        t_idx = np.arange(self.n_terms_bap)[None, :, None]
-        self.frame_major_rows = np.concatenate(
-            [(t_idx * self.n_bap + np.arange(a, b)[None, None, :]).reshape(-1)
-             for a, b in zip(self.frame_start[:-1], self.frame_start[1:], strict=True)]
-        ) if self.n_bap else np.zeros(0, dtype=np.int64)
 
     # --- row bookkeeping -------------------------------------------------------------------
     def term_slices(self) -> dict[str, slice]:
@@ -301,11 +341,87 @@ class Residuals:
         return self.observed - self.predict(x)
 
     # --- Jacobian ------------------------------------------------------------------------
-    def jacobian(self, x: FloatArray) -> JacobianBlocks:
+    @property
+    def default_jacobian_method(self) -> str:
+        """``"analytic"``, or ``"fd"`` with pupil vignetting (which only finite differences model)."""
+        return "fd" if self.pupil_vignetting else "analytic"
+
+    def mic_columns(self) -> NDArray[np.int64]:
+        """Free-intrinsic columns that move the micro-image centres (:data:`MIC_PARAMETERS`)."""
+        return self._column_layout[3]
+
+    @functools.cached_property
+    def _column_layout(self) -> tuple[ColumnMap, FloatArray, NDArray[np.bool_], NDArray[np.int64]]:
+        """(free-intrinsic :class:`ColumnMap`, pose column factors (n_frames, 6), free pose entries
+        (n_frames, 6), MIC columns) of the layout (immutable, so computed once)."""
+        lay = self.layout
+        n_int = lay.n_intrinsics
+        free = lay.free_mask
+        scale = lay.scale
+        free_int = np.flatnonzero(free[:n_int])
+        names = [lay.intrinsic_names[j] for j in free_int]
+        n_frames = len(lay.frames)
+        pose_free = free[n_int:].reshape(n_frames, 6) if n_frames else np.zeros((0, 6), bool)
+        mic = np.flatnonzero([n in MIC_PARAMETERS for n in names]).astype(np.int64)
+        return ColumnMap.of(names, scale[free_int]), -scale[n_int:].reshape(n_frames, 6) * pose_free, pose_free, mic
+
+    def jacobian(self, x: FloatArray, *, method: str | None = None) -> JacobianBlocks:
+        """Jacobian ∂e/∂z of the residuals w.r.t. the scaled free variables z, at ``x``.
+
+        Parameters
+        ----------
+        x : ndarray, shape (layout.size,)
+            Full parameter vector, natural units.
+        method : {"analytic", "fd"}, optional
+            ``"analytic"``: exact derivatives by the chain rule (:mod:`plenocal.calib.jacobian`);
+            ``"fd"``: central finite differences (:meth:`jacobian_fd`). Default: analytic, except
+            with pupil vignetting, which only the finite differences model.
+        """
+        if method is None:
+            method = self.default_jacobian_method
+        if method == "fd":
+            return self.jacobian_fd(x)
+        if method != "analytic":
+            raise ValueError(f"method must be 'analytic' or 'fd', got {method!r}")
+        if self.pupil_vignetting:
+            raise ValueError("the analytic Jacobian does not model pupil vignetting: use method='fd'")
+        return self.jacobian_analytic(x)
+
+    def analytic_state(self, x: FloatArray) -> AnalyticState:
+        """What the analytic Jacobian of every row needs at ``x`` (:class:`AnalyticState`)."""
+        lay = self.layout
+        camera = lay.unpack_camera(x)
+        vp = None
+        if self.n_bap:
+            rv, tr = lay.pose_arrays(x)
+            vp = virtual_point_partials(camera, rv, tr, self.point_world, self.point_frame)
+        columns, pose_scale, pose_free, mic_columns = self._column_layout
+        return AnalyticState(CameraState.of(camera), columns, vp, pose_scale, pose_free, mic_columns)
+
+    def jacobian_analytic(self, x: FloatArray) -> JacobianBlocks:
+        """Exact Jacobian (chain rule through eq:completemodel, :mod:`plenocal.calib.jacobian`).
+
+        Same blocks as :meth:`jacobian_fd`; frozen pose entries have zero columns. Not valid with
+        pupil vignetting (the chief-ray model only).
+        """
+        st = self.analytic_state(x)
+        N, M, nt = self.n_bap, self.n_mic, self.n_terms_bap
+        J = np.empty((self.n_rows, st.columns.kind_a.size))
+        J_pose = np.empty((nt, N, 6))
+        if N:
+            assert st.points is not None
+            bap_jacobian(st.camera, st.points, self.bap_rows, nt, st.columns, st.pose_scale, J[: nt * N],
+                         J_pose.reshape(nt * N, 6))
+        if M:
+            mic_jacobian(st.camera, self.mic_offsets, st.columns, J[nt * N :])
+        return JacobianBlocks(J, J_pose, st.pose_free, st.mic_columns)
+
+    def jacobian_fd(self, x: FloatArray) -> JacobianBlocks:
         """Central-difference Jacobian of the residuals w.r.t. the scaled free variables.
 
         Cost: two BAP evaluations per free intrinsic (plus two MIC evaluations for the ones in
-        :data:`MIC_PARAMETERS`) and 12 BAP evaluations for all poses together.
+        :data:`MIC_PARAMETERS`) and 12 BAP evaluations for all poses together. The reference for
+        the analytic Jacobian's tests, and the Jacobian of the pupil-vignetting option.
         """
         lay = self.layout
         free = lay.free_mask
@@ -352,4 +468,4 @@ class Residuals:
             free_rows = pose_free[self.frame_index, c]
             for t in range(nt):
                 J_pose[t, :, c] = np.where(free_rows, f * (bp[t] - bm[t]), 0.0)
-        return JacobianBlocks(J_int, J_pose, pose_free)
+        return JacobianBlocks(J_int, J_pose, pose_free, self.mic_columns())

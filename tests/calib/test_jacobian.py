@@ -1,0 +1,211 @@
+"""The analytic Jacobian of Θ's residuals against central finite differences, column by column.
+
+Every free column (intrinsics and poses), every ρ form, one and two pitches, I = 0, a frozen set,
+and the fused normal equations of the solver. The tolerance of each entry comes from the
+finite-difference truncation error, estimated from two step sizes; a derivative off by 1e-5
+relative fails (:func:`test_check_fails_on_a_perturbed_derivative`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plenocal.calib.calibrate import as_pinhole
+from plenocal.calib.parameters import ParameterLayout
+from plenocal.calib.residuals import JacobianBlocks, Residuals
+from plenocal.calib.solver import analytic_normal_equations, levenberg_marquardt, normal_equations
+from plenocal.model.camera import RhoForm
+
+FRAMES = 3
+"""Frames of the sub-problem (the pose columns of each frame are checked)."""
+FD_STEP = 0.05
+"""Largest central-difference step, in solver units (the parameter's scale): large enough that
+rounding stays below the extrapolated truncation error, small enough for the extrapolation."""
+
+
+@pytest.fixture(scope="module")
+def subproblem(r12a_synthetic, r12a_poses):
+    """A few frames' features and every 25th micro-image centre of the synthetic R12-A data."""
+    noisy, _ = r12a_synthetic
+    frames = tuple(sorted(r12a_poses))[:FRAMES]
+    bap = noisy.bap.select(np.isin(noisy.bap.frame, frames))
+    mic = noisy.mic.select(np.arange(len(noisy.mic)) % 25 == 0)
+    return bap, mic, frames
+
+
+def _start(layout: ParameterLayout, camera, poses) -> np.ndarray:
+    """The truth moved off zero distortion and tilt, so that every chain-rule term is exercised."""
+    x = layout.pack(camera, poses)
+    for name, dx in (("q1", 3e-5), ("q2", 2e-7), ("q3", 1e-9), ("p1", 2e-5), ("p2", -1e-5), ("theta_x_rad", 2e-3),
+                     ("theta_y_rad", -1e-3), ("theta_z_rad", 5e-4)):
+        x[layout.index[name]] += dx
+    return x
+
+
+def dense(res: Residuals, J: JacobianBlocks) -> np.ndarray:
+    """The Jacobian blocks as one dense matrix over the free variables (intrinsics, then poses)."""
+    lay = res.layout
+    N, nt = res.n_bap, res.n_terms_bap
+    pose_cols = np.flatnonzero(J.pose_free.reshape(-1))
+    out = np.zeros((res.n_rows, J.intrinsics.shape[1] + pose_cols.size))
+    out[:, : J.intrinsics.shape[1]] = J.intrinsics
+    for c, k in enumerate(pose_cols):
+        f, comp = divmod(int(k), 6)
+        rows = res.frame_index == f
+        for t in range(nt):
+            out[t * N : (t + 1) * N, J.intrinsics.shape[1] + c][rows] = J.poses[t][rows, comp]
+    assert len(lay.frames) == J.pose_free.shape[0]
+    return out
+
+
+def fd_column(res: Residuals, x: np.ndarray, j: int, step: float) -> np.ndarray:
+    """∂e/∂z_j by central differences of step ``step`` in solver units."""
+    h = step * res.layout.scale[j]
+    xp, xm = x.copy(), x.copy()
+    xp[j] += h
+    xm[j] -= h
+    return (res.residuals(xp) - res.residuals(xm)) / (2.0 * step)
+
+
+STEP_CHANGE_PX = 0.05
+"""Each term's steps are chosen so that its largest prediction changes by about this much: small
+steps would drown a weak dependence (ρ on θz through the tilt) in rounding noise."""
+MAX_STEP = 100.0
+"""Largest step, solver units (θz: 1e-3 rad)."""
+ROUNDING_FLOOR = 1e-9
+"""Rounding floor of the reference, relative to the largest entry of the column in the term."""
+
+
+def assert_matches_fd(res: Residuals, x: np.ndarray, J_dense: np.ndarray) -> None:
+    """Each entry within the error of the Richardson-extrapolated central difference.
+
+    For each column and term (u, v, ρ, MIC u, MIC v), with D(h) the central difference at a step
+    h such that the term's largest prediction moves by ~:data:`STEP_CHANGE_PX`,
+    R(h) = (4·D(h/2) − D(h))/3 has an O(h⁴) truncation error; the reference R(h/2) is within
+    |R(h) − R(h/2)| of the derivative (R(h/2) being ~16× more accurate), plus a rounding floor.
+    Entries whose term does not depend on the parameter at all must be exactly zero."""
+    free = np.flatnonzero(res.layout.free_mask)
+    assert J_dense.shape == (res.n_rows, free.size)
+    terms = list(res.term_slices().items())
+    for c, j in enumerate(free):
+        pilot = fd_column(res, x, j, FD_STEP)
+        for term, sl in terms:
+            got = J_dense[sl, c]
+            size = np.abs(pilot[sl]).max(initial=0.0)
+            if size == 0.0:
+                assert np.all(got == 0.0), f"{res.layout.names[j]} on {term}: expected zeros"
+                continue
+            h = min(STEP_CHANGE_PX / size, MAX_STEP)
+            d1, d2, d4 = (fd_column(res, x, j, h / k)[sl] for k in (1, 2, 4))
+            r1, r2 = (4.0 * d2 - d1) / 3.0, (4.0 * d4 - d2) / 3.0
+            tol = 2.0 * np.abs(r1 - r2) + ROUNDING_FLOOR * np.abs(r2).max()
+            err = np.abs(got - r2)
+            worst = int(np.argmax(err - tol))
+            assert np.all(err <= tol), (
+                f"{res.layout.names[j]} on {term}: row {worst} analytic {got[worst]:.12g} vs FD {r2[worst]:.12g} "
+                f"(tolerance {tol[worst]:.3g})")
+
+
+@pytest.mark.parametrize("rho_form", list(RhoForm))
+@pytest.mark.parametrize("two_pitches", [True, False])
+def test_every_column_matches_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board, rho_form,
+                                                 two_pitches):
+    bap, mic, frames = subproblem
+    camera = r12a_camera.replace(rho_form=rho_form)
+    lay = ParameterLayout(camera, frames, two_pitches=two_pitches)
+    res = Residuals(lay, bap, mic, r12a_board)
+    x = _start(lay, camera, r12a_poses)
+    assert_matches_fd(res, x, dense(res, res.jacobian(x, method="analytic")))
+
+
+@pytest.mark.parametrize("case", ["pinhole", "no_rho", "frozen", "mic_only", "bap_only"])
+def test_special_problems_match_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board, case):
+    """I = 0 (no ρ rows), the ρ term switched off, a frozen set (tilt, one pitch, F, one focal
+    length, some pose entries), only micro-image centres, only BAP features."""
+    bap, mic, frames = subproblem
+    camera = as_pinhole(r12a_camera) if case == "pinhole" else r12a_camera
+    frozen = ("tilt", "pitch1_mm", "F_mm", "f2_mm", f"pose[{frames[1]}].rx", f"pose[{frames[2]}].tz") \
+        if case == "frozen" else ()
+    lay = ParameterLayout(camera, () if case == "mic_only" else frames, two_pitches=True, frozen=frozenset(frozen))
+    if case == "mic_only":
+        bap = bap.select(np.zeros(len(bap), bool))
+    if case == "bap_only":
+        mic = mic.select(np.zeros(len(mic), bool))
+    res = Residuals(lay, bap, mic, r12a_board, use_rho=case != "no_rho")
+    x = _start(lay, camera, r12a_poses)
+    J = res.jacobian(x, method="analytic")
+    assert_matches_fd(res, x, dense(res, J))
+    if case == "frozen":
+        assert not J.pose_free[1, 0] and not J.pose_free[2, 5]
+
+
+def test_check_fails_on_a_perturbed_derivative(subproblem, r12a_camera, r12a_poses, r12a_board):
+    """The check can fail: one entry off by 1e-5 relative (the largest of F's column, of a pose
+    column)."""
+    bap, mic, frames = subproblem
+    lay = ParameterLayout(r12a_camera, frames, two_pitches=True)
+    res = Residuals(lay, bap, mic, r12a_board)
+    x = _start(lay, r12a_camera, r12a_poses)
+    Jd = dense(res, res.jacobian(x))
+    for col in (lay.index["F_mm"], Jd.shape[1] - 2):
+        row = int(np.argmax(np.abs(Jd[:, col])))
+        bad = Jd.copy()
+        bad[row, col] *= 1.0 + 1e-5
+        with pytest.raises(AssertionError):
+            assert_matches_fd(res, x, bad)
+
+
+def test_analytic_and_fd_blocks_agree_and_have_the_same_structure(subproblem, r12a_camera, r12a_poses, r12a_board):
+    bap, mic, frames = subproblem
+    lay = ParameterLayout(r12a_camera, frames, two_pitches=True)
+    res = Residuals(lay, bap, mic, r12a_board)
+    x = _start(lay, r12a_camera, r12a_poses)
+    Ja, Jf = res.jacobian(x), res.jacobian(x, method="fd")
+    assert Ja.intrinsics.shape == Jf.intrinsics.shape and Ja.poses.shape == Jf.poses.shape
+    np.testing.assert_array_equal(Ja.mic_columns, Jf.mic_columns)
+    nb = res.n_terms_bap * res.n_bap
+    others = np.setdiff1d(np.arange(Ja.intrinsics.shape[1]), Ja.mic_columns)
+    assert np.all(Ja.intrinsics[nb:, others] == 0)  # F, distortion, f_i do not move the centres
+    np.testing.assert_allclose(Ja.intrinsics, Jf.intrinsics, rtol=0, atol=1e-5 * np.abs(Jf.intrinsics).max())
+
+
+def test_fused_normal_equations_equal_the_blocks(subproblem, r12a_camera, r12a_poses, r12a_board):
+    """The solver's frame-by-frame normal equations equal JᵀWJ, JᵀWr of the Jacobian blocks."""
+    bap, mic, frames = subproblem
+    lay = ParameterLayout(r12a_camera, frames, two_pitches=True, frozen=frozenset({f"pose[{frames[0]}].ty"}))
+    res = Residuals(lay, bap, mic, r12a_board)
+    x = _start(lay, r12a_camera, r12a_poses)
+    r = res.residuals(x)
+    w = np.random.default_rng(0).uniform(0.0, 2.0, r.size)
+    H0, g0, c0 = normal_equations(res, res.jacobian(x), r, w)
+    H1, g1, c1 = analytic_normal_equations(res, x, r, w)
+    np.testing.assert_array_equal(c0, c1)
+    np.testing.assert_allclose(H1, H0, rtol=1e-12, atol=1e-12 * np.abs(H0).max())
+    np.testing.assert_allclose(g1, g0, rtol=1e-10, atol=1e-12 * np.abs(g0).max())
+
+
+def test_solvers_reach_the_same_cost(subproblem, r12a_camera, r12a_poses, r12a_board):
+    """Levenberg–Marquardt with the analytic and the finite-difference Jacobian converge to the
+    same cost (relative 1e-8) from a start off the truth."""
+    bap, mic, frames = subproblem
+    lay = ParameterLayout(r12a_camera, frames, two_pitches=True)
+    res = Residuals(lay, bap, mic, r12a_board)
+    x0 = _start(lay, r12a_camera, r12a_poses)
+    x0[lay.index["F_mm"]] *= 1.01
+    x0[lay.index["u0_px"]] += 20.0
+    sigma = {"uv": 0.3, "rho": 0.05, "mic": 0.1}
+    _, ra = levenberg_marquardt(res, x0, sigma=sigma, jacobian="analytic")
+    _, rf = levenberg_marquardt(res, x0, sigma=sigma, jacobian="fd")
+    assert ra.converged and rf.converged
+    assert abs(ra.cost_history[-1] - rf.cost_history[-1]) <= 1e-8 * rf.cost_history[-1]
+
+
+def test_pupil_vignetting_keeps_finite_differences(subproblem, r12a_camera, r12a_board):
+    bap, mic, frames = subproblem
+    res = Residuals(ParameterLayout(r12a_camera, frames), bap, mic, r12a_board, pupil_vignetting=True)
+    assert res.default_jacobian_method == "fd"
+    with pytest.raises(ValueError, match="vignetting"):
+        res.jacobian(np.zeros(res.layout.size), method="analytic")
+    with pytest.raises(ValueError, match="method"):
+        res.jacobian(np.zeros(res.layout.size), method="exact")
