@@ -151,6 +151,11 @@ def test_csv_import_and_precalibration_initial(tmp_path, r12a_libpleno_dir, trut
     [
         (["--freeze", "nonsense"], "unknown parameter group"),
         (["--observations", "missing.npz"], "missing.npz"),
+        (["--prior", "G_mm=50±2"], "unknown quantity 'G_mm'"),
+        (["--prior", "F_mm=50"], "expected NAME=MEAN±STD"),
+        (["--prior", "F_mm=50±0"], "σ > 0"),
+        (["--prior", "F_mm=50±2", "--prior", "F=51±2"], "given twice"),
+        (["--prior", "F_mm=50±2", "--freeze", "F_mm"], "frozen"),
     ],
 )
 def test_errors_one_line_exit_2_nothing_written(calibrated, tmp_path, capsys, args, needle):
@@ -207,3 +212,21 @@ def test_ablation_table(calibrated, tmp_path, capsys):
     md = (out / "ablation.md").read_text()
     assert md.count("\n") == 11 and "| 7 | ✗ | ✗ | ✓ | yes |" in md
     assert "| NOUR |" in capsys.readouterr().out
+
+
+def test_prior_is_used_and_reported(calibrated, truth, tmp_path, capsys):
+    """A tight prior on F holds F; the table, report.json and camera.json's provenance say so."""
+    base, _ = calibrated
+    camera, _, _ = truth
+    F = camera.main_lens.focal_length_mm
+    out = tmp_path / "o"
+    assert main(["calibrate", str(base / "ds"), "-o", str(out), "--prior", f"F_mm={F + 0.5}+-0.01"]) == 0
+    stdout = capsys.readouterr().out
+    assert f"prior F_mm={F + 0.5:g}±0.01: calibrated" in stdout
+    rep = json.loads((out / "report.json").read_text())
+    (q,) = rep["priors"]
+    assert q["name"] == "F_mm" and abs(q["value"] - (F + 0.5)) < 0.03 and q["value_std"] < 0.011
+    assert rep["options"]["priors"] == [{"name": "F_mm", "mean": F + 0.5, "std": 0.01}]
+    cf = read_camera_file(out / "camera.json")
+    assert cf.camera.main_lens.focal_length_mm == pytest.approx(q["value"])
+    assert cf.provenance["priors"][0]["name"] == "F_mm"

@@ -91,9 +91,11 @@ def test_run_passes_calibration_options_through():
     from plenocal.cli.run import calibration_argv
 
     args = build_parser().parse_args(["run", "DS", "-o", "OUT", "--one-pitch", "--weighting", "noise", "--rho-form", "head",
-                                      "--loss", "linear", "--freeze", "tilt,pitch"])
+                                      "--loss", "linear", "--freeze", "tilt,pitch", "--prior", "F_mm=50±2",
+                                      "--prior", "focus_distance_mm=1000+-50"])
     assert calibration_argv(args) == ["--one-pitch", "--rho-form", "head", "--weighting", "noise", "--loss", "linear",
-                                      "--freeze", "tilt,pitch"]
+                                      "--freeze", "tilt,pitch", "--prior", "F_mm=50±2", "--prior", "focus_distance_mm=1000+-50"]
     assert calibration_argv(build_parser().parse_args(["run", "DS", "-o", "OUT"])) == []
     calib = build_parser().parse_args(["calibrate", "DS", "-o", "OUT", *calibration_argv(args)])
     assert (calib.two_pitches, calib.weighting, calib.rho_form, calib.loss) == (False, "noise", "head", "linear")
+    assert calib.prior == ["F_mm=50±2", "focus_distance_mm=1000+-50"]

@@ -174,3 +174,19 @@ def test_evaluation_findings():
     bad["holdout"]["rmse"]["uv_px"] = 0.07
     bad["holdout"]["rejected"]["suspended"] = "the rule would reject 300 of 400 features"
     assert any(x.level == "error" and "300 of 400" in x.text for x in evaluation_findings(bad, calibration_uv_px=0.05)[0])
+
+
+def test_calibration_findings_report_priors():
+    """A prior used is always said (info); one the calibration lands far from is a warning."""
+    from plenocal.viz.verdict import calibration_findings
+
+    doc = {"converged": True, "priors": [
+        {"name": "F_mm", "mean": 50.0, "std": 2.0, "value": 50.4123, "value_std": 0.21, "offset_in_prior_sigma": 0.2},
+        {"name": "focus_distance_mm", "mean": 1000.0, "std": 10.0, "value": 1100.0, "value_std": 3.0,
+         "offset_in_prior_sigma": 10.0},
+    ]}
+    found, _ = calibration_findings(doc)
+    (f_info,) = [f for f in found if "F_mm" in f.text]
+    assert f_info.level == "info" and "50.41 ± 0.21" in f_info.text and "+0.2 σ of the prior" in f_info.text
+    (f_warn,) = [f for f in found if "focus_distance_mm" in f.text]
+    assert f_warn.level == "warning" and "disagree" in f_warn.text

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -44,6 +45,7 @@ from threadpoolctl import threadpool_limits
 
 from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenoptic_poses
 from plenocal.calib.parameters import ParameterLayout, derived_values
+from plenocal.calib.priors import Prior, PriorTerms, check_priors, quantity
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import Residuals
 from plenocal.calib.robust import GroupRejection, reject_groups
@@ -150,6 +152,9 @@ class CalibrationOptions:
         Also estimate each parameter's σ by the leave-one-frame-out jackknife
         (:func:`plenocal.calib.resampling.frame_jackknife`), which sees model mismatch that the
         Jacobian σ cannot.
+    priors : tuple of Prior
+        Gaussian priors on intrinsics or the focus distance (:mod:`plenocal.calib.priors`; none
+        by default), in every joint stage, the covariance and the jackknife.
     """
 
     freeze: tuple[str, ...] = ()
@@ -167,6 +172,7 @@ class CalibrationOptions:
     pupil_vignetting: bool = False
     clustered_covariance: bool = True
     frame_resampling: bool = True
+    priors: tuple[Prior, ...] = ()
 
     def __post_init__(self) -> None:
         if self.loss not in ("huber", "linear"):
@@ -196,6 +202,8 @@ UNDETERMINED_RELATIVE_SIGMA = 0.01
 """A length whose larger σ exceeds this fraction of its value is "not determined by the data"."""
 VALLEY_CORRELATION = 0.99
 """Two parameters correlated beyond this move together along a valley of Θ."""
+PRIOR_CONFLICT_SIGMA = 3.0
+"""A calibrated quantity further than this many of its prior's σ from the prior's mean is flagged."""
 
 
 @dataclass
@@ -291,6 +299,29 @@ class CalibrationResult:
                             if j != pos[n] and abs(row[j]) >= VALLEY_CORRELATION][:3]
             along = f"; it moves together with {', '.join(partners)}" if partners else ""
             out.append(f"{n} is not determined by these data: ±{p.std_max:.3g} ({100 * rel:.1f} %){along}")
+        for q in self.prior_summary():
+            off = float(q["offset_in_prior_sigma"])  # type: ignore[arg-type]
+            if abs(off) > PRIOR_CONFLICT_SIGMA:
+                out.append(f"prior {q['name']}={q['mean']:g}±{q['std']:g}: the calibration puts it at {q['value']:.4g}, "
+                           f"{off:+.1f} σ of the prior — the data disagree with it (check the prior, or the model)")
+        return out
+
+    def prior_summary(self) -> list[dict[str, object]]:
+        """Each prior used: its mean and σ, the calibrated value with its σ (Jacobian, and frame
+        resampling for the intrinsics), and how far the value sits from the prior in the prior's σ."""
+        out: list[dict[str, object]] = []
+        names = self.layout.intrinsic_names
+        fr = self.frame_resampling
+        for p in self.options.priors:
+            val, grad = quantity(self.layout, self.x, p.name)
+            std = float(np.sqrt(max(grad @ self.covariance @ grad, 0.0)))
+            std_frames = None
+            if fr is not None and p.name in names:
+                std_frames = float(fr.std[names.index(p.name)])
+            elif fr is not None:
+                std_frames = fr.derived_std.get(p.name)
+            out.append(p.to_dict() | {"value": float(val), "value_std": std, "value_std_frames": std_frames,
+                                      "offset_in_prior_sigma": float((val - p.mean) / p.std)})
         return out
 
     def correlation(self) -> tuple[tuple[str, ...], FloatArray]:
@@ -317,6 +348,9 @@ class CalibrationResult:
             std = "frozen" if p.frozen else f"{p.std:.4g}"
             sf = "" if p.frozen or p.std_frames is None else f"{p.std_frames:.4g}"
             lines.append(f"{p.name:<20s} {p.value:>18.10g} {std:>12s} {sf:>12s}  {strongest}")
+        for q in self.prior_summary():
+            lines.append(f"prior {q['name']}={q['mean']:g}±{q['std']:g}: calibrated {q['value']:.6g} ± {q['value_std']:.3g} "
+                         f"({q['offset_in_prior_sigma']:+.2f} σ of the prior)")
         return "\n".join(lines)
 
     def report(self) -> dict[str, object]:
@@ -347,6 +381,7 @@ class CalibrationResult:
                 for p in self.parameters()
             },
             "uncertainty_warnings": self.uncertainty_warnings(),
+            "priors": self.prior_summary(),
             "frame_resampling": None if self.frame_resampling is None else {
                 "frames_left_out": list(self.frame_resampling.frames),
                 "converged": [bool(c) for c in self.frame_resampling.converged],
@@ -399,6 +434,16 @@ def _term_weights(opt: CalibrationOptions, sigma: dict[str, float]) -> dict[str,
     """Weights of Θ's terms: None (1/σ_t², the solver's default) for ``weighting="noise"``; 1 for
     the paper's unweighted Θ, whose robust loss is still scaled by each term's σ_t."""
     return None if opt.weighting == "noise" else {k: 1.0 for k in sigma}
+
+
+def _weights(opt: CalibrationOptions, sigma: dict[str, float]) -> dict[str, Any]:
+    """The solver's term weights and prior terms (w_p = w_uv·σ_uv²/σ_p², module priors) for one
+    stage's noise levels."""
+    tw = _term_weights(opt, sigma)
+    if not opt.priors:
+        return {"term_weights": tw, "priors": None}
+    w_uv = 1.0 / sigma["uv"] ** 2 if tw is None else tw["uv"]
+    return {"term_weights": tw, "priors": PriorTerms.build(opt.priors, uv_weight=w_uv, uv_sigma=sigma["uv"])}
 
 
 def _rmse(res: Residuals, r: FloatArray, active: FloatArray) -> tuple[dict[str, float], float]:
@@ -515,6 +560,7 @@ def _calibrate(
     frames_t = tuple(sorted(poses0))
     mic = observations.mic if opt.use_mic else MicroImageCentres.empty()
     layout = ParameterLayout(camera0, frames_t, two_pitches=opt.two_pitches, frozen=frozenset(opt.freeze))
+    check_priors(layout, opt.priors)
     x = layout.pack(camera0, poses0)
 
     # 2. MLA from the micro-image centres.
@@ -563,7 +609,7 @@ def _calibrate(
             sig = _term_sigma(res, r, active, robust=True)
             x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
                                            ftol=1e-6 if rnd < n_rounds - 1 else 1e-10, mu0=mu,
-                                           term_weights=_term_weights(opt, sig))
+                                           **_weights(opt, sig))
             mu = rep_r.damping
             stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig}
         # Gross errors come in groups (a mislinked cluster, a frame that does not fit): reject
@@ -586,7 +632,7 @@ def _calibrate(
             res = Residuals(layout, res.bap.select(groups.keep), mic, board, pupil_vignetting=opt.pupil_vignetting)
             active = np.ones(res.n_rows)
             x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
-                                           ftol=1e-10, mu0=mu, term_weights=_term_weights(opt, sig))
+                                           ftol=1e-10, mu0=mu, **_weights(opt, sig))
             mu = rep_r.damping
             stages["robust_groups"] = rep_r.to_dict() | {"sigma": sig}
         r = res.residuals(x)
@@ -621,7 +667,7 @@ def _calibrate(
         r = res.residuals(x)
         sig = _term_sigma(res, r, active, robust=False)
         x, rep = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=opt.ftol, mu0=mu,
-                                     term_weights=_term_weights(opt, sig))
+                                     **_weights(opt, sig))
         mu = rep.damping
         r = res.residuals(x)
         new = _term_sigma(res, r, active, robust=False)
@@ -632,10 +678,10 @@ def _calibrate(
     timings["final"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     cov, sigma_hat, icc = covariance(res, x, sigma=sig, active=active, clustered=opt.clustered_covariance,
-                                     term_weights=_term_weights(opt, sig))
+                                     **_weights(opt, sig))
     timings["covariance"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    resampling = frame_jackknife(res, x, sigma=sig, active=active, mu0=mu, term_weights=_term_weights(opt, sig)) \
+    resampling = frame_jackknife(res, x, sigma=sig, active=active, mu0=mu, **_weights(opt, sig)) \
         if opt.frame_resampling else None
     timings["frame_resampling"] = time.perf_counter() - t0
     r = res.residuals(x)

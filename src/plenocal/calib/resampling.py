@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from plenocal.calib.parameters import ParameterLayout, derived_values
+from plenocal.calib.priors import PriorTerms
 from plenocal.calib.residuals import Residuals
 from plenocal.calib.solver import levenberg_marquardt
 
@@ -103,6 +104,7 @@ class _Job:
     ftol: float
     mu0: float | None
     term_weights: dict[str, float] | None = None
+    priors: PriorTerms | None = None
 
 
 _WORKER_JOB: _Job | None = None
@@ -126,7 +128,8 @@ def _resolve_without(job: _Job, i: int) -> tuple[FloatArray | None, bool, int]:
         return None, False, 0
     with threadpool_limits(limits=1, user_api="blas"):
         xi, rep = levenberg_marquardt(res_f, x_f, sigma=job.sigma, loss="linear", active=act_f, ftol=job.ftol,
-                                      mu0=job.mu0, term_weights=job.term_weights)
+                                      mu0=job.mu0, term_weights=job.term_weights,
+                                      priors=job.priors)
     return xi[: job.res.layout.n_intrinsics], rep.converged, rep.iterations
 
 
@@ -166,6 +169,7 @@ def frame_jackknife(
     mu0: float | None = None,
     term_weights: dict[str, float] | None = None,
     workers: int | None = None,
+    priors: PriorTerms | None = None,
 ) -> FrameResampling | None:
     """Leave-one-frame-out re-solves of the final (plain least-squares) stage, warm-started.
 
@@ -177,6 +181,8 @@ def frame_jackknife(
         The full solution.
     sigma : dict
         Noise levels of the final stage (held fixed).
+    priors : PriorTerms, optional
+        The final stage's priors (each re-solve keeps them).
     term_weights : dict, optional
         The final stage's term weights (:func:`plenocal.calib.solver.levenberg_marquardt`).
     active : ndarray, shape (res.n_rows,)
@@ -204,7 +210,7 @@ def frame_jackknife(
     iterations = np.zeros(n, dtype=np.int64)
     derived = {name: np.full(n, np.nan) for name in derived_values(lay, x)}
     job = _Job(res, np.asarray(x, dtype=np.float64), np.asarray(active, dtype=np.float64), dict(sigma), ftol, mu0,
-               None if term_weights is None else dict(term_weights))
+               None if term_weights is None else dict(term_weights), priors)
     n_workers = min(available_workers() if workers is None else max(1, int(workers)), n)
     results, used = _run_resolves(job, n, n_workers)
     for i, (xi, converged, its) in enumerate(results):

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
 from plenocal.calib.jacobian import bap_jacobian, mic_jacobian
+from plenocal.calib.priors import PriorTerms
 from plenocal.calib.residuals import JacobianBlocks, Residuals
 from plenocal.errors import ModelError
 
@@ -363,6 +364,7 @@ def levenberg_marquardt(
     term_weights: dict[str, float] | None = None,
     jacobian: str | None = None,
     quasi_newton: bool = True,
+    priors: PriorTerms | None = None,
 ) -> tuple[FloatArray, SolverReport]:
     """Minimise ½Σφ(‖e‖²/σ_t²) over the layout's free variables.
 
@@ -401,6 +403,10 @@ def levenberg_marquardt(
     quasi_newton : bool
         Try the step of JᵀWJ + S, S the secant estimate of the residual curvature, before the
         Gauss–Newton step (False: Gauss–Newton / Levenberg–Marquardt only).
+    term_weights : dict, optional
+        Weight of each term's squared residuals (default 1/σ_t², see :class:`Units`).
+    priors : PriorTerms, optional
+        Gaussian priors on intrinsics, added to the cost (:mod:`plenocal.calib.priors`).
 
     Returns
     -------
@@ -428,6 +434,8 @@ def levenberg_marquardt(
             rep.residual_time_s += time.perf_counter() - t0
             return rv, np.inf, np.zeros_like(rv)
         c, wv, _ = units.cost_and_weights(rv, loss, loss_scale, act)
+        if priors:
+            c += priors.cost(lay, xv)
         rep.n_evaluations += 1
         rep.residual_time_s += time.perf_counter() - t0
         return rv, c, wv
@@ -453,6 +461,10 @@ def levenberg_marquardt(
     while True:
         t0 = time.perf_counter()
         H, g, pose_cols = gauss_newton_system(residuals, x, r, w, jacobian=jacobian)
+        if priors:
+            Hp, gp = priors.normal_equations(lay, x)
+            H[: gp.size, : gp.size] += Hp
+            g[: gp.size] += gp
         rep.system_time_s += time.perf_counter() - t0
         if quasi_newton:
             S = np.zeros_like(H) if S is None or last is None else secant_update(S, H, last[0], g - last[1])
@@ -541,6 +553,7 @@ def covariance(
     active: FloatArray | None = None,
     clustered: bool = True,
     term_weights: dict[str, float] | None = None,
+    priors: PriorTerms | None = None,
 ) -> tuple[FloatArray, dict[str, float], dict[str, float]]:
     """Covariance of the free variables (natural units) at an optimum of the weighted plain cost.
 
@@ -598,6 +611,11 @@ def covariance(
             Mt = (1.0 - c) * Mt + c * s2 * (S.T @ S)
         M = Mt * (wt * wt) if M is None else M + Mt * (wt * wt)
     assert H is not None and M is not None
+    if priors:
+        # A prior is one more measurement, of variance σ_p², with weight w_p (module priors).
+        Hp, gp = priors.normal_equations(lay, x)
+        H[: gp.size, : gp.size] += Hp
+        M[: gp.size, : gp.size] += priors.measurement_covariance(lay, x)
     Hinv = np.linalg.pinv(H, rcond=1e-15, hermitian=True)
     cz = Hinv @ M @ Hinv
     free = lay.free_mask

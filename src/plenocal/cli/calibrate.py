@@ -47,6 +47,7 @@ from plenocal.calib.calibrate import (
     calibrate,
 )
 from plenocal.calib.parameters import ParameterLayout
+from plenocal.calib.priors import Prior, check_priors
 from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, result_problems
 from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
 from plenocal.io._json import write_document
@@ -109,6 +110,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the paper's unweighted Θ (default; measured more accurate on independent data) "
                         "or per-term 1/σ² weights (maximum likelihood for pure noise; the default with --pinhole, "
                         "where nothing else pins the depth scale); σ are honest either way")
+    p.add_argument("--prior", action="append", default=[], metavar="NAME=MEAN±STD",
+                   help="a Gaussian prior for what you know of the lens, e.g. F_mm=50±2 or focus_distance_mm=1000±50 "
+                        "(also +-); repeatable; off by default. It enters Θ as a measurement of variance STD², so σ "
+                        "stays a σ; the report shows where the calibration put it")
     p.add_argument("--pinhole", action="store_true", help="pinhole micro-lenses, I = 0, no ρ (NOUR baseline)")
     p.add_argument("--ablation", type=int, choices=range(1, 9), default=None, metavar="N",
                    help="paper Table ablation configuration 1..8 (tilt/pitch/distortion kept or frozen)")
@@ -280,6 +285,10 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
             ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze))
         except ModelError as exc:
             raise UsageError(f"--freeze {args.freeze}: {exc}") from None
+    priors = tuple(Prior.parse(t) for t in getattr(args, "prior", None) or ())
+    if camera is not None and priors:
+        template = as_pinhole(camera) if args.pinhole else camera
+        check_priors(ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze)), priors)
     return CalibrationOptions(
         freeze=tuple(dict.fromkeys(freeze)),
         two_pitches=two_pitches,
@@ -289,6 +298,7 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
         weighting=getattr(args, "weighting", None) or ("noise" if args.pinhole else DEFAULT_WEIGHTING),
         use_mic=not args.no_mic,
         pupil_vignetting=args.pupil_vignetting,
+        priors=priors,
     )
 
 
@@ -420,6 +430,8 @@ def run(args: argparse.Namespace) -> int:
         "initial_camera": inputs.initial_source,
         "inputs": {k: {"path": str(v), "sha256": _sha256(v)} for k, v in inputs.files.items()},
     }
+    if opt.priors:
+        provenance["priors"] = _finite(result.prior_summary())
     report = build_report(result, inputs, wall_s=time.perf_counter() - t_start, read_s=read_s)
     report["checks"] = {"passed": not failed, "failed": failed, "written_anyway": bool(failed)}
     if failed:

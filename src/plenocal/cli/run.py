@@ -50,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cal.add_argument("--weighting", choices=("none", "noise"), default=None,
                      help="the paper's unweighted Θ (default) or per-term 1/σ² weights")
     cal.add_argument("--loss", choices=("huber", "linear"), default=None, help="robust loss (default) or plain least squares")
+    cal.add_argument("--prior", action="append", default=None, metavar="NAME=MEAN±STD",
+                     help="Gaussian prior on a lens quantity, e.g. F_mm=50±2 or focus_distance_mm=1000±50 (repeatable)")
     cal.add_argument("--freeze", default=None, metavar="GROUP[,GROUP...]", help="parameter groups held at their initial value")
     p.set_defaults(func=run)
 
@@ -61,6 +63,8 @@ def calibration_argv(args: argparse.Namespace) -> list[str]:
         value = getattr(args, name, None)
         if value is not None:
             out += [f"--{name.replace('_', '-')}", str(value)]
+    for prior in getattr(args, "prior", None) or ():
+        out += ["--prior", str(prior)]
     return out
 
 
