@@ -84,9 +84,11 @@ def _xj_eval(p, X, Y, I, Wt, P, J, res):  # pragma: no cover - compiled
 
 
 @nb.njit(parallel=True, cache=True)
-def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles, iterations):  # pragma: no cover
+def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles, iterations, step_tolerance):  # pragma: no cover
     """Per micro-image LM fit; returns params (M, 7) [cx, cy, θ1, θ2, σ, a, b], cost (M,),
-    number of pixels (M,) and converged (M,)."""
+    number of pixels (M,) and converged (M,): the corner's last step below ``step_tolerance`` px.
+    A fit whose corner leaves the micro-image disc stops there, not converged (an edge or a flat
+    micro-image: a corner walking away is most of the time spent on micro-images without one)."""
     H, W = image.shape
     M = centres.shape[0]
     params = np.zeros((M, 7))
@@ -195,14 +197,16 @@ def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles
                 res, resn = resn, res
                 cost = cn
                 lam *= 0.3
-                if max(abs(step[0]), abs(step[1])) < 1e-4:
+                if max(abs(step[0]), abs(step[1])) < step_tolerance:
                     converged = True
                     break
+                if math.hypot(p[0] - centres[i, 0], p[1] - centres[i, 1]) > radii[i] + 1.0:
+                    break  # the corner left the micro-image: no corner here (not converged)
             else:
                 lam *= 10.0
                 if lam > 1e6:
                     break
-        conv[i] = converged or lam <= 1e6
+        conv[i] = converged or (lam <= 1e6 and math.hypot(p[0] - centres[i, 0], p[1] - centres[i, 1]) <= radii[i] + 1.0)
         for a_ in range(7):
             params[i, a_] = p[a_]
         costs[i] = cost
@@ -572,3 +576,54 @@ def circle_crossings_kernel(image, centres, radii, n_samples):  # pragma: no cov
         n_changes[i] = cnt
         contrast[i] = hi - lo
     return n_changes, contrast
+
+
+@nb.njit(parallel=True, cache=True)
+def rendered_normal_kernel(G, w, obs):  # pragma: no cover - compiled
+    """Weighted normal equations of the rendered-corner fit, per micro-image: with the design
+    row a = (1, r, ∂r/∂Kx, ∂r/∂Ky, ∂r/∂θ1, ∂r/∂θ2) from G (5, m, P) and weights w (m, P),
+    N = Σ w·aaᵀ (m, 6, 6) and g = Σ w·a·obs (m, 6). Pixels of zero weight are skipped."""
+    m = G.shape[1]
+    P = G.shape[2]
+    N = np.zeros((m, 6, 6))
+    g = np.zeros((m, 6))
+    for i in nb.prange(m):
+        a = np.empty(6)
+        a[0] = 1.0
+        for p in range(P):
+            wp = w[i, p]
+            if wp == 0.0:
+                continue
+            for j in range(5):
+                a[j + 1] = G[j, i, p]
+            o = obs[i, p]
+            for j in range(6):
+                wa = wp * a[j]
+                g[i, j] += wa * o
+                for k in range(j, 6):
+                    N[i, j, k] += wa * a[k]
+        for j in range(6):
+            for k in range(j):
+                N[i, j, k] = N[i, k, j]
+    return N, g
+
+
+@nb.njit(parallel=True, cache=True)
+def rendered_residual_kernel(G, w, obs, sol):  # pragma: no cover - compiled
+    """Σ w·(obs − a·sol)² per micro-image (m,), the design rows a of :func:`rendered_normal_kernel`."""
+    m = G.shape[1]
+    P = G.shape[2]
+    ssr = np.zeros(m)
+    for i in nb.prange(m):
+        s = 0.0
+        for p in range(P):
+            wp = w[i, p]
+            if wp == 0.0:
+                continue
+            pred = sol[i, 0]
+            for j in range(5):
+                pred += sol[i, j + 1] * G[j, i, p]
+            e = obs[i, p] - pred
+            s += wp * e * e
+        ssr[i] = s
+    return ssr

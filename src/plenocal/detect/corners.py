@@ -27,6 +27,8 @@ from plenocal.detect._kernels import (
     circle_crossings_kernel,
     render_grad_kernel,
     render_kernel,
+    rendered_normal_kernel,
+    rendered_residual_kernel,
     symmetric_kernel,
     xjunction_fit_kernel,
 )
@@ -220,6 +222,7 @@ def fit_corners(
     init_angles: FloatArray,
     *,
     iterations: int = 30,
+    step_tolerance_px: float = 1e-3,
 ) -> CornerFit:
     """Levenberg–Marquardt fit of the blurred X-junction in each micro-image disc (numba, one
     micro-image per task: :func:`plenocal.detect._kernels.xjunction_fit_kernel`).
@@ -231,6 +234,8 @@ def fit_corners(
         0 outside the usable micro-image area.
     centres : (M, 2) micro-image centres; radii_px : (M,) fit radius.
     init_corner : (M, 2); init_angles : (M, 2) line-normal angles.
+    step_tolerance_px : a fit has converged when its corner moves by less than this (1e-3 px: a
+        thirtieth of the position noise of a clean 384-ray render, a two-hundredth of PRISM's).
     """
     M = len(centres)
     if M == 0:
@@ -243,6 +248,7 @@ def fit_corners(
         np.ascontiguousarray(init_corner, dtype=np.float64),
         np.ascontiguousarray(init_angles, dtype=np.float64),
         int(iterations),
+        float(step_tolerance_px),
     )
     conv &= npix >= 8
     ang = np.abs(np.angle(np.exp(1j * (p[:, 2] - p[:, 3]))))
@@ -571,17 +577,14 @@ def refine_rendered(
         )
         # G: value, ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 at the stencil pixels (0 where w = 0 is unused).
         # Linear in (a, b, b·dKx, b·dKy, b·dθ1, b·dθ2): obs = a + b·r0 + Σ (b·d_j)·J_j.
-        A = np.concatenate([np.ones((1, *G.shape[1:])), G], axis=0).transpose(1, 2, 0)  # (m, P, 6)
-        Aw = A * w[t, :, None]
-        N = np.einsum("mpi,mpj->mij", Aw, A)
-        g = np.einsum("mpi,mp->mi", Aw, obs[t])
+        wt, ot = np.ascontiguousarray(w[t]), np.ascontiguousarray(obs[t])
+        N, g = rendered_normal_kernel(G, wt, ot)
         N += np.eye(6)[None] * 1e-9 * np.trace(N, axis1=1, axis2=2)[:, None, None]
         sol = np.linalg.solve(N, g[..., None])[..., 0]
         b_ = sol[:, 1]
-        res = obs[t] - np.einsum("mpi,mi->mp", A, sol)
-        ssr = np.einsum("mp,mp->m", w[t], res**2)
+        ssr = rendered_residual_kernel(G, wt, ot, np.ascontiguousarray(sol))
         contrast[t] = b_
-        rms[t] = np.sqrt(ssr / np.maximum(w[t].sum(axis=1), 1e-12)) / np.maximum(np.abs(b_), 1e-9)
+        rms[t] = np.sqrt(ssr / np.maximum(wt.sum(axis=1), 1e-12)) / np.maximum(np.abs(b_), 1e-9)
         # Covariance of (b·dKx, b·dKy) = s²·N⁻¹, s² the weighted residual variance.
         s2 = ssr / np.maximum(n_pix[t] - 6, 1)
         cov_k = np.linalg.inv(N)[:, 2:4, 2:4] * (s2 / np.maximum(b_**2, 1e-12))[:, None, None]
