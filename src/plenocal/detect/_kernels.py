@@ -627,3 +627,20 @@ def rendered_residual_kernel(G, w, obs, sol):  # pragma: no cover - compiled
             s += wp * e * e
         ssr[i] = s
     return ssr
+
+
+@nb.njit(parallel=True, cache=True)
+def devignette_kernel(raw, white, threshold, bright):  # pragma: no cover - compiled
+    """raw / white where white ≥ ``threshold`` (else 0), and the weight min(white / bright, 1)
+    there (else 0), in one pass over the image (any numeric dtypes)."""
+    H, W = raw.shape
+    out = np.zeros((H, W))
+    weight = np.zeros((H, W))
+    inv_bright = 1.0 / bright
+    for y in nb.prange(H):
+        for x in range(W):
+            w = float(white[y, x])
+            if w >= threshold and w > 0.0:
+                out[y, x] = float(raw[y, x]) / w
+                weight[y, x] = min(w * inv_bright, 1.0)
+    return out, weight

@@ -168,17 +168,26 @@ def detect_frame(
                 angles = fit.angles
                 position_sigma = None
                 first_order = chief
+                rho_prev = None
                 for rnd in range(EXACT_ROUNDS):
                     if fit_rendered:
                         # Each round continues from the previous one's corners and line angles;
                         # a corner may end at most REFINE_MAX_MOVE_PX from its first-order position.
+                        rho_now = np.nan_to_num(rho) + blur_offset[sel]
+                        redo = np.ones(len(sel), dtype=bool) if rho_prev is None else unsettled_by_blur_change(
+                            chief, rho_prev, rho_now, mic_sel, ra_all[sel], rb_all[sel], ok=ok, sigma_px=position_sigma)
+                        r_ = np.flatnonzero(redo)
                         rendered = refine_rendered(
-                            dv, weight, mic_sel, usable[sel], chief, angles, fit.render_sign, np.nan_to_num(rho) + blur_offset[sel],
-                            ra_all[sel], rb_all[sel], unblurred_weight=omega.unblurred_weight,
-                            iterations=RENDERED_ITERATIONS[min(rnd, 1)], sigma_start=None if rnd == 0 else position_sigma,
+                            dv, weight, mic_sel[r_], usable[sel][r_], chief[r_], angles[r_], fit.render_sign[r_], rho_now[r_],
+                            ra_all[sel][r_], rb_all[sel][r_], unblurred_weight=omega.unblurred_weight,
+                            iterations=RENDERED_ITERATIONS[min(rnd, 1)],
+                            sigma_start=None if rnd == 0 else position_sigma[r_],
                         )
-                        new, new_ok, angles, position_sigma = rendered.corner, rendered.ok, rendered.angles, rendered.sigma_px
+                        new, new_ok = chief.copy(), ok.copy()
+                        angles, position_sigma = angles.copy(), (np.full(len(sel), np.inf) if rnd == 0 else position_sigma.copy())
+                        new[r_], new_ok[r_], angles[r_], position_sigma[r_] = rendered.corner, rendered.ok, rendered.angles, rendered.sigma_px
                         new_ok &= np.hypot(*(new - first_order).T) <= REFINE_MAX_MOVE_PX
+                        rho_prev = rho_now
                     else:
                         new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho) + blur_offset[sel], weight, mic_sel, usable[sel],
                                                         ra_all[sel], rb_all[sel], buffer=buffer,
@@ -246,6 +255,31 @@ def detect_frame(
     return FrameDetection(feats, v_cluster, counts)
 
 
+def unsettled_by_blur_change(
+    corner: NDArray[np.float64],
+    rho_before: NDArray[np.float64],
+    rho_after: NDArray[np.float64],
+    mic_uv: NDArray[np.float64],
+    radius_aperture_px: NDArray[np.float64],
+    radius_lens_px: NDArray[np.float64],
+    *,
+    ok: NDArray[np.bool_],
+    sigma_px: NDArray[np.float64],
+) -> NDArray[np.bool_]:
+    """Corners a new exact round must fit again: those not settled (``ok`` false) and those whose
+    blur changed enough to move them. A fit converged at blur ρ moves, when ρ changes, by as much
+    as its pupil-vignetting shift does (first-order model, :func:`~plenocal.model.projection.pupil_shift_px`);
+    below the rendered fit's own stopping step (:data:`~plenocal.detect.corners.STEP_FRACTION_OF_SIGMA`
+    of the corner's position σ) a new fit would not move it."""
+    from plenocal.detect.corners import STEP_FRACTION_OF_SIGMA
+    from plenocal.model.projection import pupil_shift_px
+
+    before = pupil_shift_px(corner, rho_before, mic_uv, radius_aperture_px, radius_lens_px)
+    after = pupil_shift_px(corner, rho_after, mic_uv, radius_aperture_px, radius_lens_px)
+    moved = np.hypot(*(after - before).T)
+    return ~ok | ~(moved < np.maximum(0.01, STEP_FRACTION_OF_SIGMA * sigma_px))
+
+
 GUIDED_TOLERANCE_PX = 1.0
 """A guided fit must land within this distance of its prediction."""
 
@@ -278,6 +312,13 @@ def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, 
         if vig:
             rho = blur_radii_px(np.full(len(near), v_cluster[c]), types[near], omega) + blur_offset[near]
             pred = pupil_shift_px(pred, rho, centres[near], ra_all[near], rb_all[near])
+            # Where the corner appears: a fit is kept only within GUIDED_TOLERANCE_PX of this and
+            # BORDER_MARGIN_PX inside the usable disc, so a prediction farther out cannot pass
+            # (on PRISM frames, half the candidates: vignetting pushes corners outwards).
+            reach = np.hypot(*(pred - centres[near]).T) <= usable[near] - BORDER_MARGIN_PX + GUIDED_TOLERANCE_PX
+            near, pred = near[reach], pred[reach]
+            if not len(near):
+                continue
         th = angles[ref]
         cand_idx.append(near)
         cand_pred.append(pred)
