@@ -51,9 +51,14 @@ def _solve7(A, g, n):  # pragma: no cover - compiled
     return x, True
 
 
+_XJ_TABLE_STEP_PX = 0.01
+"""The X-junction fit evaluates erf by table until its corner step falls below this."""
+
+
 @nb.njit(cache=True)
-def _xj_eval(p, X, Y, I, Wt, P, J, res):  # pragma: no cover - compiled
-    """Weighted residuals (I − f)·w and Jacobian of f·w for the X-junction; returns the cost."""
+def _xj_eval(p, X, Y, I, Wt, P, J, res, exact):  # pragma: no cover - compiled
+    """Weighted residuals (I − f)·w and Jacobian of f·w for the X-junction; returns the cost.
+    erf and its slope exactly, or (``exact`` False) from :func:`_edge`'s table (2e-6)."""
     cx, cy, t1, t2, sg, a, b = p[0], p[1], p[2], p[3], p[4], p[5], p[6]
     c1, s1, c2, s2 = math.cos(t1), math.sin(t1), math.cos(t2), math.sin(t2)
     k = _INV_SQRT2 / sg
@@ -65,10 +70,14 @@ def _xj_eval(p, X, Y, I, Wt, P, J, res):  # pragma: no cover - compiled
         d2 = c2 * dx + s2 * dy
         # Exact erf here (not _edge's table): this LM also fits the blur σ and stops on tiny cost
         # changes, which a piecewise-linear erf turns into noise (374 of 2698 fits unconverged).
-        e1 = math.erf(d1 * k)
-        e2 = math.erf(d2 * k)
-        g1 = _SQRT2_PI / sg * math.exp(-0.5 * (d1 / sg) ** 2)
-        g2 = _SQRT2_PI / sg * math.exp(-0.5 * (d2 / sg) ** 2)
+        if exact:
+            e1 = math.erf(d1 * k)
+            e2 = math.erf(d2 * k)
+            g1 = _SQRT2_PI / sg * math.exp(-0.5 * (d1 / sg) ** 2)
+            g2 = _SQRT2_PI / sg * math.exp(-0.5 * (d2 / sg) ** 2)
+        else:
+            e1, g1 = _edge(d1 * k, _SQRT2_PI / sg)
+            e2, g2 = _edge(d2 * k, _SQRT2_PI / sg)
         w = Wt[j]
         r = (I[j] - (a + b * e1 * e2)) * w
         res[j] = r
@@ -159,24 +168,29 @@ def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles
         res = np.empty(P)
         Jn = np.empty((P, 7))
         resn = np.empty(P)
-        cost = _xj_eval(p, X, Y, I, Wt, P, J, res)
+        # The table's erf while the corner moves by more than TABLE_STEP_PX, then the exact one: the
+        # LM's accept test compares costs, which a piecewise-linear erf blurs near the optimum.
+        exact = False
+        cost = _xj_eval(p, X, Y, I, Wt, P, J, res, exact)
         lam = 1e-2
         converged = False
         A = np.empty((7, 7))
         g = np.empty(7)
         pn = np.empty(7)
         for _ in range(iterations):
+            # JᵀJ and Jᵀr in one pass over the pixels.
+            A[:, :] = 0.0
+            g[:] = 0.0
+            for j in range(P):
+                rj = res[j]
+                for a_ in range(7):
+                    ja = J[j, a_]
+                    g[a_] += ja * rj
+                    for b_ in range(a_, 7):
+                        A[a_, b_] += ja * J[j, b_]
             for a_ in range(7):
-                s = 0.0
-                for j in range(P):
-                    s += J[j, a_] * res[j]
-                g[a_] = s
-                for b_ in range(a_, 7):
-                    s = 0.0
-                    for j in range(P):
-                        s += J[j, a_] * J[j, b_]
-                    A[a_, b_] = s
-                    A[b_, a_] = s
+                for b_ in range(a_ + 1, 7):
+                    A[b_, a_] = A[a_, b_]
             for a_ in range(7):
                 A[a_, a_] += lam * (A[a_, a_] + 1e-9)
             step, ok = _solve7(A, g, 7)
@@ -189,7 +203,7 @@ def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles
             for a_ in range(7):
                 pn[a_] = p[a_] + step[a_]
             pn[4] = max(pn[4], 0.2)
-            cn = _xj_eval(pn, X, Y, I, Wt, P, Jn, resn)
+            cn = _xj_eval(pn, X, Y, I, Wt, P, Jn, resn, exact)
             if cn < cost:
                 for a_ in range(7):
                     p[a_] = pn[a_]
@@ -197,11 +211,18 @@ def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles
                 res, resn = resn, res
                 cost = cn
                 lam *= 0.3
-                if max(abs(step[0]), abs(step[1])) < step_tolerance:
+                small = max(abs(step[0]), abs(step[1]))
+                if not exact and small < _XJ_TABLE_STEP_PX:
+                    exact = True
+                    cost = _xj_eval(p, X, Y, I, Wt, P, J, res, exact)
+                elif exact and small < step_tolerance:
                     converged = True
                     break
                 if math.hypot(p[0] - centres[i, 0], p[1] - centres[i, 1]) > radii[i] + 1.0:
                     break  # the corner left the micro-image: no corner here (not converged)
+            elif not exact:
+                exact = True  # no progress on the table: go on with the exact erf
+                cost = _xj_eval(p, X, Y, I, Wt, P, J, res, exact)
             else:
                 lam *= 10.0
                 if lam > 1e6:

@@ -87,24 +87,40 @@ def virtual_depths(
     """
     K = int(labels.max()) + 1 if len(labels) and labels.max() >= 0 else 0
     v_cluster = np.full(K, np.nan)
-    order = np.argsort(labels, kind="stable")
-    lab = labels[order]
-    starts = np.searchsorted(lab, np.arange(K))
-    ends = np.searchsorted(lab, np.arange(K), side="right")
-    for c in range(K):  # one vectorised pair computation per target corner
-        idx = order[starts[c] : ends[c]]
-        if len(idx) < 2:
-            continue
-        i, j = np.triu_indices(len(idx), 1)
-        a, b = idx[i], idx[j]
-        baseline = lambda_ * np.hypot(*(mic_uv[a] - mic_uv[b]).T)  # η·Δ_C in px units of Δc
-        disparity = np.hypot(*(uv[a] - uv[b]).T)
+    i, j = _pairs_within(labels)
+    if len(i):
+        baseline = lambda_ * np.hypot(*(mic_uv[i] - mic_uv[j]).T)  # η·Δ_C in px units of Δc
+        disparity = np.hypot(*(uv[i] - uv[j]).T)
         ok = baseline > 0.5 * micro_image_pitch_px
+        group = labels[i][ok]
         v = baseline[ok] / (baseline[ok] - disparity[ok])
-        if len(v):
-            v_cluster[c] = float(np.sort(v)[len(v) // 2])
+        # The (upper) median of each cluster's pair estimates.
+        order = np.lexsort((v, group))
+        group, v = group[order], v[order]
+        counts = np.bincount(group, minlength=K)
+        starts = np.cumsum(counts) - counts
+        has = counts > 0
+        v_cluster[has] = v[starts[has] + counts[has] // 2]
     v_obs = np.where(labels >= 0, v_cluster[np.clip(labels, 0, max(K - 1, 0))] if K else np.nan, np.nan)
     return v_obs, v_cluster
+
+
+def _pairs_within(labels: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """All pairs (i, j), i before j, of observations with the same label ≥ 0 (vectorised)."""
+    idx = np.flatnonzero(labels >= 0)
+    if len(idx) < 2:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    idx = idx[np.argsort(labels[idx], kind="stable")]
+    lab = labels[idx]
+    size = np.bincount(lab)[lab]
+    first = np.searchsorted(lab, lab)  # position of each one's cluster start in idx
+    rank = np.arange(len(idx)) - first
+    later = size - rank - 1  # partners after each observation in its cluster
+    total = int(later.sum())
+    a = np.repeat(np.arange(len(idx)), later)
+    step = np.arange(total) - np.repeat(np.cumsum(later) - later, later)
+    return idx[a], idx[a + 1 + step]
 
 
 CLUSTER_FIT_TOLERANCE_PX = 1.5
@@ -152,34 +168,55 @@ def validate_clusters(
     labels = labels.copy()
     dropped_obs = 0
     for _ in range(rounds):
-        changed = False
-        for c in np.unique(labels[labels >= 0]):  # one small least-squares per target corner
-            idx = np.flatnonzero(labels == c)
-            if len(idx) < 2:
-                labels[idx] = -1
-                continue
-            _, _, res = plenoptic_point_fit(uv[idx], mic_uv[idx])
-            bad = res > tolerance_px
-            if bad.all() or len(idx) - bad.sum() < 2:
-                labels[idx] = -1
-                changed = True
-                continue
-            if bad.any():
-                labels[idx[bad]] = -1
-                dropped_obs += int(bad.sum())
-                changed = True
+        a, K, res = plenoptic_point_fits(uv, mic_uv, labels)
+        on = labels >= 0
+        n = np.bincount(labels[on], minlength=len(a))
+        bad = on & ~(res <= tolerance_px)
+        n_good = n - np.bincount(labels[bad], minlength=len(a))
+        dead = (n < 2) | (n_good < 2)  # clusters without two observations on their model
+        drop_cluster = on & dead[np.clip(labels, 0, None)]
+        drop_obs = bad & ~drop_cluster
+        dropped_obs += int(drop_obs.sum())
+        changed = bool(np.any(drop_obs) or np.any(drop_cluster & (n[np.clip(labels, 0, None)] >= 2)))
+        labels[drop_cluster | drop_obs] = -1
         if not changed:
             break
     # Physical virtual depth: a = λ(1 − 1/υ) with |υ| > 1.
-    n_bad_v = 0
-    for c in np.unique(labels[labels >= 0]):
-        idx = np.flatnonzero(labels == c)
-        a, _, _ = plenoptic_point_fit(uv[idx], mic_uv[idx])
-        one_minus = 1.0 - a / lambda_
-        if abs(one_minus) < 1e-9 or abs(1.0 / one_minus) <= 1.0:
-            labels[idx] = -1
-            n_bad_v += 1
-    return labels, {"observations_off_model": dropped_obs, "clusters_unphysical": n_bad_v}
+    a, _, _ = plenoptic_point_fits(uv, mic_uv, labels)
+    one_minus = 1.0 - a / lambda_
+    unphysical = np.isfinite(a) & ((np.abs(one_minus) < 1e-9) | (np.abs(one_minus) >= 1.0))
+    on = labels >= 0
+    labels[on & unphysical[np.clip(labels, 0, None)]] = -1
+    return labels, {"observations_off_model": dropped_obs, "clusters_unphysical": int(unphysical.sum())}
+
+
+def plenoptic_point_fits(
+    uv: FloatArray, mic_uv: FloatArray, labels: NDArray[np.int64]
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """:func:`plenoptic_point_fit` of every cluster at once (closed form about the centroids).
+
+    Returns
+    -------
+    a : (K,) per cluster (NaN with fewer than 2 distinct micro-images); K : (K, 2);
+    residual distances (N,) (NaN for unlabelled observations).
+    """
+    on = labels >= 0
+    n_c = int(labels.max()) + 1 if np.any(on) else 0
+    lab = labels[on]
+    c, p = mic_uv[on], np.asarray(uv, dtype=np.float64)[on]
+    n = np.bincount(lab, minlength=n_c).astype(np.float64)
+    nn = np.maximum(n, 1.0)
+    c_bar = np.stack([np.bincount(lab, c[:, k], minlength=n_c) for k in range(2)], axis=1) / nn[:, None]
+    p_bar = np.stack([np.bincount(lab, p[:, k], minlength=n_c) for k in range(2)], axis=1) / nn[:, None]
+    dc, dp = c - c_bar[lab], p - p_bar[lab]
+    sxx = np.bincount(lab, np.sum(dc * dc, axis=1), minlength=n_c)
+    sxy = np.bincount(lab, np.sum(dc * dp, axis=1), minlength=n_c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = np.where(sxx > 0, sxy / sxx, np.nan)
+    K = p_bar - a[:, None] * c_bar
+    res = np.full(len(labels), np.nan)
+    res[on] = np.hypot(*(p - (a[lab, None] * c + K[lab])).T)
+    return a, K, res
 
 
 def blur_radii_px(

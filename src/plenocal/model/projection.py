@@ -252,9 +252,12 @@ def pupil_shift_px(
     radius_lens_px: FloatArray,
     *,
     iterations: int = 40,
+    tolerance_px: float = 1e-9,
 ) -> FloatArray:
     """:func:`pupil_shift` in image terms: chief-ray positions ``uv`` (N, 2) with blur ``rho`` in
-    micro-images centred at ``mic_uv``, R_a = ``radius_aperture_px``, R_b = ``radius_lens_px``."""
+    micro-images centred at ``mic_uv``, R_a = ``radius_aperture_px``, R_b = ``radius_lens_px``.
+    The fixed point stops after ``iterations`` or once no position moves by more than
+    ``tolerance_px``."""
     rb = np.asarray(radius_lens_px, dtype=np.float64)
     ra = np.asarray(radius_aperture_px, dtype=np.float64)
     e = np.asarray(uv, dtype=np.float64) - mic_uv
@@ -263,7 +266,10 @@ def pupil_shift_px(
     eo = en.copy()
     limit = ra + rb - 1e-6
     for _ in range(iterations):
+        prev = eo
         eo = np.minimum(en + gain * disc_intersection_centroid(eo, rb, ra), limit)
+        if np.all(np.abs(eo - prev) <= tolerance_px):
+            break
     scale = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
     return mic_uv + e * scale[:, None]
 
