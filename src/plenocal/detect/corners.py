@@ -488,6 +488,8 @@ class RenderedFit(NamedTuple):
     sigma_px: FloatArray
     """(M,) standard deviation of the corner along its worst direction (px), from the
     Gauss–Newton normal matrix and the residual variance (weights = white, ∝ 1/variance)."""
+    lens_points: FloatArray
+    """(M,) the lens-point cap each corner was rendered with (pass it on to a later fit)."""
 
 
 def refine_rendered(
@@ -508,6 +510,7 @@ def refine_rendered(
     unblurred_weight: float = 0.0,
     noise_matched: bool = True,
     sigma_start: FloatArray | None = None,
+    lens_points_start: FloatArray | None = None,
 ) -> RenderedFit:
     """Chief-ray corners by fitting the rendered corner (:func:`render_corners`) to the pixels.
 
@@ -521,10 +524,12 @@ def refine_rendered(
     first-order positions (:func:`plenocal.model.projection.pupil_unshift`).
 
     With ``noise_matched`` the first iteration renders with :data:`COARSE_SAMPLES` lens points
-    (with ``sigma_start``, a previous fit's σ, the start is already close: no coarse iteration),
-    later ones with enough points that the quadrature error stays below
-    :data:`QUADRATURE_ERROR_FRACTION` of the corner's own position σ (measured by the previous
-    iteration), and a corner stops once its step is below ``tolerance_px`` or
+    (with ``sigma_start``, a previous fit's σ, or ``lens_points_start``, its lens points, the
+    start is already close: no coarse iteration), later ones with enough points that the
+    quadrature error stays below :data:`QUADRATURE_ERROR_FRACTION` of the corner's own position σ
+    (measured once, by the first iteration; re-choosing the point set from a re-measured σ would
+    move the corner for the quadrature's sake, ~0.1σ, and keep it from converging), and a corner
+    stops once its step is below ``tolerance_px`` or
     :data:`STEP_FRACTION_OF_SIGMA` of its σ — the effort follows the image's noise; a corner is
     never reported converged from a coarse iteration.
 
@@ -536,7 +541,7 @@ def refine_rendered(
     K = np.array(corner, dtype=np.float64, copy=True)
     if M == 0:
         z = np.zeros(0)
-        return RenderedFit(K, np.zeros(0, dtype=bool), np.zeros((0, 2)), z, z, z)
+        return RenderedFit(K, np.zeros(0, dtype=bool), np.zeros((0, 2)), z, z, z, z)
     H, W = image.shape
     r = int(np.ceil(float(np.max(radii_px))))
     oy, ox = np.mgrid[-r : r + 1, -r : r + 1]
@@ -561,11 +566,12 @@ def refine_rendered(
     rms = np.full(M, np.inf)
     sigma = np.full(M, np.inf)
     n_pix = np.count_nonzero(w > 0, axis=1)
-    coarse = noise_matched and sigma_start is None
+    coarse = noise_matched and sigma_start is None and lens_points_start is None
     cap = np.full(M, float(COARSE_SAMPLES) if coarse else _NO_CAP)
-    if noise_matched and sigma_start is not None:
-        # Continuing a previous fit: its σ sets the lens points from the start (the same
-        # quadrature as where it stopped, so corners do not move for the quadrature's sake).
+    if noise_matched and lens_points_start is not None:
+        # Continuing a previous fit with its quadrature: corners do not move for its sake.
+        cap = np.array(lens_points_start, dtype=np.float64, copy=True)
+    elif noise_matched and sigma_start is not None:
         cap = _lens_points_for(np.asarray(sigma_start, dtype=np.float64))
     fine = np.full(M, not coarse)
     todo = np.arange(M)
@@ -603,11 +609,11 @@ def refine_rendered(
         tol = np.maximum(tolerance_px, STEP_FRACTION_OF_SIGMA * sigma[t]) if noise_matched else np.full(len(t), tolerance_px)
         moving = np.any(np.abs(d) >= tol[:, None], axis=1)
         if noise_matched:
-            # From now on as many lens points as the corner's own noise calls for.
-            cap[t] = _lens_points_for(sigma[t])
+            # From now on as many lens points as the corner's own noise calls for (set once).
+            cap[t] = np.where(was_fine, cap[t], _lens_points_for(sigma[t]))
             fine[t] = True
         todo = t[(moving | ~was_fine) & good]
         if not len(todo):
             break
     stop = np.maximum(0.01, STEP_FRACTION_OF_SIGMA * sigma) if noise_matched else np.full(M, 0.01)
-    return RenderedFit(K, det_ok & fine & np.all(np.abs(step) < stop[:, None], axis=1), th, contrast, rms, sigma)
+    return RenderedFit(K, det_ok & fine & np.all(np.abs(step) < stop[:, None], axis=1), th, contrast, rms, sigma, cap)

@@ -181,11 +181,14 @@ def detect_frame(
                             dv, weight, mic_sel[r_], usable[sel][r_], chief[r_], angles[r_], fit.render_sign[r_], rho_now[r_],
                             ra_all[sel][r_], rb_all[sel][r_], unblurred_weight=omega.unblurred_weight,
                             iterations=RENDERED_ITERATIONS[min(rnd, 1)],
-                            sigma_start=None if rnd == 0 else position_sigma[r_],
+                            lens_points_start=None if rnd == 0 else lens_points[r_],
                         )
                         new, new_ok = chief.copy(), ok.copy()
-                        angles, position_sigma = angles.copy(), (np.full(len(sel), np.inf) if rnd == 0 else position_sigma.copy())
-                        new[r_], new_ok[r_], angles[r_], position_sigma[r_] = rendered.corner, rendered.ok, rendered.angles, rendered.sigma_px
+                        angles = angles.copy()
+                        if rnd == 0:
+                            position_sigma, lens_points = np.full(len(sel), np.inf), np.zeros(len(sel))
+                        new[r_], new_ok[r_], angles[r_] = rendered.corner, rendered.ok, rendered.angles
+                        position_sigma[r_], lens_points[r_] = rendered.sigma_px, rendered.lens_points
                         new_ok &= np.hypot(*(new - first_order).T) <= REFINE_MAX_MOVE_PX
                         rho_prev = rho_now
                     else:
