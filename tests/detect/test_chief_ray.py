@@ -145,7 +145,7 @@ def test_fitting_the_rendered_corner_recovers_position_and_angles_from_a_poor_st
     start = chief + rng.normal(0, 0.3, chief.shape)
     for noise, rms_max in ((0.0, 0.002), (0.01, 0.02)):
         obs = 0.1 + 0.8 * img + rng.normal(0, noise, shape)
-        K, ok, th, b, rms, _sigma = refine_rendered(obs, white, centres, usable, start, angles + np.radians(3.0), sign, rho, RA, rb)
+        K, ok, th, b, rms, _sigma, _points = refine_rendered(obs, white, centres, usable, start, angles + np.radians(3.0), sign, rho, RA, rb)
         e = np.hypot(*(K - chief).T)
         # The 3° start error on the angles is removed too.
         assert np.abs(np.angle(np.exp(1j * (th[ok] - angles[ok])))).max() < (1e-4 if noise == 0 else 0.02)
