@@ -122,12 +122,19 @@ def classify(
     contrast = np.zeros(M)
     img = np.ascontiguousarray(image, dtype=np.float64)
     cen = np.ascontiguousarray(centres, dtype=np.float64)
+    todo = np.arange(M)
     for j, frac in enumerate(fractions):
-        n_ch, con = circle_crossings_kernel(img, cen, np.ascontiguousarray(frac * radii_px, dtype=np.float64), int(n_samples))
+        n_ch, con = circle_crossings_kernel(img, np.ascontiguousarray(cen[todo]),
+                                            np.ascontiguousarray(frac * radii_px[todo], dtype=np.float64), int(n_samples))
         if j == 0:
             best_n, contrast = n_ch, con
-        take = (chosen < 0) & (n_ch == 4) & (con >= min_contrast)
-        chosen[take] = j
+        take = (n_ch == 4) & (con >= min_contrast)
+        chosen[todo[take]] = j
+        # Smaller circles only where no corner was found yet and the largest saw some contrast:
+        # both lines of a corner inside a smaller circle also cross the largest one.
+        todo = todo[~take & (contrast[todo] >= min_contrast)]
+        if not len(todo):
+            break
     flat = contrast < min_contrast
     is_corner = chosen >= 0
     counts = {
