@@ -655,8 +655,8 @@ def devignette_kernel(raw, white, threshold, bright):  # pragma: no cover - comp
     """raw / white where white ≥ ``threshold`` (else 0), and the weight min(white / bright, 1)
     there (else 0), in one pass over the image (any numeric dtypes)."""
     H, W = raw.shape
-    out = np.zeros((H, W))
-    weight = np.zeros((H, W))
+    out = np.empty((H, W))
+    weight = np.empty((H, W))
     inv_bright = 1.0 / bright
     for y in nb.prange(H):
         for x in range(W):
@@ -664,4 +664,7 @@ def devignette_kernel(raw, white, threshold, bright):  # pragma: no cover - comp
             if w >= threshold and w > 0.0:
                 out[y, x] = float(raw[y, x]) / w
                 weight[y, x] = min(w * inv_bright, 1.0)
+            else:
+                out[y, x] = 0.0
+                weight[y, x] = 0.0
     return out, weight

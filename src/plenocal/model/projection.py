@@ -23,6 +23,9 @@ images show it (see ``docs/detection.md``). ``project_bap(..., pupil_vignetting=
 
 from __future__ import annotations
 
+import math
+
+import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -194,6 +197,43 @@ def disc_intersection_centroid(e: ArrayLike, r1: ArrayLike, r2: ArrayLike) -> Fl
     return out
 
 
+@nb.njit(cache=True, inline="always")
+def _centroid_offset(e, r1, r2):  # pragma: no cover - compiled
+    """:func:`disc_intersection_centroid` of one disc pair (the same formulas)."""
+    if e <= r1 - r2:
+        return e
+    if e >= r1 + r2:
+        return r1
+    if e <= abs(r1 - r2):
+        return 0.0
+    x0 = (e * e + r1 * r1 - r2 * r2) / (2.0 * e)
+    s1 = max(r1 * r1 - x0 * x0, 0.0)
+    A1 = r1 * r1 * math.acos(min(max(x0 / r1, -1.0), 1.0)) - x0 * math.sqrt(s1)
+    h2 = e - x0
+    s2 = max(r2 * r2 - h2 * h2, 0.0)
+    A2 = r2 * r2 * math.acos(min(max(h2 / r2, -1.0), 1.0)) - h2 * math.sqrt(s2)
+    m1 = (2.0 / 3.0) * s1**1.5
+    m2 = e * A2 - (2.0 / 3.0) * s2**1.5
+    return (m1 + m2) / max(A1 + A2, 1e-300)
+
+
+@nb.njit(cache=True)
+def _pupil_shift_kernel(en, gain, rb, ra, iterations, tolerance):  # pragma: no cover - compiled
+    """The fixed point e_o = min(e + gain·g(e_o), R_a + R_b − 1e-6) per element (g the centroid
+    offset of the lens disc ∩ aperture disc), until no element moves by more than ``tolerance``."""
+    n = en.shape[0]
+    eo = en.copy()
+    for _ in range(iterations):
+        moved = 0.0
+        for i in range(n):
+            new = min(en[i] + gain[i] * _centroid_offset(eo[i], rb[i], ra[i]), ra[i] + rb[i] - 1e-6)
+            moved = max(moved, abs(new - eo[i]))
+            eo[i] = new
+        if moved <= tolerance:
+            break
+    return eo
+
+
 MIN_LENS_RADIUS_PX = 0.05
 """Below this micro-lens disc radius R_b = |q_i|/s (unfocused cameras: q_i → 0; upc-s has
 R_b = 0.03 px) the shift is neglected: the aperture holds the whole pupil for every pixel but a
@@ -263,13 +303,9 @@ def pupil_shift_px(
     e = np.asarray(uv, dtype=np.float64) - mic_uv
     en = np.hypot(e[:, 0], e[:, 1])
     gain = lens_radius_gain(rho, rb)
-    eo = en.copy()
-    limit = ra + rb - 1e-6
-    for _ in range(iterations):
-        prev = eo
-        eo = np.minimum(en + gain * disc_intersection_centroid(eo, rb, ra), limit)
-        if np.all(np.abs(eo - prev) <= tolerance_px):
-            break
+    shape = en.shape
+    eo = _pupil_shift_kernel(en, np.ascontiguousarray(np.broadcast_to(gain, shape)), np.ascontiguousarray(np.broadcast_to(rb, shape)),
+                             np.ascontiguousarray(np.broadcast_to(ra, shape)), int(iterations), float(tolerance_px))
     scale = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
     return mic_uv + e * scale[:, None]
 
