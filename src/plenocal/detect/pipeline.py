@@ -33,9 +33,19 @@ USABLE_RADIUS_FRACTION = 0.85
 falls to ~10 % of its peak there; beyond, devignetting amplifies noise)."""
 BORDER_MARGIN_PX = 1.0
 MIN_CONTRAST = 0.1
+"""A corner's black-to-white difference, in units of the white (devignetted image), is at least this."""
 MIN_LINE_ANGLE_RAD = np.radians(20.0)
+"""The two lines of a corner cross at this angle or more (a flatter X is an edge, its corner undefined)."""
 MAX_SIGMA_PX = 8.0
-MAX_RMS = 0.5
+"""The X-junction's fitted edge blur σ is below this (beyond, the micro-image holds no sharp structure)."""
+RESIDUAL_OUTLIER_SIGMAS = 6.0
+"""A corner fit's residual RMS (relative to its contrast, i.e. noise-to-contrast) is an outlier
+beyond the frame's median plus this many robust standard deviations (1.4826·MAD) of it: not one
+X-junction (two corners, an occlusion, a print defect). The frame sets the scale: PRISM's
+30-ray renders sit at 0.23 ± 0.02, plenocal's 96-ray renders at 0.065 ± 0.006; a fixed bound
+(0.5 before) passed junk on clean images (0.38) and would reject good corners on noisy ones."""
+MIN_FITS_FOR_RESIDUAL_STATISTIC = 20
+"""Fewer fits than this in a frame: no residual statistic, no residual rejection."""
 VIRTUAL_DEPTH_ROUNDS = 4
 EXACT_ROUNDS = 2
 """Exact rounds in the final estimate (rendered-corner fits, or inversions of the estimator),
@@ -115,7 +125,9 @@ def detect_frame(
     dist = np.hypot(*(corner - centres[idx]).T)
     ok_conv = fit.converged
     ok_border = dist <= usable[idx] - BORDER_MARGIN_PX
-    ok_photo = (fit.contrast > MIN_CONTRAST) & (fit.angle_between_rad > MIN_LINE_ANGLE_RAD) & (fit.sigma_px < MAX_SIGMA_PX) & (fit.rms < MAX_RMS)
+    shape_ok = corner_shape_ok(fit)
+    rms_bound = residual_outlier_bound(fit.rms[ok_conv & ok_border & shape_ok])
+    ok_photo = shape_ok & (fit.rms <= rms_bound)
     accept = ok_conv & ok_border & ok_photo
     counts = {f"class_{k}": v for k, v in cand.counts.items()}
     counts.update(
@@ -230,8 +242,9 @@ def detect_frame(
     # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
     # there from that start and keep fits that land on the prediction.
     g_sel, g_uv, g_fit, g_lab = _guided(
-        dv, weight, centres, usable, on, types, sel, chief, fit.angles, labels, v_cluster, omega, ra_all, rb_all, vig, layout,
-        blur_offset,
+        dv, weight, centres=centres, usable=usable, on=on, types=types, sel=sel, chief=chief, angles=fit.angles, labels=labels,
+        v_cluster=v_cluster, omega=omega, ra_all=ra_all, rb_all=rb_all, vig=vig, layout=layout, blur_offset=blur_offset,
+        rms_bound=rms_bound,
     )
     counts["guided_added"] = len(g_sel)
     if len(g_sel):
@@ -287,8 +300,32 @@ GUIDED_TOLERANCE_PX = 1.0
 """A guided fit must land within this distance of its prediction."""
 
 
-def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra_all, rb_all, vig, layout, blur_offset):
-    """Candidate corners predicted from each cluster's plenoptic model, fitted and checked."""
+def corner_shape_ok(fit: CornerFit) -> NDArray[np.bool_]:
+    """Fits that look like a corner: contrast, line angle and blur within
+    :data:`MIN_CONTRAST`, :data:`MIN_LINE_ANGLE_RAD`, :data:`MAX_SIGMA_PX`."""
+    return (fit.contrast > MIN_CONTRAST) & (fit.angle_between_rad > MIN_LINE_ANGLE_RAD) & (fit.sigma_px < MAX_SIGMA_PX)
+
+
+def residual_outlier_bound(rms: NDArray[np.float64], *, sigmas: float = RESIDUAL_OUTLIER_SIGMAS) -> float:
+    """The largest residual RMS of a fit that is not an outlier among ``rms`` (one frame's fits):
+    median + ``sigmas``·1.4826·MAD; inf with fewer than :data:`MIN_FITS_FOR_RESIDUAL_STATISTIC`."""
+    r = np.asarray(rms, dtype=np.float64)
+    r = r[np.isfinite(r)]
+    if len(r) < MIN_FITS_FOR_RESIDUAL_STATISTIC:
+        return float("inf")
+    med = float(np.median(r))
+    return med + sigmas * 1.4826 * float(np.median(np.abs(r - med)))
+
+
+def _guided(dv, weight, *, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra_all, rb_all, vig, layout,
+            blur_offset, rms_bound):
+    """Candidate corners predicted from each cluster's plenoptic model, fitted and checked.
+
+    ``dv``, ``weight``: the devignetted image and its weights; per micro-image of the grid:
+    ``centres``, ``usable`` radius, ``on`` (inside the image), ``types``, ``ra_all``/``rb_all``
+    (R_a, R_b), ``blur_offset``; per detected corner: ``sel`` (micro-image), ``chief``,
+    ``angles``, ``labels``; per cluster ``v_cluster``; ``vig`` whether corners are displaced by
+    pupil vignetting; ``rms_bound`` the frame's residual-outlier bound."""
     from plenocal.model.projection import pupil_shift_px
 
     taken = set(sel.tolist())
@@ -338,5 +375,5 @@ def _guided(dv, weight, centres, usable, on, types, sel, chief, angles, labels, 
     corner, fit = locate_corners(dv, weight, centres[idx], usable[idx], pred, ang)
     ok = fit.converged & (np.hypot(*(corner - pred).T) <= GUIDED_TOLERANCE_PX)
     ok &= np.hypot(*(corner - centres[idx]).T) <= usable[idx] - BORDER_MARGIN_PX
-    ok &= (fit.contrast > MIN_CONTRAST) & (fit.angle_between_rad > MIN_LINE_ANGLE_RAD) & (fit.sigma_px < MAX_SIGMA_PX) & (fit.rms < MAX_RMS)
+    ok &= corner_shape_ok(fit) & (fit.rms <= rms_bound)
     return idx[ok], corner[ok], fit.select(ok), lab[ok]
