@@ -174,10 +174,11 @@ def validate_clusters(
         bad = on & ~(res <= tolerance_px)
         n_good = n - np.bincount(labels[bad], minlength=len(a))
         dead = (n < 2) | (n_good < 2)  # clusters without two observations on their model
-        drop_cluster = on & dead[np.clip(labels, 0, None)]
+        drop_cluster = np.zeros(len(labels), dtype=bool)
+        drop_cluster[on] = dead[labels[on]]
         drop_obs = bad & ~drop_cluster
         dropped_obs += int(drop_obs.sum())
-        changed = bool(np.any(drop_obs) or np.any(drop_cluster & (n[np.clip(labels, 0, None)] >= 2)))
+        changed = bool(np.any(drop_obs) or np.any(n[labels[drop_cluster]] >= 2))
         labels[drop_cluster | drop_obs] = -1
         if not changed:
             break
@@ -185,8 +186,8 @@ def validate_clusters(
     a, _, _ = plenoptic_point_fits(uv, mic_uv, labels)
     one_minus = 1.0 - a / lambda_
     unphysical = np.isfinite(a) & ((np.abs(one_minus) < 1e-9) | (np.abs(one_minus) >= 1.0))
-    on = labels >= 0
-    labels[on & unphysical[np.clip(labels, 0, None)]] = -1
+    on = np.flatnonzero(labels >= 0)
+    labels[on[unphysical[labels[on]]]] = -1
     return labels, {"observations_off_model": dropped_obs, "clusters_unphysical": int(unphysical.sum())}
 
 
