@@ -436,10 +436,16 @@ def _term_weights(opt: CalibrationOptions, sigma: dict[str, float]) -> dict[str,
     return None if opt.weighting == "noise" else {k: 1.0 for k in sigma}
 
 
-def _weights(opt: CalibrationOptions, sigma: dict[str, float]) -> dict[str, Any]:
+def _weights(opt: CalibrationOptions, sigma: dict[str, float], *, warm_start: bool = False) -> dict[str, Any]:
     """The solver's term weights and prior terms (w_p = w_uv·σ_uv²/σ_p², module priors) for one
-    stage's noise levels."""
-    tw = _term_weights(opt, sigma)
+    stage's noise levels.
+
+    ``warm_start``: noise weights whatever ``opt.weighting``. The first stage starts from the
+    initial poses, where the (u, v) residuals can be tens of pixels; unweighted, they swamp the
+    centres' and ρ's terms and the solve can run down the degenerate F → 0 direction (synthetic
+    R12-A, 3 of 40 perturbed starts). Weighted by their noise, the centres keep the geometry; the
+    later stages then minimise the chosen Θ from there."""
+    tw = None if warm_start else _term_weights(opt, sigma)
     if not opt.priors:
         return {"term_weights": tw, "priors": None}
     w_uv = 1.0 / sigma["uv"] ** 2 if tw is None else tw["uv"]
@@ -609,7 +615,7 @@ def _calibrate(
             sig = _term_sigma(res, r, active, robust=True)
             x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
                                            ftol=1e-6 if rnd < n_rounds - 1 else 1e-10, mu0=mu,
-                                           **_weights(opt, sig))
+                                           **_weights(opt, sig, warm_start=rnd == 0))
             mu = rep_r.damping
             stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig}
         # Gross errors come in groups (a mislinked cluster, a frame that does not fit): reject
@@ -660,9 +666,17 @@ def _calibrate(
                     "frames": len(groups.frames), "in_groups": len(group_rejected)}
     timings["robust"] = time.perf_counter() - t0
 
-    # 5. Final plain least squares on the kept observations.
+    # 5. Final plain least squares on the kept observations (from a noise-weighted warm start when
+    # no robust stage ran: see _weights).
     t0 = time.perf_counter()
     rep = None
+    if opt.loss != "huber" and opt.weighting == "none":
+        r = res.residuals(x)
+        sig = _term_sigma(res, r, active, robust=False)
+        x, rep_w = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=1e-6, mu0=mu,
+                                       **_weights(opt, sig, warm_start=True))
+        mu = rep_w.damping
+        stages["warm_start"] = rep_w.to_dict() | {"sigma": sig}
     for _ in range(3):
         r = res.residuals(x)
         sig = _term_sigma(res, r, active, robust=False)
