@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -115,12 +116,15 @@ def run(args: argparse.Namespace) -> int:
     per_frame: list[dict[str, Any]] = []
     t_all = time.perf_counter()
     overlays: list[tuple[int, np.ndarray, BapFeatures]] = []
-    with Progress(transient=True) as progress:
+    with Progress(transient=True) as progress, ThreadPoolExecutor(max_workers=1) as reader:
         task = progress.add_task("detecting", total=len(frames))
-        for entry in frames:
-            assert entry.frame is not None
+        # The next image is read (PNG decoding releases the GIL) while this one is detected.
+        pending = reader.submit(dataset.read_image, frames[0]) if frames else None
+        for i, entry in enumerate(frames):
+            assert entry.frame is not None and pending is not None
             t0 = time.perf_counter()
-            image = dataset.read_image(entry)
+            image = pending.result()
+            pending = reader.submit(dataset.read_image, frames[i + 1]) if i + 1 < len(frames) else None
             det = detect_frame(
                 image, white, grid=camera.grid, omega=omega, layout=camera.mla.types, frame=entry.frame,
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator,
