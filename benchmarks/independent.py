@@ -26,7 +26,9 @@ default settings, then every output compared with the truth:
 
 The real R12-A observations (BAP features and centres the reference detected in real images; no
 truth): calibrated with every model (one/two pitches × ρ form) and weighting, default loss and
-``--loss linear``: F, D, d, f_i with both σ, the unweighted cost, convergence.
+``--loss linear``: F, D, d, f_i with both σ, the unweighted cost, convergence; and the
+reference's own camera and poses under the legacy model, not optimised (``forward_model_legacy``:
+the paper's R12-A RMSEs).
 """
 
 from __future__ import annotations
@@ -322,6 +324,27 @@ MODELS = (
 )
 
 
+def forward_model(dataset: Path) -> dict[str, Any]:
+    """The reference's own camera and poses (intrinsics.js, poses.js as imported, legacy model:
+    one pitch, one d) on its observations, no optimisation: the RMSEs the paper reports for R12-A
+    (uv 0.9693, ρ 0.0824, MIC 0.2944 px)."""
+    from plenocal.calib.calibrate import _rmse
+    from plenocal.calib.parameters import ParameterLayout
+    from plenocal.calib.residuals import Residuals
+    from plenocal.io import read_camera_file, read_dataset, read_observations
+    from plenocal.io.poses import read_poses
+
+    cam = read_camera_file(dataset / "camera.json").camera
+    poses = read_poses(dataset / "poses.json")
+    obs = read_observations(dataset / "observations.npz")
+    bap = obs.bap.select(np.isin(obs.bap.frame, list(poses)) & (obs.bap.node >= 0))
+    lay = ParameterLayout(cam, tuple(sorted(poses)), two_pitches=False)
+    res = Residuals(lay, bap, obs.mic, read_dataset(dataset).manifest.target)
+    r = res.residuals(lay.pack(cam, poses))
+    rmse, _ = _rmse(res, r, np.ones_like(r))
+    return {"rho_form": cam.rho_form.value, "rmse": rmse, "paper": {"uv_px": 0.9693, "rho_px": 0.0824, "mic_px": 0.2944}}
+
+
 def run_real(obs_dir: Path, cfg_dir: Path, work: Path) -> dict[str, Any]:
     shutil.rmtree(work, ignore_errors=True)
     src = work / "src"
@@ -332,7 +355,7 @@ def run_real(obs_dir: Path, cfg_dir: Path, work: Path) -> dict[str, Any]:
     code, text, _ = sh(["import-libpleno", str(src), "-o", str(work / "dataset")])
     if code:
         return {"error": f"import-libpleno: {text}"}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"forward_model_legacy": forward_model(work / "dataset")}
     for name, model in MODELS:
         for weighting in ("noise", "none"):
             for loss in ("huber", "linear"):
