@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,7 +48,7 @@ from plenocal.calib.parameters import ParameterLayout, derived_values
 from plenocal.calib.priors import Prior, PriorTerms, check_priors, quantity
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import Residuals
-from plenocal.calib.robust import GroupRejection, reject_groups
+from plenocal.calib.robust import GroupRejection, reject_groups, robust_sigma
 from plenocal.calib.solver import SolverReport, covariance, levenberg_marquardt
 from plenocal.errors import DataError
 from plenocal.model.camera import MicroLensArray, PlenopticCamera, RhoForm
@@ -405,13 +405,6 @@ def as_pinhole(camera: PlenopticCamera) -> PlenopticCamera:
             translation_mm=mla.translation_mm, focal_lengths_mm=(), types=TypeLayout(0),
         )
     )
-
-
-def robust_sigma(values: FloatArray) -> float:
-    """1.4826 × median absolute deviation from the median (σ of the inliers of a Gaussian)."""
-    if values.size == 0:
-        return float("nan")
-    return float(1.4826 * np.median(np.abs(values - np.median(values))))
 
 
 def _term_sigma(res: Residuals, r: FloatArray, active: FloatArray, *, robust: bool) -> dict[str, float]:

@@ -250,3 +250,10 @@ __all__ = [
     "reject_groups",
     "test_groups",
 ]
+
+
+def robust_sigma(values: NDArray[np.float64]) -> float:
+    """1.4826 × median absolute deviation from the median (σ of the inliers of a Gaussian)."""
+    if values.size == 0:
+        return float("nan")
+    return float(1.4826 * np.median(np.abs(values - np.median(values))))

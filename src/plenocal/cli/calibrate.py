@@ -47,8 +47,8 @@ from plenocal.calib.calibrate import (
     calibrate,
 )
 from plenocal.calib.parameters import ParameterLayout
-from plenocal.calib.priors import Prior, check_priors
 from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, result_problems
+from plenocal.calib.priors import Prior, check_priors
 from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder

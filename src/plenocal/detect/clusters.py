@@ -168,7 +168,7 @@ def validate_clusters(
     labels = labels.copy()
     dropped_obs = 0
     for _ in range(rounds):
-        a, K, res = plenoptic_point_fits(uv, mic_uv, labels)
+        a, _K, res = plenoptic_point_fits(uv, mic_uv, labels)
         on = labels >= 0
         n = np.bincount(labels[on], minlength=len(a))
         bad = on & ~(res <= tolerance_px)

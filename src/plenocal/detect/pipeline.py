@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from plenocal.calib.robust import robust_sigma
 from plenocal.detect.clusters import (
     blur_radii_px,
     cluster_observations,
@@ -178,7 +179,8 @@ def detect_frame(
                 labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
                 ok = np.zeros(len(sel), dtype=bool)
                 angles = fit.angles
-                position_sigma = None
+                position_sigma = np.full(len(sel), np.inf)  # per corner, from the last rendered fit
+                lens_points = np.zeros(len(sel))  # per corner, the lens points it was rendered with
                 first_order = chief
                 rho_prev = None
                 for rnd in range(EXACT_ROUNDS):
@@ -197,8 +199,6 @@ def detect_frame(
                         )
                         new, new_ok = chief.copy(), ok.copy()
                         angles = angles.copy()
-                        if rnd == 0:
-                            position_sigma, lens_points = np.full(len(sel), np.inf), np.zeros(len(sel))
                         new[r_], new_ok[r_], angles[r_] = rendered.corner, rendered.ok, rendered.angles
                         position_sigma[r_], lens_points[r_] = rendered.sigma_px, rendered.lens_points
                         new_ok &= np.hypot(*(new - first_order).T) <= REFINE_MAX_MOVE_PX
@@ -313,8 +313,7 @@ def residual_outlier_bound(rms: NDArray[np.float64], *, sigmas: float = RESIDUAL
     r = r[np.isfinite(r)]
     if len(r) < MIN_FITS_FOR_RESIDUAL_STATISTIC:
         return float("inf")
-    med = float(np.median(r))
-    return med + sigmas * 1.4826 * float(np.median(np.abs(r - med)))
+    return float(np.median(r)) + sigmas * robust_sigma(r)
 
 
 def _guided(dv, weight, *, centres, usable, on, types, sel, chief, angles, labels, v_cluster, omega, ra_all, rb_all, vig, layout,
