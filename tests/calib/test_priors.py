@@ -103,7 +103,7 @@ def test_prior_conflict_is_flagged(r12a_camera, r12a_board, r12a_synthetic, r12a
     warnings = [w for w in res.uncertainty_warnings() if w.startswith("prior F_mm=")]
     assert len(warnings) == 1 and "disagree" in warnings[0]
     (summary,) = res.report()["priors"]
-    assert abs(summary["offset_in_prior_sigma"]) > 3
+    assert abs(summary["offset_in_prior_sigma"]) > 3 and summary["conflicts_with_data"] is True
 
 
 def test_focus_distance_prior(r12a_camera, r12a_board, r12a_synthetic, r12a_calibration):

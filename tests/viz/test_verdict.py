@@ -181,9 +181,10 @@ def test_calibration_findings_report_priors():
     from plenocal.viz.verdict import calibration_findings
 
     doc = {"converged": True, "priors": [
-        {"name": "F_mm", "mean": 50.0, "std": 2.0, "value": 50.4123, "value_std": 0.21, "offset_in_prior_sigma": 0.2},
+        {"name": "F_mm", "mean": 50.0, "std": 2.0, "value": 50.4123, "value_std": 0.21, "offset_in_prior_sigma": 0.2,
+         "conflicts_with_data": False},
         {"name": "focus_distance_mm", "mean": 1000.0, "std": 10.0, "value": 1100.0, "value_std": 3.0,
-         "offset_in_prior_sigma": 10.0},
+         "offset_in_prior_sigma": 10.0, "conflicts_with_data": True},
     ]}
     found, _ = calibration_findings(doc)
     (f_info,) = [f for f in found if "F_mm" in f.text]

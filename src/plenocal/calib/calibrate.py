@@ -300,15 +300,16 @@ class CalibrationResult:
             along = f"; it moves together with {', '.join(partners)}" if partners else ""
             out.append(f"{n} is not determined by these data: ±{p.std_max:.3g} ({100 * rel:.1f} %){along}")
         for q in self.prior_summary():
-            off = float(q["offset_in_prior_sigma"])  # type: ignore[arg-type]
-            if abs(off) > PRIOR_CONFLICT_SIGMA:
+            if q["conflicts_with_data"]:
+                off = float(q["offset_in_prior_sigma"])  # type: ignore[arg-type]
                 out.append(f"prior {q['name']}={q['mean']:g}±{q['std']:g}: the calibration puts it at {q['value']:.4g}, "
                            f"{off:+.1f} σ of the prior — the data disagree with it (check the prior, or the model)")
         return out
 
     def prior_summary(self) -> list[dict[str, object]]:
         """Each prior used: its mean and σ, the calibrated value with its σ (Jacobian, and frame
-        resampling for the intrinsics), and how far the value sits from the prior in the prior's σ."""
+        resampling for the intrinsics), how far the value sits from the prior in the prior's σ, and
+        whether that is beyond :data:`PRIOR_CONFLICT_SIGMA` (the report's verdict reads this flag)."""
         out: list[dict[str, object]] = []
         names = self.layout.intrinsic_names
         fr = self.frame_resampling
@@ -321,7 +322,8 @@ class CalibrationResult:
             elif fr is not None:
                 std_frames = fr.derived_std.get(p.name)
             out.append(p.to_dict() | {"value": float(val), "value_std": std, "value_std_frames": std_frames,
-                                      "offset_in_prior_sigma": float((val - p.mean) / p.std)})
+                                      "offset_in_prior_sigma": float((val - p.mean) / p.std),
+                                      "conflicts_with_data": bool(abs(val - p.mean) > PRIOR_CONFLICT_SIGMA * p.std)})
         return out
 
     def correlation(self) -> tuple[tuple[str, ...], FloatArray]:

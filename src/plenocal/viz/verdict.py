@@ -80,10 +80,6 @@ STAGES = ("report", "pre-calibration", "detection", "calibration", "evaluation")
 
 
 # --- numbers ----------------------------------------------------------------------------------
-PRIOR_CONFLICT_SIGMA = 3.0
-"""A calibrated quantity further than this many of its prior's σ from the prior's mean (warning)."""
-
-
 def _finite(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -427,7 +423,7 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
         if not isinstance(q, dict):
             continue
         off = _number(q.get("offset_in_prior_sigma"))
-        level = "warning" if off is not None and abs(off) > PRIOR_CONFLICT_SIGMA else "info"
+        level = "warning" if q.get("conflicts_with_data") else "info"  # calibration's rule (calib.calibrate)
         value, sigma = round_to_sigma(float(q.get("value", float("nan"))), _number(q.get("value_std")))
         where = f"{off:+.1f} σ of the prior" if off is not None else "undefined"
         out.append(Finding(st, level, f"prior {q.get('name')} = {q.get('mean'):g} ± {q.get('std'):g} used: calibrated "
