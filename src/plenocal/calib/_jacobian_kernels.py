@@ -36,6 +36,15 @@ def _dot3(a0, a1, a2, b0, b1, b2):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, inline="always")
+def _lens_centre(R, t_m, pitch, ax, ay):  # pragma: no cover - compiled
+    """Camera-frame centre of the micro-lens at lattice coordinates (ax, ay): t_m + R·(p0·ax, p1·ay, 0)."""
+    lx = pitch[0] * ax
+    ly = pitch[1] * ay
+    return (t_m[0] + R[0, 0] * lx + R[0, 1] * ly, t_m[1] + R[1, 0] * lx + R[1, 1] * ly,
+            t_m[2] + R[2, 0] * lx + R[2, 1] * ly)
+
+
+@nb.njit(cache=True, inline="always")
 def _centre_directions(cd, R, dR, pitch, ax, ay):  # pragma: no cover - compiled
     """∂C/∂θx, ∂C/∂θy, ∂C/∂θz, ∂C/∂p0, ∂C/∂p1 of a lens at offsets (ax, ay) into ``cd`` (5, 3):
     C = t_m + R_m·(p0·a_x, p1·a_y, 0)."""
@@ -122,11 +131,7 @@ def bap_jacobian_kernel(points, point_d, point_of_row, frame_index, ax, ay, type
     for i in range(start, stop):
         p = point_of_row[i]
         Px, Py, Pz = points[p, 0], points[p, 1], points[p, 2]
-        lx = pitch[0] * ax[i]
-        ly = pitch[1] * ay[i]
-        Cx = t_m[0] + R[0, 0] * lx + R[0, 1] * ly
-        Cy = t_m[1] + R[1, 0] * lx + R[1, 1] * ly
-        Cz = t_m[2] + R[2, 0] * lx + R[2, 1] * ly
+        Cx, Cy, Cz = _lens_centre(R, t_m, pitch, ax[i], ay[i])
         _centre_directions(cd, R, dR, pitch, ax[i], ay[i])
         inv_dz = 1.0 / (Pz - Cz)
         t = (zs - Cz) * inv_dz
@@ -206,11 +211,7 @@ def mic_jacobian_kernel(ax, ay, R, dR, t_m, pitch, S, s, n_types, kind_a, kind_b
     cd = np.zeros((5, 3))
     dn = np.zeros((3, 3))
     for i in range(start, stop):
-        lx = pitch[0] * ax[i]
-        ly = pitch[1] * ay[i]
-        Cx = t_m[0] + R[0, 0] * lx + R[0, 1] * ly
-        Cy = t_m[1] + R[1, 0] * lx + R[1, 1] * ly
-        Cz = t_m[2] + R[2, 0] * lx + R[2, 1] * ly
+        Cx, Cy, Cz = _lens_centre(R, t_m, pitch, ax[i], ay[i])
         _centre_directions(cd, R, dR, pitch, ax[i], ay[i])
         inv = 1.0 / (Cz * s)
         for term in range(2):
