@@ -63,25 +63,26 @@ from plenocal.sim.groundtruth import micro_image_radii_px
 
 def prism(set_dir: Path, precalibration: Path | None, repeats: int, work: Path) -> dict:
     """Detection time per frame and accuracy on a PRISM validation set (see the module docstring)."""
-    import subprocess
-
-    from independent import truth_of
+    from independent import sh, truth_of
 
     from plenocal.model.camera import RhoForm
     from plenocal.model.projection import project_bap
 
+    def cli(*args: str) -> None:
+        code, text, _ = sh(list(args))
+        if code:
+            raise SystemExit(f"bench_detect: plenocal {args[0]} failed: {text.splitlines()[-1] if text else code}")
+
     ds_dir = work / "dataset"
     if not (ds_dir / "manifest.json").is_file():
         work.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "plenocal", "import-libpleno", str(set_dir / "libpleno-src-calib"),
-                        "--role", "translation", str(set_dir / "libpleno-src-trans"), "--step-mm",
-                        str(json.loads((set_dir / "truth.json").read_text())["translation"]["step_mm"]),
-                        "-o", str(ds_dir)], check=True, capture_output=True)
+        step = json.loads((set_dir / "truth.json").read_text())["translation"]["step_mm"]
+        cli("import-libpleno", str(set_dir / "libpleno-src-calib"), "--role", "translation",
+            str(set_dir / "libpleno-src-trans"), "--step-mm", str(step), "-o", str(ds_dir))
     if precalibration is None:
         precalibration = work / "precalibration"
         if not (precalibration / "camera.json").is_file():
-            subprocess.run([sys.executable, "-m", "plenocal", "precalibrate", str(ds_dir), "-o", str(precalibration)],
-                           check=True, capture_output=True)
+            cli("precalibrate", str(ds_dir), "-o", str(precalibration))
     ds = read_dataset(ds_dir)
     cf = read_camera_file(precalibration / "camera.json")
     white = ds.read_image(ds.manifest.with_role(ImageRole.DEVIGNETTING)[0])
@@ -127,7 +128,7 @@ def prism(set_dir: Path, precalibration: Path | None, repeats: int, work: Path) 
         "seconds_per_frame_median": statistics.median(secs),
         "seconds_per_frame_max": max(secs),
         "features": int(sum(f["features"] for f in per_frame)),
-        "matched_within_1px": int(len(uv)),
+        "matched_within_1px": len(uv),
         "uv_rms_vs_truth_px": float(np.sqrt(np.mean(uv**2))),
         "rho_rms_vs_truth_px": float(np.sqrt(np.mean(rho**2))),
         "rho_mean_error_px": float(np.mean(rho)),
