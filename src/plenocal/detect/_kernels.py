@@ -367,18 +367,19 @@ def _edge(t, dk):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, inline="always", fastmath=True)
-def _lens_sample(zx, zy, x, y, ex, ey, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, scale):  # pragma: no cover
+def _lens_sample(wzx, wzy, pa1, pa2, pb1, pb2, ex, ey, qa1, qa2, qb1, qb2, ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, scale):  # pragma: no cover
     """The contribution of lens point z (unit disc) to :func:`_render_pixel`, times ``scale``:
-    returns (scale·(m·f + cov·h), scale·m) and adds scale × its derivatives into ``g``."""
-    wx = ex - rbi * zx
-    wy = ey - rbi * zy
+    returns (scale·(m·f + cov·h), scale·m) and adds scale × its derivatives into ``g``.
+    (wzx, wzy) = R_b·z; pa_i = ρ·(c_i, n_i)·z and pb_i = ρ·(−n_i, c_i)·z (:func:`_sample_table`);
+    qa_i, qb_i the same projections of the pixel's offset from the corner."""
+    wx = ex - wzx
+    wy = ey - wzy
     r2 = wx * wx + wy * wy
     if r2 > lim * lim:
         return 0.0, 0.0
-    px = x + rho_i * zx - kx
-    py = y + rho_i * zy - ky
-    a1 = c1 * px + n1 * py
-    a2 = c2 * px + n2 * py
+    # a_i = (c_i, n_i)·(x + ρz − K): the signed distance of the sharp point to line i.
+    a1 = qa1 + pa1
+    a2 = qa2 + pa2
     e1, d1 = _edge(a1 * k, dk)  # erf and de/da of line 1
     e2, d2 = _edge(a2 * k, dk)
     f = e1 * e2
@@ -398,15 +399,18 @@ def _lens_sample(zx, zy, x, y, ex, ey, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, s
         nx = wx / max(rr, 1e-12)
         ny = wy / max(rr, 1e-12)
     acc = m * f
+    if d1 == 0.0 and d2 == 0.0:
+        # Both edges saturated: the corner is flat at this sample, no slope and no covariance term.
+        return scale * acc, scale * m
     if cov != 0.0:
         p1 = nx * c1 + ny * n1
         p2 = nx * c2 + ny * n2
         h = d1 * e2 * p1 + e1 * d2 * p2  # n·∇_y f
         acc += cov * h
     if grad:
-        # a_i = c_i·(x − K) + n_i·(y − K): ∂a/∂K = −(c_i, n_i); ∂a_i/∂θ_i = b_i = −n_i·px + c_i·py.
-        b1 = -n1 * px + c1 * py
-        b2 = -n2 * px + c2 * py
+        # ∂a/∂K = −(c_i, n_i); ∂a_i/∂θ_i = b_i = (−n_i, c_i)·(x + ρz − K).
+        b1 = qb1 + pb1
+        b2 = qb2 + pb2
         g[0] -= scale * m * (d1 * c1 * e2 + e1 * d2 * c2)
         g[1] -= scale * m * (d1 * n1 * e2 + e1 * d2 * n2)
         g[2] += scale * m * d1 * b1 * e2
@@ -423,8 +427,24 @@ def _lens_sample(zx, zy, x, y, ex, ey, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, s
     return scale * acc, scale * m
 
 
+@nb.njit(cache=True, inline="always")
+def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab):  # pragma: no cover - compiled
+    """Per lens point z of pts[s0:s1] the corner-independent-of-pixel terms of :func:`_lens_sample`:
+    R_b·z, ρ·(c_i, n_i)·z and ρ·(−n_i, c_i)·z (into ``tab``, one row per point)."""
+    for s in range(s0, s1):
+        zx = pts[s, 0]
+        zy = pts[s, 1]
+        j = s - s0
+        tab[j, 0] = rbi * zx
+        tab[j, 1] = rbi * zy
+        tab[j, 2] = rho_i * (c1 * zx + n1 * zy)
+        tab[j, 3] = rho_i * (c2 * zx + n2 * zy)
+        tab[j, 4] = rho_i * (-n1 * zx + c1 * zy)
+        tab[j, 5] = rho_i * (-n2 * zx + c2 * zy)
+
+
 @nb.njit(cache=True, inline="always", fastmath=True)
-def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, grad, g, unblurred):  # pragma: no cover
+def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, n_pts, tab, grad, g, unblurred):  # pragma: no cover
     """Σ_z over lens samples of the pixel-integrated devignetted corner at pixel (x, y), and its
     derivatives when ``grad`` (into ``g``: ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 of the returned mean).
 
@@ -450,6 +470,8 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, s
     qa2 = c2 * (x - kx) + n2 * (y - ky)
     if abs(qa1) > reach and abs(qa2) > reach:
         return (1.0 if qa1 * qa2 > 0 else -1.0), 1.0
+    qb1 = -n1 * (x - kx) + c1 * (y - ky)
+    qb2 = -n2 * (x - kx) + c2 * (y - ky)
     ex = x - mx
     ey = y - my
     lim = ra + _SMOOTH_HALF * sigma
@@ -457,14 +479,14 @@ def _render_pixel(x, y, mx, my, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2, reach, s
     acc = 0.0
     wsum = 0.0
     blurred = 1.0 - unblurred
-    for s in range(s0, s1):
-        a, w = _lens_sample(pts[s, 0], pts[s, 1], x, y, ex, ey, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2,
-                            sigma, k, dk, lim, inner, grad, g, blurred)
+    for j in range(n_pts):
+        a, w = _lens_sample(tab[j, 0], tab[j, 1], tab[j, 2], tab[j, 3], tab[j, 4], tab[j, 5], ex, ey, qa1, qa2, qb1, qb2,
+                            ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, blurred)
         acc += a
         wsum += w
     if unblurred > 0.0:
-        a, w = _lens_sample(0.0, 0.0, x, y, ex, ey, rbi, ra, rho_i, kx, ky, c1, n1, c2, n2,
-                            sigma, k, dk, lim, inner, grad, g, unblurred * (s1 - s0))
+        a, w = _lens_sample(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, ex, ey, qa1, qa2, qb1, qb2,
+                            ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, unblurred * n_pts)
         acc += a
         wsum += w
     return acc, wsum
@@ -505,6 +527,8 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     for i in nb.prange(M):
         s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap)
         g = np.empty(4)
+        tab = np.empty((s1 - s0, 6))
+        _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab)
         r = radius[i]
         for y in range(max(y0, 0), min(y1 + 1, H)):
             for x in range(max(x0, 0), min(x1 + 1, W)):
@@ -512,8 +536,8 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
                 ey = y - mic[i, 1]
                 if ex * ex + ey * ey > r * r:
                     continue
-                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra[i], rho[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, False, g, unblurred)
+                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], ra[i], corner[i, 0], corner[i, 1],
+                                          c1, n1, c2, n2, reach, sigma, k, dk, s1 - s0, tab, False, g, unblurred)
                 out[y, x] = 0.5 + 0.5 * sign[i] * acc / wsum if wsum > 1e-9 else 0.0
 
 
@@ -531,6 +555,8 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
     for i in nb.prange(M):
         s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap)
         g = np.empty(4)
+        tab = np.empty((s1 - s0, 6))
+        _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab)
         r = radius[i]
         half = 0.5 * sign[i]
         y0 = max(y0, origin[i, 1] - half_size)
@@ -544,8 +570,8 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
                 if ex * ex + ey * ey > r * r:
                     continue
                 o = (y - origin[i, 1] + half_size) * side + (x - origin[i, 0] + half_size)
-                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], rb[i], ra[i], rho[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, reach, sigma, k, dk, s0, s1, pts, True, g, unblurred)
+                acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], ra[i], corner[i, 0], corner[i, 1],
+                                          c1, n1, c2, n2, reach, sigma, k, dk, s1 - s0, tab, True, g, unblurred)
                 if wsum > 1e-9:
                     inv = half / wsum
                     out[0, i, o] = 0.5 + acc * inv
@@ -573,12 +599,16 @@ def circle_crossings_kernel(image, centres, radii, n_samples):  # pragma: no cov
     hi_i = int(math.floor(hi_pos))
     lo_f = lo_pos - lo_i
     hi_f = hi_pos - hi_i
+    cos_phi = np.empty(n_samples)
+    sin_phi = np.empty(n_samples)
+    for j in range(n_samples):
+        cos_phi[j] = math.cos(j * step)
+        sin_phi[j] = math.sin(j * step)
     for i in nb.prange(M):
         vals = np.empty(n_samples)
         for j in range(n_samples):
-            phi = j * step
-            u = min(max(centres[i, 0] + radii[i] * math.cos(phi), 0.0), W - 1.000001)
-            v = min(max(centres[i, 1] + radii[i] * math.sin(phi), 0.0), H - 1.000001)
+            u = min(max(centres[i, 0] + radii[i] * cos_phi[j], 0.0), W - 1.000001)
+            v = min(max(centres[i, 1] + radii[i] * sin_phi[j], 0.0), H - 1.000001)
             u0 = int(math.floor(u))
             v0 = int(math.floor(v))
             fu = u - u0
@@ -668,3 +698,30 @@ def devignette_kernel(raw, white, threshold, bright):  # pragma: no cover - comp
                 out[y, x] = 0.0
                 weight[y, x] = 0.0
     return out, weight
+
+
+
+@nb.njit(cache=True)
+def pair_virtual_depth_medians(uv, mic, order, starts, counts, lambda_, min_baseline):  # pragma: no cover - compiled
+    """Per cluster g (observations ``order[starts[g] : starts[g] + counts[g]]``): the upper median
+    (element n // 2 of the sorted estimates, by partition) of υ = b / (b − d) over its pairs of observations
+    whose baseline b = λ·|c_i − c_j| (``mic``) exceeds ``min_baseline``, d = |uv_i − uv_j| the
+    disparity (eq:virtdepth); NaN without such a pair. NaNs sort last, as in numpy."""
+    out = np.full(starts.shape[0], np.nan)
+    for g in range(starts.shape[0]):
+        n = counts[g]
+        s = starts[g]
+        buf = np.empty(n * (n - 1) // 2)
+        m = 0
+        for a in range(n):
+            ia = order[s + a]
+            for b in range(a + 1, n):
+                ib = order[s + b]
+                base = lambda_ * math.hypot(mic[ia, 0] - mic[ib, 0], mic[ia, 1] - mic[ib, 1])
+                if base > min_baseline:
+                    disp = math.hypot(uv[ia, 0] - uv[ib, 0], uv[ia, 1] - uv[ib, 1])
+                    buf[m] = base / (base - disp)
+                    m += 1
+        if m:
+            out[g] = np.partition(buf[:m], m // 2)[m // 2]
+    return out
