@@ -39,3 +39,30 @@ def test_batched_fits_match_one_cluster_fits_and_reject_an_outlier():
     uv[3] += 5.0  # one observation 5 px off its cluster's model
     out, counts = validate_clusters(uv, mic, labels, lambda_=0.99)
     assert out[3] == -1 and counts["observations_off_model"] == 1 and np.all(out[np.arange(40) != 3] == labels[np.arange(40) != 3])
+
+
+def _pairwise_upper_median(uv, mic, members, lam, min_baseline):
+    """eq:virtdepth over every pair of a cluster, the long way (numpy, no kernel)."""
+    i, j = np.triu_indices(len(members), 1)
+    a, b = members[i], members[j]
+    base = lam * np.hypot(*(mic[a] - mic[b]).T)
+    v = (base / (base - np.hypot(*(uv[a] - uv[b]).T)))[base > min_baseline]
+    return np.sort(v)[len(v) // 2] if len(v) else np.nan
+
+
+def test_virtual_depth_is_the_upper_median_of_the_pairs_of_each_cluster():
+    rng = np.random.default_rng(2)
+    parts = [_cluster(rng, n, v, rng.uniform(0, 500, 2), noise=0.3) for n, v in ((12, -3.0), (7, 5.0), (2, 4.0), (30, -9.0))]
+    uv = np.concatenate([p[0] for p in parts])
+    mic = np.concatenate([p[1] for p in parts])
+    labels = np.repeat(np.arange(4), [12, 7, 2, 30])
+    labels[[5, 40]] = -1
+    uv[20] = np.nan  # a failed position: its pairs give NaN, which sorts last
+    order = rng.permutation(len(labels))  # clusters need not be contiguous
+    uv, mic, labels = uv[order], mic[order], labels[order]
+    v_obs, v_cluster = virtual_depths(uv, mic, labels, micro_image_pitch_px=23.0, lambda_=0.99)
+    expect = [_pairwise_upper_median(uv, mic, np.flatnonzero(labels == c), 0.99, 11.5) for c in range(4)]
+    np.testing.assert_array_equal(v_cluster, expect)
+    assert v_cluster[0] == pytest.approx(-3.0, rel=0.05) and v_cluster[3] == pytest.approx(-9.0, rel=0.05)
+    np.testing.assert_array_equal(v_obs[labels >= 0], v_cluster[labels[labels >= 0]])
+    assert np.all(np.isnan(v_obs[labels < 0]))

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.cluster import DBSCAN
 
+from plenocal.detect._kernels import pair_virtual_depth_medians
 from plenocal.model.white import InternalParameters
 
 FloatArray = NDArray[np.float64]
@@ -86,41 +87,16 @@ def virtual_depths(
     v_cluster : (K,) per cluster.
     """
     K = int(labels.max()) + 1 if len(labels) and labels.max() >= 0 else 0
-    v_cluster = np.full(K, np.nan)
-    i, j = _pairs_within(labels)
-    if len(i):
-        baseline = lambda_ * np.hypot(*(mic_uv[i] - mic_uv[j]).T)  # η·Δ_C in px units of Δc
-        disparity = np.hypot(*(uv[i] - uv[j]).T)
-        ok = baseline > 0.5 * micro_image_pitch_px
-        group = labels[i][ok]
-        v = baseline[ok] / (baseline[ok] - disparity[ok])
-        # The (upper) median of each cluster's pair estimates.
-        order = np.lexsort((v, group))
-        group, v = group[order], v[order]
-        counts = np.bincount(group, minlength=K)
-        starts = np.cumsum(counts) - counts
-        has = counts > 0
-        v_cluster[has] = v[starts[has] + counts[has] // 2]
+    idx = np.flatnonzero(labels >= 0)
+    idx = idx[np.argsort(labels[idx], kind="stable")]  # observations cluster by cluster
+    counts = np.bincount(labels[idx], minlength=K)
+    starts = np.cumsum(counts) - counts
+    v_cluster = pair_virtual_depth_medians(
+        np.ascontiguousarray(uv, dtype=np.float64), np.ascontiguousarray(mic_uv, dtype=np.float64), idx, starts, counts,
+        float(lambda_), 0.5 * float(micro_image_pitch_px),
+    )
     v_obs = np.where(labels >= 0, v_cluster[np.clip(labels, 0, max(K - 1, 0))] if K else np.nan, np.nan)
     return v_obs, v_cluster
-
-
-def _pairs_within(labels: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """All pairs (i, j), i before j, of observations with the same label ≥ 0 (vectorised)."""
-    idx = np.flatnonzero(labels >= 0)
-    if len(idx) < 2:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z
-    idx = idx[np.argsort(labels[idx], kind="stable")]
-    lab = labels[idx]
-    size = np.bincount(lab)[lab]
-    first = np.searchsorted(lab, lab)  # position of each one's cluster start in idx
-    rank = np.arange(len(idx)) - first
-    later = size - rank - 1  # partners after each observation in its cluster
-    total = int(later.sum())
-    a = np.repeat(np.arange(len(idx)), later)
-    step = np.arange(total) - np.repeat(np.cumsum(later) - later, later)
-    return idx[a], idx[a + 1 + step]
 
 
 CLUSTER_FIT_TOLERANCE_PX = 1.5

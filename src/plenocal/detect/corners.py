@@ -112,7 +112,8 @@ def classify(
 
     Parameters
     ----------
-    image : (H, W) devignetted image (white level ≈ 1), lightly smoothed.
+    image : (H, W) devignetted image (white level ≈ 1), lightly smoothed (float32 is sampled
+        as is, without a float64 copy).
     centres : (M, 2) micro-image centres (px).
     radii_px : (M,) radius of the usable micro-image disc.
     """
@@ -120,7 +121,8 @@ def classify(
     chosen = np.full(M, -1)
     best_n = np.zeros(M, dtype=np.int64)
     contrast = np.zeros(M)
-    img = np.ascontiguousarray(image, dtype=np.float64)
+    img = np.asarray(image)
+    img = np.ascontiguousarray(img, dtype=img.dtype if img.dtype in (np.float32, np.float64) else np.float64)
     cen = np.ascontiguousarray(centres, dtype=np.float64)
     todo = np.arange(M)
     for j, frac in enumerate(fractions):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 from numpy.typing import NDArray
+from scipy.spatial import cKDTree
 
 from plenocal.calib.robust import robust_sigma
 from plenocal.detect.clusters import (
@@ -104,7 +105,7 @@ def detect_frame(
     """
     H, W = np.asarray(image).shape[:2]
     dv, weight = devignette(image, white)
-    smooth = cv2.GaussianBlur(dv.astype(np.float32), (0, 0), 1.0).astype(np.float64)
+    smooth = cv2.GaussianBlur(dv.astype(np.float32), (0, 0), 1.0)
     k_all, l_all = grid.lattice.all_indices()
     centres = grid.centres(k_all, l_all)
     n_types = max(layout.n_types, 1)
@@ -330,6 +331,8 @@ def _guided(dv, weight, *, centres, usable, on, types, sel, chief, angles, label
     taken = set(sel.tolist())
     cand_idx, cand_pred, cand_ang, cand_lab = [], [], [], []
     on_idx = np.flatnonzero(on)
+    on_tree = cKDTree(centres[on_idx])
+    median_usable = float(np.median(usable))
     for c in np.unique(labels[labels >= 0]):  # one prediction per target corner
         members = np.flatnonzero(labels == c)
         if len(members) < 2 or not np.isfinite(v_cluster[c]):
@@ -337,7 +340,9 @@ def _guided(dv, weight, *, centres, usable, on, types, sel, chief, angles, label
         a, K, _ = plenoptic_point_fit(chief[members], centres[sel[members]])
         # Micro-images near the cluster whose predicted chief-ray point lies inside their usable disc.
         centre = chief[members].mean(axis=0)
-        near = on_idx[np.hypot(*(centres[on_idx] - centre).T) < 6.0 * np.abs(v_cluster[c]) * 0.5 * float(np.median(usable)) + 50.0]
+        reach_px = 6.0 * np.abs(v_cluster[c]) * 0.5 * median_usable + 50.0
+        near = on_idx[np.sort(np.asarray(on_tree.query_ball_point(centre, reach_px), dtype=np.int64))]
+        near = near[np.hypot(*(centres[near] - centre).T) < reach_px]
         pred = a * centres[near] + K
         inside = np.hypot(*(pred - centres[near]).T) <= usable[near] - BORDER_MARGIN_PX
         near, pred = near[inside], pred[inside]
