@@ -13,10 +13,15 @@ def _ring_mean(image, cu, cv, iu, iv, r, inner, outer):  # pragma: no cover - co
     """Mean of the pixels at distance in (inner, outer] from (cu, cv), window (iu ± r, iv ± r)."""
     total = 0.0
     n = 0
+    # Squared distances (no square root per pixel): inner, outer ≥ 0 here.
+    inner2 = inner * inner if inner >= 0.0 else -1.0
+    outer2 = outer * outer
     for y in range(iv - r, iv + r + 1):
+        dy = y - cv
         for x in range(iu - r, iu + r + 1):
-            d = np.hypot(x - cu, y - cv)
-            if d > inner and d <= outer:
+            dx = x - cu
+            d2 = dx * dx + dy * dy
+            if d2 > inner2 and d2 <= outer2:
                 total += image[y, x]
                 n += 1
     return total / max(n, 1)
@@ -30,6 +35,8 @@ def refine_centroids_kernel(image, uv, radius, iterations):  # pragma: no cover 
     out = uv.copy()
     mass = np.zeros(n)
     r = int(np.ceil(radius)) + 1
+    r_out2 = (radius + 0.5) ** 2
+    r_in2 = (radius - 0.5) ** 2 if radius > 0.5 else -1.0
     for i in nb.prange(n):
         cu0 = out[i, 0]
         cv0 = out[i, 1]
@@ -44,11 +51,15 @@ def refine_centroids_kernel(image, uv, radius, iterations):  # pragma: no cover 
             mx = 0.0
             my = 0.0
             for y in range(iv - r, iv + r + 1):
+                dy = y - cv0
                 for x in range(iu - r, iu + r + 1):
                     dx = x - cu0
-                    dy = y - cv0
-                    d = np.hypot(dx, dy)
-                    w = min(max(radius + 0.5 - d, 0.0), 1.0)
+                    d2 = dx * dx + dy * dy
+                    # Weight 1 inside radius − 0.5, 0 beyond radius + 0.5, linear in d between
+                    # (the square root only on that one-pixel ring).
+                    if d2 >= r_out2:
+                        continue
+                    w = 1.0 if d2 <= r_in2 else min(max(radius + 0.5 - np.sqrt(d2), 0.0), 1.0)
                     if w <= 0.0:
                         continue
                     val = image[y, x] - bg
@@ -88,15 +99,16 @@ def moments_kernel(image, centres, radii):  # pragma: no cover - compiled
         if iu - r < 0 or iu + r > W - 1 or iv - r < 0 or iv + r > H - 1:
             continue
         bg = _ring_mean(image, cu, cv, iu, iv, r, radius, radius + 1.0)
+        radius2 = radius * radius
         m00 = 0.0
         sx = 0.0
         sy = 0.0
         cnt = 0
         for y in range(iv - r, iv + r + 1):
+            dy = y - cv
             for x in range(iu - r, iu + r + 1):
                 dx = x - cu
-                dy = y - cv
-                if np.hypot(dx, dy) <= radius:
+                if dx * dx + dy * dy <= radius2:
                     w = image[y, x] - bg
                     m00 += w
                     sx += w * dx
@@ -110,10 +122,10 @@ def moments_kernel(image, centres, radii):  # pragma: no cover - compiled
         syy = 0.0
         sxy = 0.0
         for y in range(iv - r, iv + r + 1):
+            dy = y - cv
             for x in range(iu - r, iu + r + 1):
                 dx = x - cu
-                dy = y - cv
-                if np.hypot(dx, dy) <= radius:
+                if dx * dx + dy * dy <= radius2:
                     w = image[y, x] - bg
                     ex = dx - mx
                     ey = dy - my
