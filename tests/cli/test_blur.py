@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from plenocal.cli.main import main
@@ -60,3 +61,32 @@ def test_blur_with_a_single_type_camera_is_refused(small_dataset, tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert str(cam) in err and "\n" not in err
     assert not out.exists()
+
+
+def test_frames_are_read_once_each_in_order_and_devignetted_like_the_white_rule():
+    """The blur command holds one or two images, not the set: each frame is read once (the next
+    one while the current is used), and devignetted as image / white where the white is lit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from plenocal.cli.blur import MIN_WHITE, _DevignettedFrames
+
+    rng = np.random.default_rng(0)
+    white = rng.uniform(0.0, 1.0, (6, 7))
+    white[0, :] = 0.5 * MIN_WHITE  # the gaps between micro-images
+    raw = {f: rng.uniform(0.0, 1.0, (6, 7)) for f in (3, 5, 9)}
+    reads: list[int] = []
+
+    class Stub:
+        def read_image(self, entry):
+            reads.append(entry)
+            return raw[entry]
+
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        images = _DevignettedFrames(Stub(), {f: f for f in raw}, white, reader)
+        assert list(images) == [3, 5, 9] and len(images) == 3
+        for f in images:
+            lit = white >= MIN_WHITE * white.max()
+            np.testing.assert_array_equal(images[f], np.where(lit, raw[f] / np.where(lit, white, 1.0), 0.0))
+        with pytest.raises(KeyError):
+            images[4]
+    assert reads == [3, 5, 9]

@@ -424,8 +424,6 @@ def calibrate_kappa(
     """
     if window < 1 or window % 2 == 0:
         raise DataError(f"window must be a positive odd number of pixels, got {window}")
-    if not 0.0 <= bounds[0] < bounds[1]:
-        raise DataError(f"κ bounds must satisfy 0 <= low < high, got {bounds}")
     if eligible is not None:
         eligible = np.asarray(eligible, dtype=bool)
         if eligible.shape != (len(features),):
@@ -433,12 +431,28 @@ def calibrate_kappa(
         features = features.select(eligible)
     pairs = relative_blur_pairs(features, types)
     pairs = pairs.select(pairs.rho_r_px >= min_rho_r_px)
+    pw = extract_pair_windows(images, features, pairs, window=window, margin=margin)
+    return kappa_from_windows(pw, bounds=bounds, grid_points=grid_points, xatol=xatol)
+
+
+def kappa_from_windows(
+    pw: PairWindows,
+    *,
+    bounds: tuple[float, float] = KAPPA_BOUNDS,
+    grid_points: int = GRID_POINTS,
+    xatol: float = 1e-4,
+) -> KappaResult:
+    """κ from the sampled windows of the pairs (:func:`extract_pair_windows`): the cost Θ(κ) of
+    eq:sigma2rho sampled on ``grid_points`` over ``bounds`` and minimised, over all pairs and
+    per frame (the rest of :func:`calibrate_kappa`, for a caller that keeps the windows)."""
+    if not 0.0 <= bounds[0] < bounds[1]:
+        raise DataError(f"κ bounds must satisfy 0 <= low < high, got {bounds}")
+    pairs = pw.pairs
     if len(pairs) == 0:
         raise DataError(
             "no pair of BAP features of different micro-lens types in one cluster: κ needs clusters seen through >= 2 types"
         )
-    pw = extract_pair_windows(images, features, pairs, window=window, margin=margin)
-
+    window, margin = int(pw.ref.shape[1]), pw.margin
     grid = np.linspace(bounds[0], bounds[1], grid_points)
     sq = np.stack([pw.residuals(float(k)).astype(np.float64) ** 2 for k in grid])  # (G, P)
     no_blur = float(np.sum(pw.residuals(0.0).astype(np.float64) ** 2))

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +28,10 @@ from plenocal.calib.kappa import (
     KAPPA_BOUNDS,
     MARGIN_PX,
     WINDOW_PX,
-    calibrate_kappa,
     central_features,
     default_max_offset_px,
     extract_pair_windows,
+    kappa_from_windows,
     relative_blur_pairs,
 )
 from plenocal.cli._args import bounded_float
@@ -75,14 +77,55 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def devignette(image: NDArray[np.floating], white: NDArray[np.floating] | None) -> NDArray[np.float64]:
-    """``image / white`` where the white is lit (≥ MIN_WHITE of its maximum), 0 elsewhere."""
-    img = np.asarray(image, dtype=np.float64)
-    if white is None:
-        return img
-    w = np.asarray(white, dtype=np.float64)
-    lit = w >= MIN_WHITE * float(w.max())
-    return np.where(lit, img / np.where(lit, w, 1.0), 0.0)
+class _Devignetter:
+    """``image / white`` where the white is lit (≥ MIN_WHITE of its maximum), 0 elsewhere; the
+    white's mask and divisor computed once for all frames."""
+
+    def __init__(self, white: NDArray[np.floating] | None) -> None:
+        self._divisor: NDArray[np.float64] | None = None
+        if white is not None:
+            w = np.asarray(white, dtype=np.float64)
+            self._dark = w < MIN_WHITE * float(w.max())
+            self._divisor = np.where(self._dark, 1.0, w)
+
+    def __call__(self, image: NDArray[np.floating]) -> NDArray[np.float64]:
+        img = np.asarray(image, dtype=np.float64)
+        if self._divisor is None:
+            return img
+        out = img / self._divisor
+        out[self._dark] = 0.0
+        return out
+
+
+class _DevignettedFrames(Mapping[int, NDArray[np.float64]]):
+    """Frame → devignetted image, read when asked: one or two images in memory instead of the
+    whole set (16 full-scale R12 frames are 1.6 GB of float64). Asking for a frame starts reading
+    the next one (in frame order) on ``reader``: PNG decoding and the division release the GIL."""
+
+    def __init__(self, dataset: Dataset, entries: dict[int, Any], white: NDArray[np.floating] | None, reader: ThreadPoolExecutor) -> None:
+        self._dataset, self._entries, self._reader = dataset, entries, reader
+        self._order = sorted(entries)
+        self._devignette = _Devignetter(white)
+        self._pending: dict[int, Future[NDArray[np.float64]]] = {}
+
+    def _read(self, frame: int) -> NDArray[np.float64]:
+        return self._devignette(self._dataset.read_image(self._entries[frame]))
+
+    def __getitem__(self, frame: int) -> NDArray[np.float64]:
+        if frame not in self._entries:
+            raise KeyError(frame)
+        pending = self._pending.pop(frame, None)
+        image = pending.result() if pending is not None else self._read(frame)
+        later = [f for f in self._order if f > frame and f not in self._pending]
+        if later:
+            self._pending[later[0]] = self._reader.submit(self._read, later[0])
+        return image
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
 
 
 def _input(explicit: Path | None, default: Path | None, dataset: Dataset, what: str, option: str) -> Path:
@@ -132,13 +175,20 @@ def run(args: argparse.Namespace) -> int:
         raise InputFileError(missing[0], "image listed in the manifest does not exist")
     white_entries = dataset.manifest.with_role(ImageRole.DEVIGNETTING)
     white = dataset.read_image(white_entries[0]) if white_entries else None
-    images = {f: devignette(dataset.read_image(entries[f]), white) for f in frames}
     feats = bap.select(np.isin(bap.frame, frames))
     max_offset = default_max_offset_px(camera) if args.max_offset is None else float(args.max_offset)
     eligible = central_features(camera, feats, max_offset)
+    central = feats.select(eligible)
+    pairs = relative_blur_pairs(central, camera.mla.types)
+    pairs = pairs.select(pairs.rho_r_px >= 0.0)
     t0 = time.perf_counter()
-    res = calibrate_kappa(images, feats, camera.mla.types, eligible=eligible, bounds=tuple(args.bounds))
-    wall = time.perf_counter() - t0
+    # The images are read once, frame by frame, for the pairs' windows (Θ and the figure use them).
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        images = _DevignettedFrames(dataset, {f: entries[f] for f in frames}, white, reader)
+        pw = extract_pair_windows(images, central, pairs)
+    t1 = time.perf_counter()
+    res = kappa_from_windows(pw, bounds=tuple(args.bounds))
+    wall = time.perf_counter() - t1
 
     inputs: dict[str, Any] = {
         "dataset": str(dataset.folder),
@@ -157,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
             "n_features_eligible": int(eligible.sum()), "n_features": len(feats),
         },
         "wall_time_s": wall,
+        "windows_wall_time_s": t1 - t0,
     }
     doc.update(res.to_json())
     with atomic_folder(out, owned=OUTPUTS) as tmp:
@@ -166,8 +217,6 @@ def run(args: argparse.Namespace) -> int:
             from plenocal.viz.calibration import kappa_figure, relative_blur_figure
 
             save_figure(kappa_figure(doc), tmp / "kappa")
-            pairs = relative_blur_pairs(feats.select(eligible), camera.mla.types)
-            pw = extract_pair_windows(images, feats.select(eligible), pairs)
             save_figure(relative_blur_figure(pw, res.kappa), tmp / "relative_blur")
     path = out / "kappa.json"
     s = res.spread
