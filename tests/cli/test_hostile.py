@@ -262,10 +262,18 @@ def test_simulate_output_cannot_be_created(capfd, tmp_path):
     assert not target.exists()
 
 
+def _default_signals() -> None:
+    """In the child: SIGINT and SIGTERM as a terminal would deliver them. A suite started as a
+    background job of a non-interactive shell inherits SIGINT ignored (POSIX), and Python then
+    keeps ignoring it: the test would measure the shell, not plenocal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _signalled(tmp_path: Path, sig: int, argv: list[str], *, after_s: float) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     proc = subprocess.Popen([sys.executable, "-m", "plenocal", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, cwd=tmp_path, text=True)
+                            env=env, cwd=tmp_path, text=True, preexec_fn=_default_signals)
     time.sleep(after_s)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
