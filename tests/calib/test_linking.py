@@ -152,6 +152,26 @@ def test_two_row_board(camera, name):
     assert_links(camera, board, truth, uv, min_linked_nodes=6)
 
 
+@pytest.mark.parametrize("drop", [[3, 4], [0, 7], [0, 1], [0, 3]])
+@pytest.mark.parametrize("name", ["fronto", "rolled"])
+def test_partial_two_row_board(camera, name, drop):
+    """Six of the demo's 4 × 2 nodes: a sheared basis holds them on as few lines as the board's
+    axes (or fewer), and the lattice is two lines thick; its steps in the image plane tell the
+    square one (the demo lost 3 of 16 calibration frames this way)."""
+    board = Checkerboard(4, 2, 20.0)
+    truth, uv = barycentres(camera, board, board_pose(board, **POSES[name]), seed=18, drop=drop)
+    assert_links(camera, board, truth, uv)
+
+
+def test_thin_lattice_too_foreshortened_to_tell_its_axes_is_reported(camera):
+    """Seen at 55° (POSES["steep"]) the square grid's steps are no longer square in the image
+    plane: the ambiguity is reported, not guessed."""
+    board = Checkerboard(4, 2, 20.0)
+    _, uv = barycentres(camera, board, board_pose(board, **POSES["steep"]), seed=18, drop=[0, 1])
+    link = link_barycentres(camera, board, uv)
+    assert not link.ok and "ambiguous lattice axes" in link.reason and np.all(link.node == -1)
+
+
 @pytest.mark.parametrize("corner", [0, 7, 32, 39])
 def test_missing_corner_node(camera, board, corner):
     truth, uv = barycentres(camera, board, board_pose(board, **POSES["tilted"]), seed=4, drop=[corner])
