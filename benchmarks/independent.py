@@ -21,6 +21,10 @@ default settings, then every output compared with the truth:
   when the report has it, and the larger), the principal point in px, convergence;
 - ``calibration_true_observations``: the same calibration on the truth's own projections of the
   detected (frame, lens, node) set with detection-like noise: the model and solver alone;
+- ``prism_departure``: the same, with the truth's projections moved the way PRISM renders
+  (:func:`prism_virtual_points`), how far that moves them (mean, RMS) and how well it matches
+  the detections' per-frame mean (u, v) error: what part of the calibration's error the
+  renderer explains;
 - ``evaluation``: ε_z on the translation frames;
 - ``timings``: each stage's wall time, detection's per frame.
 
@@ -150,6 +154,7 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
         obs = read_observations(obs_path)
         res["linking"], res["detection"] = detection_vs_truth(obs, cam_t, poses_t, dataset, pre)
         res["calibration_true_observations"] = calibrate_true_observations(obs, cam_t, poses_t, dataset, pre)
+        res["prism_departure"] = prism_departure(obs, cam_t, poses_t, dataset, pre)
     # --- calibration
     rep = load(out / "calibration" / "report.json")
     if rep and (out / "calibration" / "camera.json").is_file():
@@ -278,24 +283,82 @@ def intrinsics_vs_truth(cam, cam_t, rep: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, *, seed: int = 0) -> dict[str, Any]:
-    """Calibrate the truth's projections of the detected, correctly linked (frame, lens, node) set:
-    (u, v) noise 0.05 px, ρ noise 0.01 px shared per cluster, MIC noise 0.05 px."""
-    from plenocal.calib.calibrate import DEFAULT_RHO_FORM, calibrate
+def prism_virtual_points(camera, points_cam):
+    """``plenocal.model.projection.virtual_points`` as PRISM renders them: PRISM applies the
+    (inverse) distortion to the ray's origin p', the pixel's conjugate through the micro-lens at
+    depth z_p' = D + d·f/(f − d) behind the main lens, and keeps the ray's main-lens
+    intersection (``../shared/validation/prism-build.md``), so the lateral distortion at a
+    virtual point of depth z_q is the nominal one scaled by z_p'/z_q (f the mean micro-lens
+    focal length; the types' z_p' differ by 0.4 %). The scale's sign is the one the set's own
+    chief-ray check and the detections' per-frame mean errors agree on; its inverse moves the
+    projections the opposite way."""
+    p = np.asarray(points_cam, dtype=np.float64)
+    F = camera.main_lens.focal_length_mm
+    factor = -F / (p[..., 2] - F)
+    x, y, z = p[..., 0] * factor, p[..., 1] * factor, p[..., 2] * factor
+    xu, yu = camera.distortion.apply(x, y)
+    f = np.mean(camera.mla.focal_lengths_mm)
+    scale = (camera.D_mm + camera.d_mm * f / (f - camera.d_mm)) / np.abs(z)
+    return np.stack([x + scale * (xu - x), y + scale * (yu - y), z], axis=-1)
+
+
+def _true_projections(obs, cam_t, poses_t, dataset, *, prism_departure: bool = False):
+    """The detected, correctly linked calibration-frame (frame, lens, node) set and the truth's
+    projections of it ((N, 3): u, v, ρ), as the model or (``prism_departure``) as PRISM renders."""
+    import plenocal.model.projection as projection
+    from plenocal.calib.calibrate import DEFAULT_RHO_FORM
     from plenocal.model.camera import RhoForm
-    from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
-    from plenocal.model.projection import micro_image_centres, project_bap
 
     board = dataset.manifest.target
     cams = [int(e.frame) for e in dataset.manifest.images if e.role.value == "calibration" and e.frame is not None]
     bap = obs.bap.select((obs.bap.node >= 0) & np.isin(obs.bap.frame, cams))
-    rng = np.random.default_rng(seed)
     cam_r = cam_t.replace(rho_form=RhoForm(DEFAULT_RHO_FORM))
     P = np.empty((len(bap), 3))
     for f in np.unique(bap.frame):
         s = bap.frame == f
         P[s] = poses_t[int(f)].apply(board.node_points(bap.node[s]))
-    pr = project_bap(cam_r, P, bap.k, bap.l)
+    model = projection.virtual_points
+    if prism_departure:
+        projection.virtual_points = prism_virtual_points  # the benchmark's emulation only, restored below
+    try:
+        pr = projection.project_bap(cam_r, P, bap.k, bap.l)
+    finally:
+        projection.virtual_points = model
+    return bap, pr
+
+
+def prism_departure(obs, cam_t, poses_t, dataset, pre) -> dict[str, Any]:
+    """How far PRISM's way of applying the distortion moves the truth's projections, how well that
+    matches the detections' per-frame mean error, and the calibration of the moved projections."""
+    bap, model = _true_projections(obs, cam_t, poses_t, dataset)
+    _, prism = _true_projections(obs, cam_t, poses_t, dataset, prism_departure=True)
+    moved = prism[:, :2] - model[:, :2]
+    err = np.c_[bap.u, bap.v] - model[:, :2]
+    ok = np.hypot(*err.T) <= 1.0
+    frames = np.unique(bap.frame)
+    det_mean = np.array([err[ok & (bap.frame == f)].mean(axis=0) for f in frames])
+    emu_mean = np.array([moved[ok & (bap.frame == f)].mean(axis=0) for f in frames])
+    return {
+        "moved_mean_px": moved.mean(axis=0).tolist(),
+        "moved_rms_px": float(np.sqrt(np.mean(np.sum(moved**2, axis=1)))),
+        "per_frame_mean_error_px": {"detection": det_mean.tolist(), "prism_emulated": emu_mean.tolist(),
+                                    "rms_difference": float(np.sqrt(np.mean(np.sum((det_mean - emu_mean) ** 2, axis=1)))),
+                                    "rms_detection": float(np.sqrt(np.mean(np.sum(det_mean**2, axis=1))))},
+        "calibration": calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, prism_departure=True),
+    }
+
+
+def calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, *, seed: int = 0, prism_departure: bool = False) -> dict[str, Any]:
+    """Calibrate the truth's projections of the detected, correctly linked (frame, lens, node) set:
+    (u, v) noise 0.05 px, ρ noise 0.01 px shared per cluster, MIC noise 0.05 px; with
+    ``prism_departure``, projected as PRISM renders (:func:`prism_virtual_points`)."""
+    from plenocal.calib.calibrate import calibrate
+    from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
+    from plenocal.model.projection import micro_image_centres
+
+    board = dataset.manifest.target
+    rng = np.random.default_rng(seed)
+    bap, pr = _true_projections(obs, cam_t, poses_t, dataset, prism_departure=prism_departure)
     key = bap.frame.astype(np.int64) * 10000 + bap.node
     _, inv = np.unique(key, return_inverse=True)
     rho_noise = rng.normal(0, 0.01, inv.max() + 1)[inv]
