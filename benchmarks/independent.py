@@ -330,6 +330,8 @@ def _true_projections(obs, cam_t, poses_t, dataset, *, prism_departure: bool = F
 def prism_departure(obs, cam_t, poses_t, dataset, pre) -> dict[str, Any]:
     """How far PRISM's way of applying the distortion moves the truth's projections, how well that
     matches the detections' per-frame mean error, and the calibration of the moved projections."""
+    from plenocal.model.projection import micro_image_centres
+
     bap, model = _true_projections(obs, cam_t, poses_t, dataset)
     _, prism = _true_projections(obs, cam_t, poses_t, dataset, prism_departure=True)
     moved = prism[:, :2] - model[:, :2]
@@ -338,7 +340,32 @@ def prism_departure(obs, cam_t, poses_t, dataset, pre) -> dict[str, Any]:
     frames = np.unique(bap.frame)
     det_mean = np.array([err[ok & (bap.frame == f)].mean(axis=0) for f in frames])
     emu_mean = np.array([moved[ok & (bap.frame == f)].mean(axis=0) for f in frames])
+    # What the emulation leaves, against what the detector sees (ρ, lens type, place in the
+    # micro-image) and where on the sensor: (n, mean du, mean dv, standard error) per bin.
+    left = np.c_[bap.u, bap.v] - prism[:, :2]
+    mic = micro_image_centres(cam_t, bap.k, bap.l)
+    off = np.hypot(bap.u - mic[:, 0], bap.v - mic[:, 1])
+
+    def by(key, edges):
+        rows = []
+        for lo, hi in itertools.pairwise(edges):
+            s = ok & (key >= lo) & (key < hi)
+            if s.sum() >= 50:
+                rows.append({"from": float(lo), "to": float(hi), "n": int(s.sum()), "mean_px": left[s].mean(axis=0).tolist(),
+                             "standard_error_px": float(left[s].std() / np.sqrt(s.sum()))})
+        return rows
+
+    W, H = cam_t.sensor.width_px, cam_t.sensor.height_px
+    residual = {
+        "mean_px": left[ok].mean(axis=0).tolist(),
+        "by_rho_px": by(prism[:, 2], np.array([-6.0, -4.0, -3.5, -3.0, -2.5, -2.0, 0.0, 2.0, 6.0])),
+        "by_lens_type": by(cam_t.mla.types.type_of(bap.k, bap.l).astype(float), np.arange(-0.5, cam_t.n_types)),
+        "by_distance_from_micro_image_centre_px": by(off, np.array([0.0, 2.0, 4.0, 6.0, 8.0, 12.0])),
+        "by_sensor_column": by(bap.u, np.linspace(0, W, 6)),
+        "by_sensor_row": by(bap.v, np.linspace(0, H, 6)),
+    }
     return {
+        "residual_after_emulation": residual,
         "moved_mean_px": moved.mean(axis=0).tolist(),
         "moved_rms_px": float(np.sqrt(np.mean(np.sum(moved**2, axis=1)))),
         "per_frame_mean_error_px": {"detection": det_mean.tolist(), "prism_emulated": emu_mean.tolist(),
