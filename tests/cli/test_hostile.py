@@ -640,6 +640,17 @@ def test_blur_options(capfd, images_ds, tmp_path, args, match):
             inputs=[images_ds], out=tmp_path / "blur", match=match)
 
 
+def test_blur_with_an_undecodable_frame(capfd, images_ds, tmp_path):
+    """The frames are read one at a time on a reader thread: a broken one still ends the command
+    with one line naming it, and nothing written."""
+    for png in sorted((images_ds / "images").glob("calib-*.png")):
+        png.write_bytes(png.read_bytes()[:200])
+    gt = images_ds / "ground_truth"
+    hostile(capfd, ["blur", images_ds, "--camera", gt / "camera.json", "--observations", gt / "observations.npz",
+                    "-o", tmp_path / "blur"], inputs=[images_ds], out=tmp_path / "blur",
+            match=r"calib-\d+\.png: cannot decode image")
+
+
 def test_blur_into_the_dataset(capfd, images_ds):
     gt = images_ds / "ground_truth"
     hostile(capfd, ["blur", images_ds, "--camera", gt / "camera.json", "--observations", gt / "observations.npz",
