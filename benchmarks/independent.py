@@ -22,9 +22,9 @@ default settings, then every output compared with the truth:
 - ``calibration_true_observations``: the same calibration on the truth's own projections of the
   detected (frame, lens, node) set with detection-like noise: the model and solver alone;
 - ``prism_departure``: the same, with the truth's projections moved the way PRISM renders
-  (:func:`prism_virtual_points`), how far that moves them (mean, RMS) and how well it matches
-  the detections' per-frame mean (u, v) error: what part of the calibration's error the
-  renderer explains;
+  (:func:`prism_projections`), how far that moves them (mean, RMS) and how well it matches
+  the detections' per-frame mean (u, v) error, what the detections keep beyond it: what part
+  of the calibration's error the renderer explains;
 - ``evaluation``: ε_z on the translation frames;
 - ``timings``: each stage's wall time, detection's per frame.
 
@@ -283,31 +283,43 @@ def intrinsics_vs_truth(cam, cam_t, rep: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def prism_virtual_points(camera, points_cam):
-    """``plenocal.model.projection.virtual_points`` as PRISM renders them: PRISM applies the
-    (inverse) distortion to the ray's origin p', the pixel's conjugate through the micro-lens at
-    depth z_p' = D + d·f/(f − d) behind the main lens, and keeps the ray's main-lens
-    intersection (``../shared/validation/prism-build.md``), so the lateral distortion at a
-    virtual point of depth z_q is the nominal one scaled by z_p'/z_q (f the mean micro-lens
-    focal length; the types' z_p' differ by 0.4 %). The scale's sign is the one the set's own
-    chief-ray check and the detections' per-frame mean errors agree on; its inverse moves the
-    projections the opposite way."""
-    p = np.asarray(points_cam, dtype=np.float64)
-    F = camera.main_lens.focal_length_mm
-    factor = -F / (p[..., 2] - F)
-    x, y, z = p[..., 0] * factor, p[..., 1] * factor, p[..., 2] * factor
-    xu, yu = camera.distortion.apply(x, y)
-    f = np.mean(camera.mla.focal_lengths_mm)
-    scale = (camera.D_mm + camera.d_mm * f / (f - camera.d_mm)) / np.abs(z)
-    return np.stack([x + scale * (xu - x), y + scale * (yu - y), z], axis=-1)
+def prism_projections(camera, points_cam, k, l):
+    """BAP features (u, v, ρ) of camera-frame points as PRISM renders them.
+
+    PRISM traces each pixel backwards through the micro-lens centre C to the main lens (hitting
+    it at L), applies the inverse distortion to p', the pixel's conjugate through the micro-lens
+    (depth |z| = |C_z| + d·f/(f − d)), and draws the ray from the moved p' to the unmoved L
+    (``../shared/validation/prism-build.md``). The model instead undistorts the virtual point
+    q_d on that same line. So PRISM's ray from the model's pixel misses the model's undistorted
+    point q by Δq = q_P − q at q's depth, and PRISM renders the point where its own ray lands on
+    q: the pixel moved by −Δq/g, g = ∂q_d/∂(sensor point) = (q_z − C_z)/(S_z − C_z).
+    (To first order; ρ is the model's.)"""
+    from plenocal.model.projection import _sensor_uv, micro_lens_centres, project_bap, virtual_points
+
+    model = project_bap(camera, points_cam, k, l)
+    qd = virtual_points(camera, points_cam)  # distorted virtual points
+    C = micro_lens_centres(camera, k, l)
+    t = (-camera.sensor.distance_mm - C[:, 2]) / (qd[:, 2] - C[:, 2])
+    S = C + t[:, None] * (qd - C)  # the model's pixel, on the sensor plane
+    L = S - (S[:, 2] / (C[:, 2] - S[:, 2]))[:, None] * (C - S)  # the chief ray at the main lens (z = 0)
+    f = np.asarray(camera.mla.focal_lengths_mm)[camera.mla.types.type_of(k, l)]
+    d = np.abs(S[:, 2] - C[:, 2])
+    p = C + (S - C) * (f / (f - d))[:, None]  # p' = C + (S − C)·v/d, v = d·f/(f − d)
+    px, py = camera.distortion.invert(p[:, 0], p[:, 1])
+    q_prism = L[:, :2] + (qd[:, 2] / p[:, 2])[:, None] * (np.c_[px, py] - L[:, :2])
+    qx, qy = camera.distortion.invert(qd[:, 0], qd[:, 1])
+    g = (qd[:, 2] - C[:, 2]) / (S[:, 2] - C[:, 2])
+    moved = S[:, :2] - (q_prism - np.c_[qx, qy]) / g[:, None]
+    u, v = _sensor_uv(camera, moved[:, 0], moved[:, 1])
+    return np.c_[u, v, model[:, 2]]
 
 
 def _true_projections(obs, cam_t, poses_t, dataset, *, prism_departure: bool = False):
     """The detected, correctly linked calibration-frame (frame, lens, node) set and the truth's
     projections of it ((N, 3): u, v, ρ), as the model or (``prism_departure``) as PRISM renders."""
-    import plenocal.model.projection as projection
     from plenocal.calib.calibrate import DEFAULT_RHO_FORM
     from plenocal.model.camera import RhoForm
+    from plenocal.model.projection import project_bap
 
     board = dataset.manifest.target
     cams = [int(e.frame) for e in dataset.manifest.images if e.role.value == "calibration" and e.frame is not None]
@@ -317,14 +329,8 @@ def _true_projections(obs, cam_t, poses_t, dataset, *, prism_departure: bool = F
     for f in np.unique(bap.frame):
         s = bap.frame == f
         P[s] = poses_t[int(f)].apply(board.node_points(bap.node[s]))
-    model = projection.virtual_points
-    if prism_departure:
-        projection.virtual_points = prism_virtual_points  # the benchmark's emulation only, restored below
-    try:
-        pr = projection.project_bap(cam_r, P, bap.k, bap.l)
-    finally:
-        projection.virtual_points = model
-    return bap, pr
+    project = prism_projections if prism_departure else project_bap
+    return bap, project(cam_r, P, bap.k, bap.l)
 
 
 def prism_departure(obs, cam_t, poses_t, dataset, pre) -> dict[str, Any]:
@@ -378,7 +384,7 @@ def prism_departure(obs, cam_t, poses_t, dataset, pre) -> dict[str, Any]:
 def calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, *, seed: int = 0, prism_departure: bool = False) -> dict[str, Any]:
     """Calibrate the truth's projections of the detected, correctly linked (frame, lens, node) set:
     (u, v) noise 0.05 px, ρ noise 0.01 px shared per cluster, MIC noise 0.05 px; with
-    ``prism_departure``, projected as PRISM renders (:func:`prism_virtual_points`)."""
+    ``prism_departure``, projected as PRISM renders (:func:`prism_projections`)."""
     from plenocal.calib.calibrate import calibrate
     from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
     from plenocal.model.projection import micro_image_centres
