@@ -99,3 +99,26 @@ def test_type_confusion_is_the_gaussian_bayes_error():
     types = np.repeat([0, 1], 20000)
     x = rng.normal(0.0, 1.0, types.size) + 2.0 * types  # means 2σ apart: error Φ(−1) = 15.9 %
     assert type_confusion(x, types, 2) == pytest.approx(0.1587, abs=0.01)
+
+
+@pytest.mark.parametrize("supersample", [1, 4], ids=["point", "area"])
+def test_unfocused_pixel_term_is_not_measured_and_says_how_much_that_costs(supersample):
+    """An unfocused camera's lens blur disc (R_b ≈ 0.03 px) cannot be told from the pixel kernel:
+    the pixel term is assumed, and a warning says how far q'_i moves between point-sampled and
+    area-integrated pixels. The truth lies within that band for either kind of pixel."""
+    import re
+
+    from plenocal.sim.presets import preset
+
+    cam = preset("upc-s", small=True).camera
+    whites = [WhiteImage(N, render_white(cam, N, seed=i, black_level=16.0, supersample=supersample, noise=1.0), f"white-{N:g}")
+              for i, N in enumerate((4.0, 5.6, 8.0))]
+    spec = CameraSpec(cam.sensor.pixel_size_mm, cam.sensor.width_px, cam.sensor.height_px, cam.mla.lattice, 1, None,
+                      cam.main_lens.focal_length_mm, float("inf"), Configuration.UNFOCUSED)
+    res = precalibrate(whites, spec, checkerboard_f_number=2.04)
+    (warning,) = [w for w in res.internals.warnings if w.startswith("pixel term not measured")]
+    band = float(re.search(r"±([0-9.]+) %", warning).group(1)) / 100.0
+    assert band < 0.1, warning
+    error = res.omega.q_prime_mm[0] / internal_parameters(cam).q_prime_mm[0] - 1.0
+    assert abs(error) <= band + 0.005, (error, band)
+    # Focused cameras measure the pixel term: no such warning (test_omega_at_the_mla_origin...).

@@ -177,4 +177,6 @@ def run(args: argparse.Namespace) -> int:
         f"MLA tilt ({pc.camera.mla.rotation_xyz_rad[0] * 1e6:.0f}, {pc.camera.mla.rotation_xyz_rad[1] * 1e6:.0f}) µrad; "
         f"d = {pc.camera.d_mm * 1e3:.2f} µm, D = {pc.camera.D_mm:.3f} mm; {wall:.1f} s; wrote {out}"
     )
+    for w in pc.internals.warnings:
+        print(f"warning: {w}")
     return 0

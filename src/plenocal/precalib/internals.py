@@ -345,8 +345,15 @@ def _law_fit(
     sol, *_ = np.linalg.lstsq(X, y - offset_mm2, rcond=None)
     p = np.zeros(3 + 3 * nt)
     p[0] = np.sqrt(max(sol[0], 1e-12))
+    # A type whose lens-blur variance q_t² comes out ≤ 0 (an unfocused camera, R_b ≈ 0.03 px, with
+    # the pixel term over-estimated) has q_t = 0: y does not depend on q_t there (∂y/∂q_t = 2q_t),
+    # and Gauss–Newton would divide by that vanishing slope.
+    free = np.ones(p.size, dtype=bool)
     for i in range(nt):
-        p[3 + 3 * i] = np.sqrt(max(sol[1 + i], 1e-12))
+        if sol[1 + i] > 0.0:
+            p[3 + 3 * i] = np.sqrt(sol[1 + i])
+        else:
+            free[3 + 3 * i : 6 + 3 * i] = False
     inlier = np.ones(n, dtype=bool)
     sigma = float("inf")
     for it in range(12):
@@ -364,10 +371,11 @@ def _law_fit(
         J[rows, 3 + 3 * typ] = jq
         J[rows, 4 + 3 * typ] = jq * duv[:, 0]
         J[rows, 5 + 3 * typ] = jq * duv[:, 1]
-        Ji, ri = J[inlier], r[inlier]
+        Ji, ri = J[inlier][:, free], r[inlier]
         col = np.sqrt(np.sum(Ji * Ji, axis=0)) + 1e-300
-        step, *_ = np.linalg.lstsq(Ji / col, ri, rcond=None)
-        step /= col
+        step = np.zeros(p.size)
+        step[free], *_ = np.linalg.lstsq(Ji / col, ri, rcond=None)
+        step[free] /= col
         p = p + step
         if np.all(np.abs(step) <= 1e-10 * (np.abs(p) + 1e-12)) and it > 1:
             break
@@ -407,6 +415,7 @@ def _fit_variance(
     # 2. p and w from the shape of the mean profiles in the centre of the sensor.
     fits: list[tuple[float, int, ProfileFit]] = []
     q_spread: tuple[float, ...] = ()
+    pixel_term_measured = False
     if images is not None:
         fits = _profile_fits(moments, types, used, images, params, ref, nt, s, micro_image_pitch_px)
         good = [(N, t, f) for N, t, f in fits
@@ -424,12 +433,24 @@ def _fit_variance(
                 ps.append((var4 - ra2 - (1.0 - w) * f.radius_lens_px**2) / 4.0)
             if ps:
                 p_px2 = float(np.clip(np.median(ps), 0.0, None))
+                pixel_term_measured = True
             rb_by_type = [[f.radius_lens_px for N, t, f in good if t == i] for i in range(nt)]
             q_spread = tuple(float(np.std(v)) * s if len(v) > 1 else float("nan") for v in rb_by_type)
-        elif any(f.radius_lens_px >= MIN_SHAPE_RADIUS_PX for _, _, f in fits):
-            warnings.append("the white micro-images' profile could not be fitted: pixel term taken as 1/24 px² "
-                            "(|q_i| uncertain by ~0.3 %)")
         params, inlier, sigma = _law_fit(inv_n2, duv, typ, y, nt, offset_mm2=4 * p_px2 * s * s, blur_scale=1.0 - w)
+    if not pixel_term_measured and n_types > 0:
+        # The assumed pixel term sits halfway between point-sampled (0) and area-integrated
+        # (1/12 px²) pixels; say how far q'_i moves between the assumption and either end.
+        q_now = np.abs(params[3::3][:nt])
+        q_prime = np.abs(q_now - 0.5 * s * micro_image_pitch_px)  # |q_i + Δc/2| with q_i ≤ 0 (Galilean)
+        if configuration is Configuration.KEPLERIAN:
+            q_prime = q_now + 0.5 * s * micro_image_pitch_px
+        ends = [_law_fit(inv_n2, duv, typ, y, nt, offset_mm2=4 * pe * s * s, blur_scale=1.0 - w)[0] for pe in (0.0, PIXEL_VARIANCE)]
+        shift = max(float(np.max(np.abs(np.abs(e[3::3][:nt]) - q_now) / np.maximum(q_prime, 1e-12))) for e in ends)
+        why = ("the micro-lens blur disc R_b is below 2 px (unfocused micro-lenses)" if fits and not any(
+            f.radius_lens_px >= MIN_SHAPE_RADIUS_PX for _, _, f in fits) else "the white micro-images' profile could not be fitted")
+        warnings.append(f"pixel term not measured ({why}): taken as {p_px2:.3g} px²; between point-sampled and "
+                        f"area-integrated pixels q'_i would move by ±{100 * shift:.1f} %, and the micro-lens focal lengths "
+                        "with it (their σ does not include this)")
     sign = configuration.radius_sign
     q_sign = 1.0 if configuration is Configuration.KEPLERIAN else -1.0
     m_mm = sign * abs(params[0])
