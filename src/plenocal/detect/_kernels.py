@@ -700,7 +700,6 @@ def devignette_kernel(raw, white, threshold, bright):  # pragma: no cover - comp
     return out, weight
 
 
-
 @nb.njit(cache=True)
 def pair_virtual_depth_medians(uv, mic, order, starts, counts, lambda_, min_baseline):  # pragma: no cover - compiled
     """Per cluster g (observations ``order[starts[g] : starts[g] + counts[g]]``): the upper median

@@ -37,7 +37,7 @@ radii at all apertures together (:func:`type_confusion`) must stay below
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -437,20 +437,6 @@ def _fit_variance(
             rb_by_type = [[f.radius_lens_px for N, t, f in good if t == i] for i in range(nt)]
             q_spread = tuple(float(np.std(v)) * s if len(v) > 1 else float("nan") for v in rb_by_type)
         params, inlier, sigma = _law_fit(inv_n2, duv, typ, y, nt, offset_mm2=4 * p_px2 * s * s, blur_scale=1.0 - w)
-    if not pixel_term_measured and n_types > 0:
-        # The assumed pixel term sits halfway between point-sampled (0) and area-integrated
-        # (1/12 px²) pixels; say how far q'_i moves between the assumption and either end.
-        q_now = np.abs(params[3::3][:nt])
-        q_prime = np.abs(q_now - 0.5 * s * micro_image_pitch_px)  # |q_i + Δc/2| with q_i ≤ 0 (Galilean)
-        if configuration is Configuration.KEPLERIAN:
-            q_prime = q_now + 0.5 * s * micro_image_pitch_px
-        ends = [_law_fit(inv_n2, duv, typ, y, nt, offset_mm2=4 * pe * s * s, blur_scale=1.0 - w)[0] for pe in (0.0, PIXEL_VARIANCE)]
-        shift = max(float(np.max(np.abs(np.abs(e[3::3][:nt]) - q_now) / np.maximum(q_prime, 1e-12))) for e in ends)
-        why = ("the micro-lens blur disc R_b is below 2 px (unfocused micro-lenses)" if fits and not any(
-            f.radius_lens_px >= MIN_SHAPE_RADIUS_PX for _, _, f in fits) else "the white micro-images' profile could not be fitted")
-        warnings.append(f"pixel term not measured ({why}): taken as {p_px2:.3g} px²; between point-sampled and "
-                        f"area-integrated pixels q'_i would move by ±{100 * shift:.1f} %, and the micro-lens focal lengths "
-                        "with it (their σ does not include this)")
     sign = configuration.radius_sign
     q_sign = 1.0 if configuration is Configuration.KEPLERIAN else -1.0
     m_mm = sign * abs(params[0])
@@ -464,6 +450,19 @@ def _fit_variance(
         m_mm=m_mm, q_mm=q_mm, micro_image_pitch_mm=s * micro_image_pitch_px, lambda_=1.0, f_number=f_number,
         kappa=1.0, pixel_size_mm=s, field=fieldv, unblurred_weight=w,
     )
+    if not pixel_term_measured and n_types > 0:
+        # The assumed pixel term sits halfway between point-sampled (0) and area-integrated
+        # (1/12 px²) pixels; say how far q'_i moves between the assumption and either end.
+        shift = 0.0
+        for pe in (0.0, PIXEL_VARIANCE):
+            end = _law_fit(inv_n2, duv, typ, y, nt, offset_mm2=4 * pe * s * s, blur_scale=1.0 - w)[0]
+            q_end = replace(omega, q_mm=tuple(q_sign * abs(end[3 + 3 * i]) for i in range(nt))).q_prime_mm
+            shift = max(shift, max(abs(e - q) / max(abs(q), 1e-12) for e, q in zip(q_end, omega.q_prime_mm, strict=True)))
+        why = ("the micro-lens blur disc R_b is below 2 px (unfocused micro-lenses)" if fits and not any(
+            f.radius_lens_px >= MIN_SHAPE_RADIUS_PX for _, _, f in fits) else "the white micro-images' profile could not be fitted")
+        warnings.append(f"pixel term not measured ({why}): taken as {p_px2:.3g} px²; between point-sampled and "
+                        f"area-integrated pixels q'_i would move by ±{100 * shift:.1f} %, and the micro-lens focal lengths "
+                        "with it (their σ does not include this)")
     per_type = {N: tuple(float((abs(m_mm) / N + abs(q)) / s) for q in (q_mm or (0.0,))) for N in used}
     conf = joint_type_confusion(moments, types, used, n_types) if n_types >= 2 else 0.0
     return InternalsFit(omega, "variance", tuple(decisions), sigma / (s * s), per_type, p_px2, w, tuple(fits), conf,
