@@ -283,7 +283,7 @@ def intrinsics_vs_truth(cam, cam_t, rep: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def prism_projections(camera, points_cam, k, l):
+def prism_projections(camera, points_cam, k, l, *, model=None):
     """BAP features (u, v, ρ) of camera-frame points as PRISM renders them.
 
     PRISM traces each pixel backwards through the micro-lens centre C to the main lens (hitting
@@ -293,10 +293,12 @@ def prism_projections(camera, points_cam, k, l):
     q_d on that same line. So PRISM's ray from the model's pixel misses the model's undistorted
     point q by Δq = q_P − q at q's depth, and PRISM renders the point where its own ray lands on
     q: the pixel moved by −Δq/g, g = ∂q_d/∂(sensor point) = (q_z − C_z)/(S_z − C_z).
-    (To first order; ρ is the model's.)"""
+    (To first order; ρ is the model's.) ``model``: the model's projections of the same points,
+    when the caller has them."""
     from plenocal.model.projection import _sensor_uv, micro_lens_centres, project_bap, virtual_points
 
-    model = project_bap(camera, points_cam, k, l)
+    if model is None:
+        model = project_bap(camera, points_cam, k, l)
     qd = virtual_points(camera, points_cam)  # distorted virtual points
     C = micro_lens_centres(camera, k, l)
     t = (-camera.sensor.distance_mm - C[:, 2]) / (qd[:, 2] - C[:, 2])
@@ -316,7 +318,8 @@ def prism_projections(camera, points_cam, k, l):
 
 def _true_projections(obs, cam_t, poses_t, dataset, *, prism_departure: bool = False):
     """The detected, correctly linked calibration-frame (frame, lens, node) set and the truth's
-    projections of it ((N, 3): u, v, ρ), as the model or (``prism_departure``) as PRISM renders."""
+    projections of it ((N, 3): u, v, ρ) by the model, and (``prism_departure``) as PRISM renders
+    them (else None)."""
     from plenocal.calib.calibrate import DEFAULT_RHO_FORM
     from plenocal.model.camera import RhoForm
     from plenocal.model.projection import project_bap
@@ -329,8 +332,8 @@ def _true_projections(obs, cam_t, poses_t, dataset, *, prism_departure: bool = F
     for f in np.unique(bap.frame):
         s = bap.frame == f
         P[s] = poses_t[int(f)].apply(board.node_points(bap.node[s]))
-    project = prism_projections if prism_departure else project_bap
-    return bap, project(cam_r, P, bap.k, bap.l)
+    model = project_bap(cam_r, P, bap.k, bap.l)
+    return bap, model, prism_projections(cam_r, P, bap.k, bap.l, model=model) if prism_departure else None
 
 
 def prism_departure(obs, cam_t, poses_t, dataset, pre) -> dict[str, Any]:
@@ -338,8 +341,7 @@ def prism_departure(obs, cam_t, poses_t, dataset, pre) -> dict[str, Any]:
     matches the detections' per-frame mean error, and the calibration of the moved projections."""
     from plenocal.model.projection import micro_image_centres
 
-    bap, model = _true_projections(obs, cam_t, poses_t, dataset)
-    _, prism = _true_projections(obs, cam_t, poses_t, dataset, prism_departure=True)
+    bap, model, prism = _true_projections(obs, cam_t, poses_t, dataset, prism_departure=True)
     moved = prism[:, :2] - model[:, :2]
     err = np.c_[bap.u, bap.v] - model[:, :2]
     ok = np.hypot(*err.T) <= 1.0
@@ -377,21 +379,21 @@ def prism_departure(obs, cam_t, poses_t, dataset, pre) -> dict[str, Any]:
         "per_frame_mean_error_px": {"detection": det_mean.tolist(), "prism_emulated": emu_mean.tolist(),
                                     "rms_difference": float(np.sqrt(np.mean(np.sum((det_mean - emu_mean) ** 2, axis=1)))),
                                     "rms_detection": float(np.sqrt(np.mean(np.sum(det_mean**2, axis=1))))},
-        "calibration": calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, prism_departure=True),
+        "calibration": calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, projected=(bap, prism)),
     }
 
 
-def calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, *, seed: int = 0, prism_departure: bool = False) -> dict[str, Any]:
+def calibrate_true_observations(obs, cam_t, poses_t, dataset, pre, *, seed: int = 0, projected=None) -> dict[str, Any]:
     """Calibrate the truth's projections of the detected, correctly linked (frame, lens, node) set:
-    (u, v) noise 0.05 px, ρ noise 0.01 px shared per cluster, MIC noise 0.05 px; with
-    ``prism_departure``, projected as PRISM renders (:func:`prism_projections`)."""
+    (u, v) noise 0.05 px, ρ noise 0.01 px shared per cluster, MIC noise 0.05 px. ``projected``:
+    (that set, its projections) when not the model's (:func:`prism_departure`)."""
     from plenocal.calib.calibrate import calibrate
     from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
     from plenocal.model.projection import micro_image_centres
 
     board = dataset.manifest.target
     rng = np.random.default_rng(seed)
-    bap, pr = _true_projections(obs, cam_t, poses_t, dataset, prism_departure=prism_departure)
+    bap, pr = projected if projected is not None else _true_projections(obs, cam_t, poses_t, dataset)[:2]
     key = bap.frame.astype(np.int64) * 10000 + bap.node
     _, inv = np.unique(key, return_inverse=True)
     rho_noise = rng.normal(0, 0.01, inv.max() + 1)[inv]
