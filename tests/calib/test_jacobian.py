@@ -108,6 +108,23 @@ def assert_matches_fd(res: Residuals, x: np.ndarray, J_dense: np.ndarray) -> Non
 
 
 @pytest.mark.parametrize("rho_form", list(RhoForm))
+@pytest.mark.parametrize("exit_pupil_mm", [9.35, -7.3])
+def test_exit_pupil_column_matches_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board, rho_form,
+                                                      exit_pupil_mm):
+    """With the exit pupil e behind (> 0) or in front of (< 0) H′ and free: every column, including
+    ∂/∂e of the micro-image centres and of ρ through A = Δc·(D − e)/(D + d − e)."""
+    bap, mic, frames = subproblem
+    ml = r12a_camera.main_lens
+    camera = r12a_camera.replace(rho_form=rho_form,
+                                 main_lens=type(ml)(ml.focal_length_mm, ml.f_number, exit_pupil_mm))
+    lay = ParameterLayout(camera, frames, two_pitches=True, exit_pupil=True)
+    assert "exit_pupil_mm" in lay.names
+    res = Residuals(lay, bap, mic, r12a_board)
+    x = _start(lay, camera, r12a_poses)
+    assert_matches_fd(res, x, dense(res, res.jacobian(x, method="analytic")))
+
+
+@pytest.mark.parametrize("rho_form", list(RhoForm))
 @pytest.mark.parametrize("two_pitches", [True, False])
 def test_every_column_matches_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board, rho_form,
                                                  two_pitches):

@@ -226,7 +226,7 @@ def test_prior_is_used_and_reported(calibrated, truth, tmp_path, capsys):
     rep = json.loads((out / "report.json").read_text())
     (q,) = rep["priors"]
     assert q["name"] == "F_mm" and abs(q["value"] - (F + 0.5)) < 0.03 and q["value_std"] < 0.011
-    assert rep["options"]["priors"] == [{"name": "F_mm", "mean": F + 0.5, "std": 0.01}]
+    assert rep["options"]["priors"] == [{"name": "F_mm", "mean": F + 0.5, "std": 0.01, "origin": "option"}]
     cf = read_camera_file(out / "camera.json")
     assert cf.camera.main_lens.focal_length_mm == pytest.approx(q["value"])
     assert cf.provenance["priors"][0]["name"] == "F_mm"

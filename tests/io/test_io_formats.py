@@ -88,6 +88,21 @@ def test_camera_round_trip_is_exact(tmp_path: Path, r12a_camera, r12a_params):
     assert isinstance(doc["sensor"]["pixel_size_mm"], float)
 
 
+def test_camera_exit_pupil_round_trip_and_default(tmp_path: Path, r12a_camera):
+    """``main_lens.exit_pupil_mm`` round-trips; a file without it (older files, the paper's lens)
+    reads as 0."""
+    from plenocal.model.camera import MainLens
+
+    cam = r12a_camera.replace(main_lens=MainLens(50.0, 4.0, -7.3))
+    path = write_camera(tmp_path / "c.json", cam)
+    assert read_camera_file(path).camera == cam
+    doc = json.loads(path.read_text())
+    assert doc["main_lens"]["exit_pupil_mm"] == -7.3
+    del doc["main_lens"]["exit_pupil_mm"]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert read_camera_file(tmp_path / "old.json").camera.main_lens.exit_pupil_mm == 0.0
+
+
 def test_camera_infinite_focus_and_defaults(tmp_path: Path, r12a_camera):
     cam = r12a_camera.replace(focus_distance_mm=math.inf, configuration=Configuration.KEPLERIAN)
     path = write_camera(tmp_path / "c.json", cam)

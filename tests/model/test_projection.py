@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -103,6 +105,44 @@ def test_mic_is_central_projection_and_consistent_grid():
     # MIC pitch = Δ_C·(D+d)/D/s
     assert cam.grid.pitch_px[0] == pytest.approx(0.1275 / cam.lambda_ / 0.0055, rel=1e-12)
     assert cam.micro_lens_aperture_mm == pytest.approx(0.1275, rel=1e-12)
+
+
+@pytest.mark.parametrize("e_mm", [9.35, -7.3])
+def test_mic_is_the_central_projection_from_the_exit_pupil(e_mm):
+    """Micro-image centres are the lens centres projected from the exit-pupil centre (0, 0, −e)
+    onto the sensor: the grid pitch is Δ_C·(D + d − e)/(D − e)/s and λ = (D − e)/(D + d − e);
+    the BAP features (chief rays) do not depend on e."""
+    cam0 = make_camera(Configuration.GALILEAN, LatticeKind.HEX_ROWS, tilt=(5e-4, -3e-4, 2e-3))
+    cam = cam0.replace(main_lens=MainLens(50.0, 4.0, e_mm), mia=None)
+    k, l = cam.mla.lattice.all_indices()
+    C = micro_lens_centres(cam, k, l)
+    pupil = np.array([0.0, 0.0, -e_mm])
+    t = (-cam.sensor.distance_mm - pupil[2]) / (C[:, 2] - pupil[2])
+    X = pupil + t[:, None] * (C - pupil)
+    u0, v0 = cam.principal_point_px
+    expected = np.stack([u0 - X[:, 0] / 0.0055, v0 - X[:, 1] / 0.0055], axis=1)
+    np.testing.assert_allclose(micro_image_centres(cam, k, l), expected, atol=1e-9)
+    assert cam.lambda_ == pytest.approx((cam.D_mm - e_mm) / (cam.sensor.distance_mm - e_mm), rel=1e-15)
+    flat = cam.replace(mla=dataclasses.replace(cam.mla, rotation_xyz_rad=(0.0, 0.0, 2e-3)), mia=None)
+    assert flat.grid.pitch_px[0] == pytest.approx(0.1275 / flat.lambda_ / 0.0055, rel=1e-12)
+    pts = np.array([[1.0, 2.0, 300.0], [-3.0, 1.0, 600.0]])
+    with_e, without = project_bap(cam, pts, [20, 21], [15, 15]), project_bap(cam0, pts, [20, 21], [15, 15])
+    np.testing.assert_array_equal(with_e[:, :2], without[:, :2])
+    # ρ through A = λ·Δc: the same micro-lens aperture up to the tilted grid's fit (1e-5 relative).
+    np.testing.assert_allclose(with_e[:, 2], without[:, 2], rtol=2e-5)
+
+
+def test_exit_pupil_magnification_and_bad_values():
+    """m_p = 1 − e/F (conjugate pupils of an aberration-free lens), exit-pupil radius (F − e)/(2N);
+    e ≥ F (no real pupil) and a pupil behind the MLA are refused with the field named."""
+    ml = MainLens(50.0, 4.0, 9.3456)
+    assert ml.pupil_magnification == pytest.approx(0.81309, abs=1e-5)  # the Cooke-type lens of the real-optics set
+    assert ml.exit_pupil_radius_mm == pytest.approx(10.1636 / 2, rel=1e-4)
+    with pytest.raises(ModelError, match="main_lens.exit_pupil_mm must be finite and < the focal length"):
+        MainLens(50.0, 4.0, 50.0)
+    cam = make_camera(Configuration.GALILEAN, LatticeKind.HEX_ROWS)
+    with pytest.raises(ModelError, match="exit pupil must lie in front of the MLA"):
+        cam.replace(main_lens=MainLens(100.0, 4.0, cam.D_mm + 1.0), mia=None)
 
 
 def test_tilted_mla_grid_fit_is_close():

@@ -78,6 +78,29 @@ def test_white_centroids_at_full_scale_sensor_corners(roi):
     assert _white_centroid_rms(camera, 11.31, roi, rays=1024) <= 0.02
 
 
+def _with_exit_pupil(camera: PlenopticCamera, e_mm: float) -> PlenopticCamera:
+    """The camera with its exit pupil e behind H′ (and the micro-image grid that goes with it)."""
+    ml = camera.main_lens
+    return camera.replace(main_lens=MainLens(ml.focal_length_mm, ml.f_number, e_mm), mia=None)
+
+
+@pytest.mark.parametrize("e_mm", [9.35, -7.3])
+def test_white_centroids_follow_the_exit_pupil(e_mm):
+    """With the aperture stop off the lens plane (an aberration-free lens whose exit pupil is e
+    behind H′, as in the real-optics sets: +9.35 and −7.3 mm) the white micro-images are centred
+    on the exit pupil's projection through the lens centres, not on the lens plane's: in the far
+    corner of a full-scale R12-B the two differ by ~3 px."""
+    camera = _with_exit_pupil(preset("r12-b").camera, e_mm)
+    roi = (3800, 2640, 4040, 2880)
+    assert _white_centroid_rms(camera, 11.31, roi, rays=1024) <= 0.02
+    thin = camera.replace(main_lens=MainLens(camera.main_lens.focal_length_mm, camera.main_lens.f_number))
+    img = render(camera, WhiteDiffuser(), f_number=11.31, rays=256, roi=roi, seed=3)
+    k, l, c = _interior_lenses(camera, roi, camera.grid.diameter_px / 2.0 + 1)
+    c_thin = micro_image_centres(thin, k, l)
+    err_thin = np.array([_moments(img, ci, camera.grid.diameter_px / 2.0)[1] for ci in c]) - c_thin
+    assert np.sqrt(np.mean(np.sum(err_thin**2, axis=1))) > 1.0
+
+
 def _ortho_camera() -> PlenopticCamera:
     """A single-focus Galilean camera with an orthogonal, tilted MLA and distortion."""
     lattice = Lattice(LatticeKind.ORTHOGONAL, 40, 30)
@@ -105,19 +128,21 @@ def test_white_centroids_other_configurations(case):
 
 
 @pytest.mark.parametrize(
-    ("name", "f_numbers"),
-    [("r12-a", None), ("kep-3", None), ("upc-s", (4.0, 5.6))],  # upc-s overlaps at N = 2
+    ("name", "f_numbers", "e_mm"),
+    [("r12-a", None, 0.0), ("kep-3", None, 0.0), ("upc-s", (4.0, 5.6), 0.0),  # upc-s overlaps at N = 2
+     ("r12-a", None, 9.35), ("r12-a", None, -7.3)],
 )
-def test_micro_image_radius_law(name, f_numbers):
+def test_micro_image_radius_law(name, f_numbers, e_mm):
     """White micro-image radii follow R_i(1/N) = m/N + q_i (eq:miradiusfnumber) to <= 2 %.
 
     A white micro-image is the convolution of two uniform discs: the micro-lens aperture seen
     through the lens (radius ρ1) and the main aperture projected from the MLA onto the sensor
-    (radius ρ2 = d·F/(2DN)), normalised so that its integral is πρ2²; its support radius is
+    (radius ρ2 = d·(F − e)/(2(D − e)N), the exit pupil; d·F/(2DN) in the lens plane), normalised so
+    that its integral is πρ2²; its support radius is
     ρ1 + ρ2. With the pixel box (variance 1/12): ρ2 = √(M0/π), ρ1² = 4(σ² − 1/12) − ρ2².
     """
     small = preset(name, small=True)
-    camera = small.camera
+    camera = _with_exit_pupil(small.camera, e_mm) if e_mm else small.camera
     m, q = radius_law(camera)
     s = camera.sensor.pixel_size_mm
     roi = (400, 300, 600, 500) if name == "upc-s" else (330, 280, 530, 460)
@@ -131,8 +156,9 @@ def test_micro_image_radius_law(name, f_numbers):
         var = np.array([mo[2] for mo in moments])
         rho2 = np.sqrt(m0 / np.pi)
         rho1 = np.sqrt(np.clip(4.0 * (var - 1.0 / 12.0) - rho2**2, 0.0, None))
-        # The main aperture's share: vignetting by F/(2N) exactly.
-        expected_rho2 = camera.d_mm * camera.main_lens.focal_length_mm / (2 * camera.D_mm * n) / s
+        # The main aperture's share: the exit pupil, radius (F − e)/(2N), seen from D − e.
+        F, e = camera.main_lens.focal_length_mm, camera.main_lens.exit_pupil_mm
+        expected_rho2 = camera.d_mm * (F - e) / (2 * (camera.D_mm - e) * n) / s
         assert np.median(rho2) == pytest.approx(expected_rho2, rel=0.01)
         for t in range(camera.n_types):
             measured = np.median((rho1 + rho2)[types == t])

@@ -13,8 +13,8 @@ kind  quantity  kind  quantity  kind  quantity  kind  quantity
 ====  ========  ====  ========  ====  ========  ====  ========
 0     F         5     P2        10    θy        15    pitch p0
 1     Q1        6     u0        11    θz        16    pitch p1
-2     Q2        7     v0        12    t_x       17+i  f_(i+1)
-3     Q3        8     d         13    t_y
+2     Q2        7     v0        12    t_x       17    e (exit pupil)
+3     Q3        8     d         13    t_y       18+i  f_(i+1)
 4     P1        9     θx        14    D
 ====  ========  ====  ========  ====  ========  ====  ========
 
@@ -26,7 +26,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-N_BASE_KINDS = 17
+N_BASE_KINDS = 18
+KIND_EXIT_PUPIL = 17
 RHO_LEGACY, RHO_HEAD, RHO_VIRTUAL_DEPTH = 0, 1, 2
 
 
@@ -60,8 +61,11 @@ def _centre_directions(cd, R, dR, pitch, ax, ay):  # pragma: no cover - compiled
 
 @nb.njit(cache=True, inline="always")
 def _kind_values(vals, gP, gC, gS, term, aperture, d_ref, focal, lens_type, origin, normal, point_d, p, cd, dn,
-                 dA_dS, dA_dD):  # pragma: no cover - compiled
+                 dA_dS, dA_dD, ge, dA_de):  # pragma: no cover - compiled
     """∂pred/∂(each kind) of one row and term from its intermediate sensitivities (module table).
+
+    ``ge``: the row's direct derivative with respect to the exit pupil's distance e (micro-image
+    centres); ``dA_de``: ∂A/∂e of the micro-lens aperture A = Δc·(D − e)/(D + d − e).
 
     ``point_d[p]`` (3, 12): ∂p_u/∂(F, Q1, Q2, Q3, P1, P2, pose) of the row's point, ``p`` < 0 for
     rows that do not depend on p_u (micro-image centres); ``cd`` (5, 3): the lens'
@@ -84,6 +88,7 @@ def _kind_values(vals, gP, gC, gS, term, aperture, d_ref, focal, lens_type, orig
     vals[14] = -gC[2] + gS + aperture * (dA_dD + dA_dS) - origin[2]
     vals[15] = _dot3(gC[0], gC[1], gC[2], cd[3, 0], cd[3, 1], cd[3, 2])
     vals[16] = _dot3(gC[0], gC[1], gC[2], cd[4, 0], cd[4, 1], cd[4, 2])
+    vals[KIND_EXIT_PUPIL] = ge + aperture * dA_de
     for i in range(vals.size - N_BASE_KINDS):
         vals[N_BASE_KINDS + i] = focal if lens_type == i else 0.0
 
@@ -99,7 +104,7 @@ def _write_columns(out, row, vals, kind_a, kind_b, col_scale, weight):  # pragma
 
 @nb.njit(cache=True)
 def bap_jacobian_kernel(points, point_d, point_of_row, frame_index, ax, ay, types, R, dR, t_m, pitch, S, s, A,
-                        dA_dS, dA_dD, d_ref, focal, rho_form, n_terms, kind_a, kind_b, col_scale, pose_scale,
+                        dA_dS, dA_dD, dA_de, d_ref, focal, rho_form, n_terms, kind_a, kind_b, col_scale, pose_scale,
                         start, stop, term_stride, row_weight, out_int, out_pose):  # pragma: no cover - compiled
     """Jacobian of the BAP rows ``start..stop`` (u, v[, ρ]): term t of row i goes to row
     ``o = t·term_stride + i − start`` of ``out_int`` (n_columns intrinsic columns) and ``out_pose``
@@ -111,7 +116,7 @@ def bap_jacobian_kernel(points, point_d, point_of_row, frame_index, ax, ay, type
     derivatives; point_of_row, frame_index, types : (N,) per row; ax, ay : (N,) lens offsets
     (pitch units); R, dR : MLA rotation (3, 3) and its θ derivatives (3, 3, 3); t_m : (3,) MLA
     origin; pitch : (p0, p1); S : D + d; s : pixel size; A : micro-lens aperture λ·Δc and its
-    derivatives dA_dS, dA_dD (at fixed S); d_ref : d; focal : (I,) f_i; rho_form : RHO_*;
+    derivatives dA_dS, dA_dD, dA_de (at fixed S); d_ref : d; focal : (I,) f_i; rho_form : RHO_*;
     kind_a, kind_b, col_scale : (n_free,) column kinds (kind_b −1 if none) and factors;
     pose_scale : (n_frames, 6) factors of the pose columns (0 where frozen).
     """
@@ -188,7 +193,7 @@ def bap_jacobian_kernel(points, point_d, point_of_row, frame_index, ax, ay, type
                     gS = d_dk
                     dref = 0.0 if rho_form == RHO_HEAD else rho_df
             _kind_values(vals, gP, gC, gS, term, aperture, dref, foc, types[i], origin, normal, point_d, p, cd, dn,
-                         dA_dS, dA_dD)
+                         dA_dS, dA_dD, 0.0, dA_de)
             row = term * term_stride + i - start
             wr = row_weight[row]
             _write_columns(out_int, row, vals, kind_a, kind_b, col_scale, wr)
@@ -198,11 +203,12 @@ def bap_jacobian_kernel(points, point_d, point_of_row, frame_index, ax, ay, type
 
 
 @nb.njit(cache=True)
-def mic_jacobian_kernel(ax, ay, R, dR, t_m, pitch, S, s, n_types, kind_a, kind_b, col_scale, start, stop,
+def mic_jacobian_kernel(ax, ay, R, dR, t_m, pitch, S, e, s, n_types, kind_a, kind_b, col_scale, start, stop,
                         term_stride, row_weight, out_int):  # pragma: no cover - compiled
-    """Jacobian of the micro-image centres ``start..stop``, u = u0 + C_x·S/(C_z·s) and v likewise:
-    term t (u, v) of centre i goes to row ``o = t·term_stride + i − start`` of ``out_int``,
-    multiplied by ``row_weight[o]``."""
+    """Jacobian of the micro-image centres ``start..stop``, u = u0 + C_x·(S − e)/((C_z + e)·s) and v
+    likewise (the lens centre projected from the exit-pupil centre (0, 0, −e)): term t (u, v) of
+    centre i goes to row ``o = t·term_stride + i − start`` of ``out_int``, multiplied by
+    ``row_weight[o]``."""
     vals = np.zeros(N_BASE_KINDS + n_types)
     gP = np.zeros(3)
     gC = np.zeros(3)
@@ -213,13 +219,15 @@ def mic_jacobian_kernel(ax, ay, R, dR, t_m, pitch, S, s, n_types, kind_a, kind_b
     for i in range(start, stop):
         Cx, Cy, Cz = _lens_centre(R, t_m, pitch, ax[i], ay[i])
         _centre_directions(cd, R, dR, pitch, ax[i], ay[i])
-        inv = 1.0 / (Cz * s)
+        ze = Cz + e
+        inv = 1.0 / (ze * s)
         for term in range(2):
             c = Cx if term == 0 else Cy
             gC[0] = gC[1] = gC[2] = 0.0
-            gC[term] = S * inv
-            gC[2] = -c * S * inv / Cz
+            gC[term] = (S - e) * inv
+            gC[2] = -c * (S - e) * inv / ze
+            ge = -c * (Cz + S) * inv / ze
             _kind_values(vals, gP, gC, c * inv, term, 0.0, 0.0, 0.0, -1, zero3, zero3, no_point, -1, cd, dn, 0.0,
-                         0.0)
+                         0.0, ge, 0.0)
             row = term * term_stride + i - start
             _write_columns(out_int, row, vals, kind_a, kind_b, col_scale, row_weight[row])

@@ -45,7 +45,7 @@ from threadpoolctl import threadpool_limits
 
 from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenoptic_poses
 from plenocal.calib.parameters import ParameterLayout, derived_values
-from plenocal.calib.priors import Prior, PriorTerms, check_priors, quantity
+from plenocal.calib.priors import Prior, PriorTerms, check_priors, exit_pupil_prior, quantity
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import Residuals
 from plenocal.calib.robust import GroupRejection, reject_groups, robust_sigma
@@ -155,6 +155,11 @@ class CalibrationOptions:
     priors : tuple of Prior
         Gaussian priors on intrinsics or the focus distance (:mod:`plenocal.calib.priors`; none
         by default), in every joint stage, the covariance and the jackknife.
+    exit_pupil : bool
+        Estimate the main lens's exit-pupil distance e behind H′ (``exit_pupil_mm``): the
+        micro-image centres are projected from the exit pupil, not from the lens plane
+        (:class:`plenocal.model.camera.MainLens`; beyond the paper). Off: e stays at the initial
+        camera's value (0, the paper's lens-plane aperture).
     """
 
     freeze: tuple[str, ...] = ()
@@ -173,6 +178,7 @@ class CalibrationOptions:
     clustered_covariance: bool = True
     frame_resampling: bool = True
     priors: tuple[Prior, ...] = ()
+    exit_pupil: bool = False
 
     def __post_init__(self) -> None:
         if self.loss not in ("huber", "linear"):
@@ -559,8 +565,11 @@ def _calibrate(
     timings["extrinsics"] = time.perf_counter() - t0
 
     frames_t = tuple(sorted(poses0))
+    if opt.exit_pupil and not any(p.name == "exit_pupil_mm" for p in opt.priors):
+        opt = dataclasses.replace(opt, priors=(*opt.priors, exit_pupil_prior(camera0.main_lens.focal_length_mm)))
     mic = observations.mic if opt.use_mic else MicroImageCentres.empty()
-    layout = ParameterLayout(camera0, frames_t, two_pitches=opt.two_pitches, frozen=frozenset(opt.freeze))
+    layout = ParameterLayout(camera0, frames_t, two_pitches=opt.two_pitches, frozen=frozenset(opt.freeze),
+                             exit_pupil=opt.exit_pupil)
     check_priors(layout, opt.priors)
     x = layout.pack(camera0, poses0)
 
@@ -568,7 +577,7 @@ def _calibrate(
     t0 = time.perf_counter()
     if len(mic):
         mla_free = [n for n in ("theta_z_rad", "tx_mm", "ty_mm", *layout.groups["pitch"]) if layout.free_mask[layout.index[n]]]
-        lay_m = ParameterLayout(camera0, (), two_pitches=opt.two_pitches,
+        lay_m = ParameterLayout(camera0, (), two_pitches=opt.two_pitches, exit_pupil=opt.exit_pupil,
                                 frozen=frozenset(set(layout.intrinsic_names) - set(mla_free)))
         res_m = Residuals(lay_m, BapFeatures.empty(), mic, board, use_rho=False)
         xm, rep_m = levenberg_marquardt(res_m, x[: layout.n_intrinsics], sigma={"uv": 1.0, "rho": 1.0, "mic": 1.0}, ftol=1e-10)

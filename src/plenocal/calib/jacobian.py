@@ -11,12 +11,14 @@ thin main lens         p' = −F/(z_c − F)·p_c (eq:thinlens)                 
 distortion             p_u = (x_u, y_u, z') (eq:distortion, Brown–Conrady)     Q1..Q3, P1, P2
 micro-lens centre      C = t_m + R_m·(p0·a_x, p1·a_y, 0), t_m = (t_x, t_y, −D)   θ, t_x, t_y, D, pitch
 chief ray              line C → p_u meets the sensor z = −(D + d); u = u0 − X/s  u0, v0, D, d
-blur radius            ρ = A/(2s)·(d_f/f_i − 1 − d_v/a), A = Δc·D/(D + d)       D, d, f_i
+blur radius            ρ = A/(2s)·(d_f/f_i − 1 − d_v/a),                        D, d, f_i, e
+                       A = Δc·(D − e)/(D + d − e)
                        (eq:blurradius, :class:`~plenocal.model.camera.RhoForm`)
 =====================  =====================================================  =================
 
-The micro-image-centre (MIC) term projects C from the main-lens centre O onto the sensor (paper
-§5.2; reference §4 "Main-lens-centre → MIC projection"): u = u0 + C_x·(D + d)/(C_z·s).
+The micro-image-centre (MIC) term projects C from the exit-pupil centre (0, 0, −e) onto the sensor
+(paper §5.2 with e = 0, the main-lens centre O; reference §4 "Main-lens-centre → MIC
+projection"): u = u0 + C_x·(D + d − e)/((C_z + e)·s).
 
 The per-point links (pose, thin lens, distortion: a few hundred (frame, node) points) are numpy
 functions here; the per-row links (lens centre, chief ray, blur radius: 10⁴–10⁵ rows) run in the
@@ -226,6 +228,7 @@ _KINDS: dict[str, tuple[int, ...]] = {
     "F_mm": (0,), "q1": (1,), "q2": (2,), "q3": (3,), "p1": (4,), "p2": (5,), "u0_px": (6,), "v0_px": (7,),
     "d_mm": (8,), "theta_x_rad": (9,), "theta_y_rad": (10,), "theta_z_rad": (11,), "tx_mm": (12,), "ty_mm": (13,),
     "D_mm": (14,), "pitch0_mm": (15,), "pitch1_mm": (16,), "pitch_mm": (15, 16),
+    "exit_pupil_mm": (kernels.KIND_EXIT_PUPIL,),
 }
 _RHO_FORM_CODES = {RhoForm.LEGACY: kernels.RHO_LEGACY, RhoForm.HEAD: kernels.RHO_HEAD,
                    RhoForm.VIRTUAL_DEPTH: kernels.RHO_VIRTUAL_DEPTH}
@@ -274,8 +277,10 @@ class CameraState:
         (p0, p1), mm.
     S, s : float
         Main lens–sensor distance D + d and pixel size, mm.
-    aperture, dA_dS, dA_dD : float
-        A = λ·Δc = Δc·D/S (eq:mlinterdist) and its partial derivatives at fixed D, S.
+    e : float
+        The exit pupil's distance behind the main lens (:class:`~plenocal.model.camera.MainLens`).
+    aperture, dA_dS, dA_dD, dA_de : float
+        A = λ·Δc = Δc·(D − e)/(S − e) (eq:mlinterdist) and its partial derivatives at fixed D, S, e.
     d_ref : float
         d, the MLA–sensor distance at the MLA frame origin.
     focal : ndarray, shape (I,)
@@ -289,9 +294,11 @@ class CameraState:
     pitch: FloatArray
     S: float
     s: float
+    e: float
     aperture: float
     dA_dS: float
     dA_dD: float
+    dA_de: float
     d_ref: float
     focal: FloatArray
     rho_form: int
@@ -300,10 +307,12 @@ class CameraState:
     def of(cls, camera: PlenopticCamera) -> CameraState:
         mla = camera.mla
         S = camera.sensor.distance_mm
+        e = camera.main_lens.exit_pupil_mm
         dc = camera.micro_image_pitch_mm
+        Se = S - e
         return cls(mla.rotation, euler_xyz_derivatives(mla.rotation_xyz_rad), np.asarray(mla.translation_mm),
-                   np.asarray(mla.pitch_mm), S, camera.sensor.pixel_size_mm, camera.micro_lens_aperture_mm,
-                   -dc * camera.D_mm / (S * S), dc / S, camera.d_mm,
+                   np.asarray(mla.pitch_mm), S, camera.sensor.pixel_size_mm, e, camera.micro_lens_aperture_mm,
+                   -dc * (camera.D_mm - e) / (Se * Se), dc / Se, -dc * camera.d_mm / (Se * Se), camera.d_mm,
                    np.asarray(camera.mla.focal_lengths_mm, dtype=np.float64), _RHO_FORM_CODES[camera.rho_form])
 
 
@@ -372,7 +381,7 @@ def bap_jacobian(
     n_out = n_terms * (stop - start)
     kernels.bap_jacobian_kernel(
         vp.points, vp.d_params, rows.point_of_row, rows.frame_index, rows.ax, rows.ay, rows.types, cam.R, cam.dR,
-        cam.origin, cam.pitch, cam.S, cam.s, cam.aperture, cam.dA_dS, cam.dA_dD, cam.d_ref, cam.focal,
+        cam.origin, cam.pitch, cam.S, cam.s, cam.aperture, cam.dA_dS, cam.dA_dD, cam.dA_de, cam.d_ref, cam.focal,
         cam.rho_form, n_terms, columns.kind_a, columns.kind_b, columns.factor,
         np.ascontiguousarray(pose_scale, dtype=np.float64), start, stop, stop - start,
         np.ones(n_out) if row_weight is None else row_weight, out_int, out_pose,
@@ -389,15 +398,16 @@ def mic_jacobian(
     stop: int | None = None,
     row_weight: FloatArray | None = None,
 ) -> None:
-    """Jacobian of the micro-image centres ``start..stop``: u = u0 + C_x·S/(C_z·s), v likewise.
+    """Jacobian of the micro-image centres ``start..stop``: u = u0 + C_x·(S − e)/((C_z + e)·s), v
+    likewise.
 
-    The central projection of the lens centre C from the main-lens centre O (paper §5.2; reference
-    §4). Term t (u, v) of centre i is written to row t·(stop − start) + i − start of ``out_int``,
+    The central projection of the lens centre C from the exit-pupil centre (0, 0, −e) (the
+    main-lens centre O of paper §5.2 and reference §4 when e = 0). Term t (u, v) of centre i is written to row t·(stop − start) + i − start of ``out_int``,
     times ``row_weight`` of that row (default 1); columns of parameters that do not move C or the
     sensor are zero.
     """
     stop = offsets[0].size if stop is None else stop
     n_out = 2 * (stop - start)
-    kernels.mic_jacobian_kernel(offsets[0], offsets[1], cam.R, cam.dR, cam.origin, cam.pitch, cam.S, cam.s,
+    kernels.mic_jacobian_kernel(offsets[0], offsets[1], cam.R, cam.dR, cam.origin, cam.pitch, cam.S, cam.e, cam.s,
                                 cam.focal.size, columns.kind_a, columns.kind_b, columns.factor, start, stop,
                                 stop - start, np.ones(n_out) if row_weight is None else row_weight, out_int)

@@ -15,9 +15,15 @@ name                meaning                                    unit
 ``theta_z_rad``     MLA rotation about the optical axis        rad
 ``tx_mm ty_mm``     MLA translation (lens (0,0) frame origin)  mm
 ``D_mm``            main lens–MLA distance D (t_z = −D)        mm
+``exit_pupil_mm``   exit pupil e behind H′ (optional, see below) mm
 ``pitch_mm``        MLA pitch Δ_C (or ``pitch0_mm pitch1_mm``)  mm
 ``f1_mm … fI_mm``   micro-lens focal lengths (paper i = 1..I)   mm
 ==================  =========================================  ==========================
+
+``exit_pupil_mm`` (beyond the paper; ``ParameterLayout(exit_pupil=True)``) places the main lens's
+exit pupil e behind its rear principal plane: the micro-image centres are projected from it
+(:func:`~plenocal.model.projection.micro_image_centres`) and λ = (D − e)/(D + d − e). Without it
+e is held at the template's value (0: the paper).
 
 The sensor distance D + d is parametrised by d rather than by D + d: D and D + d are
 correlated to 1 − 1e-6 and the (D, d) pair keeps the normal equations well conditioned; the
@@ -87,6 +93,7 @@ _SCALES: dict[str, float] = {
     "tx_mm": 1e-3,
     "ty_mm": 1e-3,
     "D_mm": 0.1,
+    "exit_pupil_mm": 0.1,
     "pitch": 1e-5,
     "f": 1e-3,
     "r": 1e-3,
@@ -110,11 +117,12 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "D": ("D_mm",),
     "mla_pose": ("theta_x_rad", "theta_y_rad", "theta_z_rad", "tx_mm", "ty_mm", "D_mm"),
 }
+_OPTIONAL_GROUPS: dict[str, tuple[str, ...]] = {"exit_pupil": ("exit_pupil_mm",)}
 
 # Parameters whose change moves the micro-image centres (MIC residuals, paper §5.2).
 MIC_PARAMETERS = frozenset(
     {"u0_px", "v0_px", "d_mm", "theta_x_rad", "theta_y_rad", "theta_z_rad", "tx_mm", "ty_mm", "D_mm",
-     "pitch_mm", "pitch0_mm", "pitch1_mm"}
+     "pitch_mm", "pitch0_mm", "pitch1_mm", "exit_pupil_mm"}
 )
 # Parameters that move the micro-lens centres C(k, l).
 MLA_PARAMETERS = frozenset(
@@ -143,12 +151,16 @@ class ParameterLayout:
         Optimise (p0, p1) instead of one shared pitch (reference HEAD).
     frozen : iterable of str
         Group or parameter names held at their packed value.
+    exit_pupil : bool
+        Optimise the exit pupil's distance e behind H′ (``exit_pupil_mm``); otherwise it is held at
+        the template's value.
     """
 
     template: PlenopticCamera
     frames: tuple[int, ...]
     two_pitches: bool = False
     frozen: frozenset[str] = frozenset()
+    exit_pupil: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "frames", tuple(int(f) for f in self.frames))
@@ -169,7 +181,8 @@ class ParameterLayout:
     def intrinsic_names(self) -> tuple[str, ...]:
         pitch = ("pitch0_mm", "pitch1_mm") if self.two_pitches else ("pitch_mm",)
         focal = tuple(f"f{i + 1}_mm" for i in range(self.n_types))
-        return _BASE_INTRINSICS + pitch + focal
+        pupil = ("exit_pupil_mm",) if self.exit_pupil else ()
+        return _BASE_INTRINSICS + pupil + pitch + focal
 
     @property
     def n_intrinsics(self) -> int:
@@ -192,6 +205,8 @@ class ParameterLayout:
     @property
     def groups(self) -> dict[str, tuple[str, ...]]:
         g = dict(_GROUPS)
+        if self.exit_pupil:
+            g.update(_OPTIONAL_GROUPS)
         g["pitch"] = ("pitch0_mm", "pitch1_mm") if self.two_pitches else ("pitch_mm",)
         g["focal_lengths"] = tuple(f"f{i + 1}_mm" for i in range(self.n_types))
         g["intrinsics"] = self.intrinsic_names
@@ -250,6 +265,7 @@ class ParameterLayout:
             camera.d_mm,
             th[0], th[1], th[2],
             tx, ty, camera.D_mm,
+            *([camera.main_lens.exit_pupil_mm] if self.exit_pupil else []),
             *pitch,
             *mla.focal_lengths_mm,
         ]
@@ -290,7 +306,7 @@ class ParameterLayout:
             t.sensor.pixel_size_mm, t.sensor.width_px, t.sensor.height_px, (v["u0_px"], v["v0_px"]), D + d
         )
         return PlenopticCamera(
-            main_lens=MainLens(v["F_mm"], t.main_lens.f_number),
+            main_lens=MainLens(v["F_mm"], t.main_lens.f_number, v.get("exit_pupil_mm", t.main_lens.exit_pupil_mm)),
             distortion=Distortion(v["q1"], v["q2"], v["q3"], v["p1"], v["p2"]),
             mla=mla,
             sensor=sensor,
@@ -335,17 +351,21 @@ def derived_values(layout: ParameterLayout, x: FloatArray) -> dict[str, tuple[fl
     -------
     dict
         name → (value, gradient of shape (size,)): ``sensor_distance_mm`` = D + d and
-        ``lambda`` = D/(D + d) (paper eq:mlinterdist).
+        ``lambda`` = (D − e)/(D + d − e) (paper eq:mlinterdist, e = 0 there).
     """
     idx = layout.index
     D, d = float(x[idx["D_mm"]]), float(x[idx["d_mm"]])
+    e = float(x[idx["exit_pupil_mm"]]) if "exit_pupil_mm" in idx else layout.template.main_lens.exit_pupil_mm
     g_dist = np.zeros(layout.size)
     g_dist[idx["D_mm"]] = 1.0
     g_dist[idx["d_mm"]] = 1.0
+    De, Se = D - e, D + d - e
     g_lam = np.zeros(layout.size)
-    g_lam[idx["D_mm"]] = d / (D + d) ** 2
-    g_lam[idx["d_mm"]] = -D / (D + d) ** 2
-    return {"sensor_distance_mm": (D + d, g_dist), "lambda": (D / (D + d), g_lam)}
+    g_lam[idx["D_mm"]] = d / Se**2
+    g_lam[idx["d_mm"]] = -De / Se**2
+    if "exit_pupil_mm" in idx:
+        g_lam[idx["exit_pupil_mm"]] = -d / Se**2
+    return {"sensor_distance_mm": (D + d, g_dist), "lambda": (De / Se, g_lam)}
 
 
 def frames_of(poses: Mapping[int, Pose] | Sequence[int]) -> tuple[int, ...]:

@@ -52,6 +52,8 @@ class Prior:
     name: str
     mean: float
     std: float
+    origin: str = "option"
+    """Where it comes from: ``"option"`` (the user's ``--prior``) or a default's reason."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mean) and math.isfinite(self.std)) or self.std <= 0.0:
@@ -75,7 +77,24 @@ class Prior:
         return f"{self.name}={self.mean:g}±{self.std:g}"
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "mean": self.mean, "std": self.std}
+        return {"name": self.name, "mean": self.mean, "std": self.std, "origin": self.origin}
+
+
+EXIT_PUPIL_RANGE_FOCAL_LENGTHS = 1.0
+"""σ of the default prior on the exit pupil's distance e behind H′, in focal lengths: e ~ N(0, F²).
+A photographic lens's exit pupil lies within about one focal length of its rear principal plane
+(the sets plenocal is checked on: −7.3 and +9.35 mm at F = 50 mm; image-space telecentric designs
+excepted). The micro-image centres measure only pitch·(D + d − e)/(D − e), so e rests on the
+checkerboard frames' parallax; with frames far from the MLA's conjugate plane they leave e free by
+±15 mm and more, and without a bound the solve drifts along that valley towards an image-space
+telecentric lens (e → −∞). The prior keeps it finite and changes nothing measurable where the
+frames do determine e (σ_e ≈ 0.6 mm on R12-A-like frames: docs/model.md, "The exit pupil")."""
+
+
+def exit_pupil_prior(focal_length_mm: float) -> Prior:
+    """The default prior on ``exit_pupil_mm`` (:data:`EXIT_PUPIL_RANGE_FOCAL_LENGTHS`)."""
+    return Prior("exit_pupil_mm", 0.0, EXIT_PUPIL_RANGE_FOCAL_LENGTHS * float(focal_length_mm),
+                 origin="default: a photographic lens's exit pupil lies within about one focal length of H′")
 
 
 def prior_quantities(layout: ParameterLayout) -> tuple[str, ...]:

@@ -79,7 +79,7 @@ def without_frame(res: Residuals, x: FloatArray, active: FloatArray, i: int) -> 
     f = lay.frames[i]
     keep = res.bap.frame != f
     lay_f = ParameterLayout(lay.template, tuple(fr for fr in lay.frames if fr != f), two_pitches=lay.two_pitches,
-                            frozen=lay.frozen)
+                            frozen=lay.frozen, exit_pupil=lay.exit_pupil)
     res_f = Residuals(lay_f, res.bap.select(keep), res.mic, res.board, use_rho=res.use_rho,
                       pupil_vignetting=res.pupil_vignetting)
     n_int = lay.n_intrinsics

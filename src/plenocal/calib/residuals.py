@@ -311,7 +311,8 @@ class Residuals:
         """
         s = camera.sensor.pixel_size_mm
         u0, v0 = camera.sensor.principal_point_px
-        sc = -camera.sensor.distance_mm / C[:, 2]
+        e = camera.main_lens.exit_pupil_mm
+        sc = (camera.sensor.distance_mm - e) / (-C[:, 2] - e)
         mu, mv = u0 - C[:, 0] * sc / s, v0 - C[:, 1] * sc / s
         m, q = radius_law(camera)
         ra = abs(m) / camera.main_lens.f_number / s
@@ -323,9 +324,11 @@ class Residuals:
         return mu + eu * f, mv + ev * f
 
     def predict_mic(self, camera: PlenopticCamera) -> list[FloatArray]:
-        """Predicted micro-image centres (O through C(k, l) onto the sensor), [u, v] each (M,)."""
+        """Predicted micro-image centres (the exit-pupil centre through C(k, l) onto the sensor,
+        :func:`~plenocal.model.projection.micro_image_centres`), [u, v] each (M,)."""
         C = self.lens_centres(camera, self.mic_gx, self.mic_gy)
-        scale = -camera.sensor.distance_mm / C[:, 2]
+        e = camera.main_lens.exit_pupil_mm
+        scale = (camera.sensor.distance_mm - e) / (-C[:, 2] - e)
         s = camera.sensor.pixel_size_mm
         u0, v0 = camera.sensor.principal_point_px
         return [u0 - C[:, 0] * scale / s, v0 - C[:, 1] * scale / s]

@@ -104,8 +104,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="one MLA pitch (the paper)")
     model.add_argument("--rho-form", choices=[r.value for r in RhoForm], default=None,
                        help=f"blur-radius form: lens distances of ρ (default {DEFAULT_RHO_FORM}; see docs)")
+    pupil = model.add_mutually_exclusive_group()
+    pupil.add_argument("--exit-pupil", dest="exit_pupil", action="store_true", default=None,
+                       help="estimate the main lens's exit-pupil distance e behind its rear principal plane: "
+                            "micro-image centres are images of the exit-pupil centre (a real lens)")
+    pupil.add_argument("--no-exit-pupil", dest="exit_pupil", action="store_false",
+                       help="the aperture in the main-lens plane (the paper's thin lens): e held at the initial camera's")
     model.add_argument("--legacy-model", action="store_true",
-                       help="the paper's model: one pitch and the legacy ρ (reproduces the paper's R12-A numbers)")
+                       help="the paper's model: one pitch, the legacy ρ and the aperture in the lens plane "
+                            "(reproduces the paper's R12-A numbers)")
     p.add_argument("--weighting", choices=("none", "noise"), default=None,
                    help="the paper's unweighted Θ (default; measured more accurate on independent data) "
                         "or per-term 1/σ² weights (maximum likelihood for pure noise; the default with --pinhole, "
@@ -279,16 +286,21 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
     if legacy and (two_pitches or (rho_form not in (None, RhoForm.LEGACY.value))):
         raise UsageError("--legacy-model is one pitch and the legacy ρ: it cannot go with --two-pitches or another --rho-form")
     two_pitches = (not legacy) if two_pitches is None else two_pitches
+    exit_pupil = getattr(args, "exit_pupil", None)
+    if legacy and exit_pupil:
+        raise UsageError("--legacy-model has the aperture in the lens plane: it cannot go with --exit-pupil")
+    exit_pupil = (not legacy and CalibrationOptions.exit_pupil) if exit_pupil is None else exit_pupil
     if camera is not None and freeze:
         template = as_pinhole(camera) if args.pinhole else camera
         try:
-            ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze))
+            ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze), exit_pupil=exit_pupil)
         except ModelError as exc:
             raise UsageError(f"--freeze {args.freeze}: {exc}") from None
     priors = tuple(Prior.parse(t) for t in getattr(args, "prior", None) or ())
     if camera is not None and priors:
         template = as_pinhole(camera) if args.pinhole else camera
-        check_priors(ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze)), priors)
+        check_priors(ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze),
+                                     exit_pupil=exit_pupil), priors)
     return CalibrationOptions(
         freeze=tuple(dict.fromkeys(freeze)),
         two_pitches=two_pitches,
@@ -299,6 +311,7 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
         use_mic=not args.no_mic,
         pupil_vignetting=args.pupil_vignetting,
         priors=priors,
+        exit_pupil=exit_pupil,
     )
 
 

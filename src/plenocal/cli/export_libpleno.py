@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
+
 from plenocal.errors import DataError, InputFileError
 from plenocal.io.atomic import atomic_files
 from plenocal.io.camera import read_camera_file
@@ -45,6 +47,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def exit_pupil_note(camera: PlenopticCamera) -> str:
+    """What libpleno loses of a camera whose exit pupil is off the lens plane (e ≠ 0): its model
+    projects the micro-image centres from the main-lens centre, so they move by up to the returned
+    number of pixels; BAP features (chief rays) and ρ are unchanged."""
+    from plenocal.model.camera import MainLens
+    from plenocal.model.projection import micro_image_centres
+
+    ml = camera.main_lens
+    k, l = camera.mla.lattice.all_indices()
+    lens_plane = camera.replace(main_lens=MainLens(ml.focal_length_mm, ml.f_number))
+    shift = np.hypot(*(micro_image_centres(camera, k, l) - micro_image_centres(lens_plane, k, l)).T)
+    return (f"libpleno has no exit pupil (this camera's is {ml.exit_pupil_mm:+.2f} mm from the main lens): it projects "
+            f"the micro-image centres from the lens centre, {shift.max():.2f} px (RMS {np.sqrt(np.mean(shift**2)):.2f} px) "
+            f"away from this camera's; its BAP features and ρ are unchanged")
+
+
 def notes(camera: PlenopticCamera, generation: Generation, fit: InverseDistortionFit | None) -> list[str]:
     """What the user should know about an export: padding, ρ form, HEAD's mode, the inverse fit."""
     out = []
@@ -64,6 +82,8 @@ def notes(camera: PlenopticCamera, generation: Generation, fit: InverseDistortio
         )
     if generation is Generation.HEAD and camera.n_types > 0 and camera.configuration is Configuration.KEPLERIAN:
         out.append("libpleno HEAD treats a Keplerian multi-focus camera as unfocused (mode 0; reference §15 item 11)")
+    if camera.main_lens.exit_pupil_mm != 0.0:
+        out.append(exit_pupil_note(camera))
     if fit is not None:
         px = error_on_sensor_px(camera, fit.max_error_mm)
         out.append(

@@ -146,6 +146,7 @@ def camera_to_json(
         "main_lens": {
             "focal_length_mm": float(camera.main_lens.focal_length_mm),
             "f_number": float(camera.main_lens.f_number),
+            "exit_pupil_mm": float(camera.main_lens.exit_pupil_mm),
         },
         "distortion": {"q1": dist.q1, "q2": dist.q2, "q3": dist.q3, "p1": dist.p1, "p2": dist.p2},
         "mla": {
@@ -221,7 +222,8 @@ def camera_from_json(f: Fields) -> CameraFile:
             raise f.error("focus_distance_mm", f"must be beyond the focal length {focal_length:g} mm "
                                                f"(a lens cannot focus nearer), got {h:g}")
         camera = PlenopticCamera(
-            main_lens=MainLens(focal_length, ml.number("f_number", minimum=MIN_F_NUMBER, maximum=MAX_F_NUMBER)),
+            main_lens=MainLens(focal_length, ml.number("f_number", minimum=MIN_F_NUMBER, maximum=MAX_F_NUMBER),
+                               ml.number("exit_pupil_mm", 0.0, minimum=-MAX_LENGTH_MM, maximum=focal_length)),
             distortion=distortion,
             mla=mla,
             sensor=sensor,

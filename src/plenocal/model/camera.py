@@ -81,19 +81,53 @@ def _vec(name: str, value: ArrayLike, n: int) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class MainLens:
-    """Thin main lens in the plane z = 0 of the camera frame (paper eq:thinlens)."""
+    """The main lens as its paraxial equivalent: a thin lens in the plane z = 0 of the camera frame
+    (paper eq:thinlens), where the object space's front principal plane H and the image space's
+    rear principal plane H′ coincide, and its **exit pupil** at z = −e.
+
+    The paper puts the aperture in the lens plane (e = 0). A real lens has its aperture stop inside
+    it, so its exit pupil — the image of the stop that the micro-lenses see, whose centre they image
+    onto the micro-image centres — lies a distance e from H′ (e > 0: behind H′, towards the
+    sensor). For an aberration-free lens the entrance and exit pupils are conjugate through the
+    lens, so the pupil magnification is m_p = 1 − e/F and the exit pupil's radius is
+    (F − e)/(2N) (``docs/model.md``, "The exit pupil").
+
+    Attributes
+    ----------
+    focal_length_mm : F.
+    f_number : N = F / (entrance-pupil diameter).
+    exit_pupil_mm : e, the exit pupil's distance behind H′ (towards the sensor), mm; 0 = the paper.
+    """
 
     focal_length_mm: float
     f_number: float
+    exit_pupil_mm: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "focal_length_mm", _positive("main_lens.focal_length_mm", self.focal_length_mm))
         object.__setattr__(self, "f_number", _positive("main_lens.f_number", self.f_number))
+        e = float(self.exit_pupil_mm)
+        if not np.isfinite(e) or e >= self.focal_length_mm:
+            raise ModelError(
+                f"main_lens.exit_pupil_mm must be finite and < the focal length {self.focal_length_mm} "
+                f"(the pupil magnification 1 − e/F must be > 0), got {self.exit_pupil_mm!r}"
+            )
+        object.__setattr__(self, "exit_pupil_mm", e)
 
     @property
     def aperture_mm(self) -> float:
-        """Aperture diameter F/N."""
+        """Entrance-pupil diameter F/N."""
         return self.focal_length_mm / self.f_number
+
+    @property
+    def pupil_magnification(self) -> float:
+        """m_p = 1 − e/F: exit-pupil over entrance-pupil diameter (conjugate pupils)."""
+        return 1.0 - self.exit_pupil_mm / self.focal_length_mm
+
+    @property
+    def exit_pupil_radius_mm(self) -> float:
+        """(F − e)/(2N): the radius of the exit pupil."""
+        return (self.focal_length_mm - self.exit_pupil_mm) / (2.0 * self.f_number)
 
 
 @dataclass(frozen=True)
@@ -263,7 +297,7 @@ class PlenopticCamera:
     ----------
     main_lens, distortion, mla, sensor : the physical parts.
     mia : MicroImageGrid, optional
-        The micro-image grid (default: the central projection of the MLA from O); its metric pitch Δc = s·(p0 + p1)/2 sets the micro-lens aperture
+        The micro-image grid (default: the central projection of the MLA from the exit pupil); its metric pitch Δc = s·(p0 + p1)/2 sets the micro-lens aperture
         A = λ·Δc used by the blur model (paper eq:mlinterdist, eq:radiusfinal).
     configuration : Configuration
         Internal configuration (Galilean, Keplerian or unfocused).
@@ -289,6 +323,10 @@ class PlenopticCamera:
             raise ModelError(
                 f"sensor must lie behind the MLA: d = sensor.distance_mm − D = {self.d_mm} <= 0"
             )
+        if self.D_mm - self.main_lens.exit_pupil_mm <= 0.0:
+            raise ModelError(
+                f"the exit pupil must lie in front of the MLA: D − e = {self.D_mm - self.main_lens.exit_pupil_mm} <= 0"
+            )
         if self.mia is None:
             object.__setattr__(self, "mia", consistent_mia(self))
         if self.grid.lattice != self.mla.lattice:
@@ -312,9 +350,17 @@ class PlenopticCamera:
         return self.sensor.distance_mm - self.D_mm
 
     @property
+    def exit_pupil_z_mm(self) -> float:
+        """z of the exit-pupil centre in the camera frame, −e (0: the paper's lens plane)."""
+        return -self.main_lens.exit_pupil_mm
+
+    @property
     def lambda_(self) -> float:
-        """λ = D/(D + d) (paper eq:mlinterdist)."""
-        return self.D_mm / self.sensor.distance_mm
+        """λ = (D − e)/(D + d − e), the ratio of the micro-lens pitch to the micro-image pitch
+        (paper eq:mlinterdist, whose D/(D + d) is the e = 0 case): micro-image centres are the
+        central projection of the micro-lens centres from the exit-pupil centre."""
+        e = self.main_lens.exit_pupil_mm
+        return (self.D_mm - e) / (self.sensor.distance_mm - e)
 
     @property
     def micro_image_pitch_mm(self) -> float:
@@ -339,12 +385,13 @@ class PlenopticCamera:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     def with_consistent_mia(self) -> PlenopticCamera:
-        """A copy whose micro-image grid is the central projection of the MLA from O."""
+        """A copy whose micro-image grid is the central projection of the MLA from the exit pupil."""
         return self.replace(mia=consistent_mia(self))
 
 
 def consistent_mia(camera: PlenopticCamera) -> MicroImageGrid:
-    """The micro-image grid produced by projecting every micro-lens centre from O (MIC model).
+    """The micro-image grid produced by projecting every micro-lens centre from the exit-pupil
+    centre (MIC model; O when e = 0).
 
     Least-squares fit of pitch, rotation and offset to the projected centres (exact when the MLA
     is not tilted).

@@ -61,17 +61,21 @@ def _sensor_uv(camera: PlenopticCamera, X: FloatArray, Y: FloatArray) -> tuple[F
 
 
 def micro_image_centres(camera: PlenopticCamera, k: ArrayLike, l: ArrayLike) -> FloatArray:
-    """Model micro-image centres: O projected through C(k, l) onto the sensor, in px.
+    """Model micro-image centres: the exit-pupil centre projected through C(k, l) onto the sensor, px.
 
-    No distortion, no thin lens: the central projection of the micro-lens centre from the
-    main-lens centre O (paper §5.2, MIC term).
+    No distortion, no thin lens: the central projection of the micro-lens centre from the centre
+    of the main lens's exit pupil, (0, 0, −e) — the main-lens centre O in the paper (§5.2, MIC
+    term), where e = 0. A white micro-image is the micro-lens's image of the exit pupil, so its
+    centre lies on the line from the exit-pupil centre through the lens centre; with the pupil e
+    behind H′ the MIC lattice is (D + d − e)/(D − e) times the MLA's, not (D + d)/D.
 
     Returns
     -------
     ndarray, shape (N, 2)
     """
     C = micro_lens_centres(camera, k, l)
-    scale = -camera.sensor.distance_mm / C[..., 2]
+    e = camera.main_lens.exit_pupil_mm
+    scale = (camera.sensor.distance_mm - e) / (-C[..., 2] - e)
     u, v = _sensor_uv(camera, C[..., 0] * scale, C[..., 1] * scale)
     return np.stack([u, v], axis=-1)
 

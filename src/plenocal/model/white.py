@@ -127,15 +127,17 @@ class InternalParameters:
 def radius_law(camera: PlenopticCamera) -> tuple[float, tuple[float, ...]]:
     """(m, q_i) of the micro-image radius law of a camera (eq:miradiusfnumbermc).
 
-    m = ∓ dF/(2D) (negative for Galilean and unfocused, eq:miradiussgn) and
-    q_i = Δ_C·d/(2 f_i) − Δc/2 with Δ_C = λ·Δc. For I = 0 the single intercept is that of a
-    pinhole (f → ∞): −Δc/2.
+    m = ∓ d·(F − e)/(2(D − e)) (negative for Galilean and unfocused, eq:miradiussgn): the exit
+    pupil, of radius (F − e)/(2N), imaged through the micro-lens centre from D − e (the paper's
+    ∓dF/(2D) when the pupil is in the lens plane, e = 0), and q_i = Δ_C·d/(2 f_i) − Δc/2 with
+    Δ_C = λ·Δc. For I = 0 the single intercept is that of a pinhole (f → ∞): −Δc/2.
     """
     D, d = camera.D_mm, camera.d_mm
     F = camera.main_lens.focal_length_mm
+    e = camera.main_lens.exit_pupil_mm
     dc = camera.micro_image_pitch_mm
     dC = camera.lambda_ * dc
-    m = camera.configuration.radius_sign * d * F / (2.0 * D)
+    m = camera.configuration.radius_sign * d * (F - e) / (2.0 * (D - e))
     fs = camera.mla.focal_lengths_mm or (np.inf,)
     q = tuple(dC * d / (2.0 * f) - dc / 2.0 for f in fs)
     return m, q
@@ -144,10 +146,10 @@ def radius_law(camera: PlenopticCamera) -> tuple[float, tuple[float, ...]]:
 def radius_law_at(camera: PlenopticCamera, k: np.ndarray, l: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(m, q) of the white radius law of each micro-lens (k, l), with its own D(k, l), d(k, l).
 
-    A tilted MLA puts every lens at its own distances (reference §3, libpleno HEAD): the main
-    aperture images through lens (k, l) with m = ∓d(k, l)·F/(2D(k, l)), and its blur disc is
-    q_i = Δ_C·d(k, l)/(2f_i) − Δ_C/(2λ(k, l)) with λ(k, l) = D/(D + d) at the lens and Δ_C = λ·Δc
-    the lens pitch of :func:`radius_law` (which this equals at the MLA frame origin).
+    A tilted MLA puts every lens at its own distances (reference §3, libpleno HEAD): the exit
+    pupil images through lens (k, l) with m = ∓d(k, l)·(F − e)/(2(D(k, l) − e)), and its blur disc
+    is q_i = Δ_C·d(k, l)/(2f_i) − Δ_C/(2λ(k, l)) with λ(k, l) = (D − e)/(D + d − e) at the lens and
+    Δ_C = λ·Δc the lens pitch of :func:`radius_law` (which this equals at the MLA frame origin).
 
     Returns
     -------
@@ -159,14 +161,15 @@ def radius_law_at(camera: PlenopticCamera, k: np.ndarray, l: np.ndarray) -> tupl
     Dk = -C[:, 2]
     dk = camera.sensor.distance_mm - Dk
     F = camera.main_lens.focal_length_mm
+    e = camera.main_lens.exit_pupil_mm
     sign = camera.configuration.radius_sign
-    m = sign * dk * F / (2.0 * Dk)
+    m = sign * dk * (F - e) / (2.0 * (Dk - e))
     dC = camera.lambda_ * camera.micro_image_pitch_mm
     if camera.n_types == 0:
         f = np.full(len(dk), np.inf)
     else:
         f = np.asarray(camera.mla.focal_lengths_mm, dtype=np.float64)[camera.mla.types.type_of(k, l)]
-    q = dC * dk / (2.0 * f) - dC * (Dk + dk) / (2.0 * Dk)
+    q = dC * dk / (2.0 * f) - dC * (Dk - e + dk) / (2.0 * (Dk - e))
     return m, q
 
 

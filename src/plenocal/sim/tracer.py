@@ -3,7 +3,8 @@
 Every ray starts on a pixel's area and is traced towards the scene:
 
     pixel area → micro-lens (thin lens, aperture = its disc of diameter = the MLA pitch)
-    → main-lens plane (aperture disc of radius F/(2N); rays outside are vignetted)
+    → exit-pupil plane z = −e (disc of radius (F − e)/(2N); rays outside are vignetted; the
+      paper's lens-plane aperture F/(2N) when e = 0)
     → thin main lens with lateral distortion in the virtual space → scene.
 
 This module does **not** call :mod:`plenocal.model.projection`'s projections: it uses the camera's
@@ -16,8 +17,10 @@ Optics, for a sample point X on the sensor and a micro-lens of centre C, axis n,
   X' = C + (X − C)·f/(f − d_X), with d_X = (C − X)·n; written homogeneously as
   (P, h) = (C·h + C − X, d_X·φ − 1) so that the unfocused case f = d_X (X' at infinity, h = 0)
   needs no special case;
-- the ray through the disc point M meets the main-lens plane z = 0 at L (vignetting test
-  |L| ≤ F/(2N));
+- the ray through the disc point M meets the main-lens plane z = 0 at L, and the exit-pupil
+  plane z = −e at A (vignetting test |A| ≤ (F − e)/(2N); A = L for the paper's e = 0). An
+  aberration-free lens whose stop is not in its plane: the image-space rays are straight, the
+  pupil only clips them (:class:`~plenocal.model.camera.MainLens`);
 - main lens: the distortion (paper eq:distortion) acts on points of the virtual space, so the
   image-space ray, the straight line M → X' → L, is undistorted *as a whole*: Dist⁻¹ is
   linearised once per (pixel, micro-lens), Dist⁻¹(Y) ≈ c + I·Y (Newton's method), and the scene
@@ -84,8 +87,9 @@ class TracerOptics:
         Radius of every micro-lens disc, (p0 + p1)/4.
     mla_axes : ndarray, shape (3, 3)
         Columns: the MLA plane's x and y axes and its normal, in the camera frame.
-    main : ndarray, shape (8,)
-        F, aperture radius F/(2N), Q1, Q2, Q3, P1, P2, has_distortion.
+    main : ndarray, shape (9,)
+        F, exit-pupil radius (F − e)/(2N), Q1, Q2, Q3, P1, P2, has_distortion, z of the exit
+        pupil −e.
     sensor : ndarray, shape (4,)
         s (mm), u0, v0 (px), z of the sensor plane (mm, −(D + d)).
     width_px, height_px : int
@@ -167,7 +171,8 @@ def build_optics(camera: PlenopticCamera, f_number: float | None = None) -> Trac
     axes = np.ascontiguousarray(mla.rotation)
     r_lens = 0.25 * (mla.pitch_mm[0] + mla.pitch_mm[1])
     F = camera.main_lens.focal_length_mm
-    r_ap = F / (2.0 * N)
+    e = camera.main_lens.exit_pupil_mm
+    r_ap = (F - e) / (2.0 * N)  # the exit pupil's radius (MainLens.exit_pupil_radius_mm)
     dist = camera.distortion
     has_dist = 0.0 if dist.is_zero else 1.0
     s = sensor.pixel_size_mm
@@ -180,14 +185,16 @@ def build_optics(camera: PlenopticCamera, f_number: float | None = None) -> Trac
     if has_dist and np.any(np.abs(d_l * power - 1.0) < 1e-9):
         raise ModelError("unfocused micro-lenses (f = d) with a distorted main lens are not supported")
     # Culling bound of each micro-image (a generous circle around the central projection of C
-    # from O): support radius r_lens·|1 − d/f + d/D| + d·r_ap/D of a white micro-image, +10 %, +2 px.
-    scale = zs / C[:, 2]
+    # from the exit-pupil centre (0, 0, −e)): support radius r_lens·|1 − d/f + d/D_e| + d·r_ap/D_e
+    # of a white micro-image, D_e = D − e, +10 %, +2 px.
+    scale = (zs + e) / (C[:, 2] + e)
     cu = u0 - C[:, 0] * scale / s
     cv = v0 - C[:, 1] * scale / s
-    support = (r_lens * np.abs(1.0 - d_l * power + d_l / D_l) + d_l * r_ap / D_l) / s
+    D_e = D_l - e
+    support = (r_lens * np.abs(1.0 - d_l * power + d_l / D_e) + d_l * r_ap / D_e) / s
     bound = 1.1 * support + 2.0
     starts, entries, nx = _build_cells(cu, cv, bound, sensor.width_px, sensor.height_px, CELL_SIZE_PX)
-    main = np.array([F, r_ap, dist.q1, dist.q2, dist.q3, dist.p1, dist.p2, has_dist])
+    main = np.array([F, r_ap, dist.q1, dist.q2, dist.q3, dist.p1, dist.p2, has_dist, -e])
     return TracerOptics(
         lens_centres=C,
         lens_power=np.ascontiguousarray(power),
@@ -386,7 +393,7 @@ def _render_kernel(
     ``patterns`` has shape (n_patterns, 4, n): pixel offsets + ½ (two rows, in [0, 1)) and unit
     disc points (two rows); ``rotations`` (n_rot, 2) holds (cos, sin) of evenly spaced angles.
     """
-    F, r_ap = main[0], main[1]
+    F, r_ap, z_ap = main[0], main[1], main[8]
     q1, q2, q3, p1, p2 = main[2], main[3], main[4], main[5], main[6]
     has_dist = main[7] != 0.0
     r_ap2 = r_ap * r_ap
@@ -434,13 +441,15 @@ def _render_kernel(
                 P0x = Cx * h0 + Cx - X0x
                 P0y = Cy * h0 + Cy - X0y
                 P0z = Cz * h0 + Cz - zs
-                # Conservative culling: the main aperture projected from X' onto the lens plane
-                # (centre Q, radius rho_q) must meet the lens disc, with a margin for the pixel.
-                if abs(P0z) > 1e-12:
-                    ratio = Cz / P0z
+                # Conservative culling: the exit pupil (centre (0, 0, z_ap)) projected from X' onto
+                # the lens plane (centre Q, radius rho_q) must meet the lens disc, with a margin
+                # for the pixel.
+                den = z_ap * h0 - P0z
+                if abs(den) > 1e-12:
+                    ratio = (z_ap - Cz) / den
                     Qx = P0x * ratio
                     Qy = P0y * ratio
-                    rho_q = abs(P0z - Cz * h0) * r_ap / abs(P0z)
+                    rho_q = abs(P0z - Cz * h0) * r_ap / abs(den)
                     reach = (rho_q + r_lens) * 1.001 + 0.75 * s * abs(ratio) + 1e-9
                     if (Qx - Cx) ** 2 + (Qy - Cy) ** 2 > reach * reach:
                         continue
@@ -492,7 +501,10 @@ def _render_kernel(
                         t = Mz / ez
                         Lx = Mx - t * (Mx * h - Px)
                         Ly = My - t * (My * h - Py)
-                        hits += 1.0 if Lx * Lx + Ly * Ly <= r_ap2 else 0.0
+                        # The ray's point in the exit-pupil plane z = z_ap (L when z_ap = 0).
+                        Ax = Lx + z_ap * (Mx * h - Px) / ez
+                        Ay = Ly + z_ap * (My * h - Py) / ez
+                        hits += 1.0 if Ax * Ax + Ay * Ay <= r_ap2 else 0.0
                     a0 += hits * white_level * inv_n
                     continue
                 # Undistortion at the pixel centre (Newton) and its inverse Jacobian I: over the
@@ -532,9 +544,12 @@ def _render_kernel(
                         Mx = Cx + x * A1x + y * A2x
                         My = Cy + x * A1y + y * A2y
                         Mz = Cz + x * A1z + y * A2z
-                        t = Mz / (Mz * h - Pz)
+                        ez = Mz * h - Pz
+                        t = Mz / ez
                         Lx = Mx - t * (Mx * h - Px)
                         Ly = My - t * (My * h - Py)
+                        Ax = Lx + z_ap * (Mx * h - Px) / ez
+                        Ay = Ly + z_ap * (My * h - Py) / ez
                         Sx, Sy, dx, dy, dz = _scene_ray(Lx, Ly, Px, Py, Pz, h, F, c_x, c_y, i00, i01, i10, i11)
                         tp = ((cb_t[0] - Sx) * cb_n[0] + (cb_t[1] - Sy) * cb_n[1] + cb_t[2] * cb_n[2]) / (
                             dx * cb_n[0] + dy * cb_n[1] + dz * cb_n[2]
@@ -552,7 +567,7 @@ def _render_kernel(
                         cells = math.floor(bx * cb_inv) + math.floor(by * cb_inv)
                         odd = cells - 2.0 * math.floor(0.5 * cells)
                         v = (cb_black + (cb_white - cb_black) * odd if squares else cb_white) if plate else background
-                        b0 += v if Lx * Lx + Ly * Ly <= r_ap2 else 0.0
+                        b0 += v if Ax * Ax + Ay * Ay <= r_ap2 else 0.0
                     a0 += b0 * inv_n
                     continue
                 # Pass 1 (vectorisable): main-lens hit L, scene direction, aperture weight.
@@ -574,6 +589,8 @@ def _render_kernel(
                     t = Mz / ez
                     Lx = Mx - t * (Mx * h - Px)
                     Ly = My - t * (My * h - Py)
+                    Ax = Lx + z_ap * (Mx * h - Px) / ez
+                    Ay = Ly + z_ap * (My * h - Py) / ez
                     # Oriented towards the scene (+z).
                     Sx, Sy, dx, dy, dz = _scene_ray(Lx, Ly, Px, Py, Pz, h, F, c_x, c_y, i00, i01, i10, i11)
                     sgn = 1.0 if dz >= 0.0 else -1.0
@@ -582,7 +599,7 @@ def _render_kernel(
                     buf[2, r] = sgn * dx
                     buf[3, r] = sgn * dy
                     buf[4, r] = sgn * dz
-                    buf[5, r] = 1.0 if Lx * Lx + Ly * Ly <= r_ap2 else 0.0
+                    buf[5, r] = 1.0 if Ax * Ax + Ay * Ay <= r_ap2 else 0.0
                 # Pass 2: nearest plate and its radiance.
                 _shade_rays(buf, n_rays, plates, texture, background)
                 b0 = 0.0
