@@ -235,6 +235,27 @@ def test_ctrl_c_inside_run_exits_130(capfd, images_ds, tmp_path, monkeypatch):
             match=r"^plenocal run: interrupted", code=130)
 
 
+@pytest.mark.parametrize(("signal_exc", "code", "word"), [("KeyboardInterrupt", 130, "interrupted"),
+                                                         ("Terminated", 143, "terminated")])
+def test_signal_inside_a_numba_kernel_is_one_line(capfd, images_ds, tmp_path, monkeypatch, signal_exc, code, word):
+    """A signal whose handler runs while numba dispatches a kernel surfaces as "SystemError:
+    CPUDispatcher(...) returned a result with an exception set" with the KeyboardInterrupt or
+    Terminated as its context (seen in detection: 3 of 3 Ctrl-C in `plenocal run`)."""
+    import plenocal.cli.precalibrate as pre
+    from plenocal.cli.main import Terminated
+
+    def kernel_interrupted(args):
+        try:
+            raise KeyboardInterrupt if signal_exc == "KeyboardInterrupt" else Terminated()
+        except BaseException:
+            raise SystemError("CPUDispatcher(<function kernel>) returned a result with an exception set")  # noqa: B904
+
+    monkeypatch.setattr(pre, "run", kernel_interrupted)
+    out = tmp_path / "out"
+    hostile(capfd, ["run", images_ds, "-o", out], inputs=[images_ds], out=out / "precalibration",
+            match=rf"^plenocal run: {word}", code=code)
+
+
 # --- simulate -----------------------------------------------------------------------------
 @pytest.mark.parametrize(("args", "match"), [
     (["--seed", "-1"], r"argument --seed: expected an integer in 0\.\."),

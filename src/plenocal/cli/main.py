@@ -137,6 +137,23 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def interruption(exc: BaseException) -> BaseException | None:
+    """The Ctrl-C or SIGTERM behind ``exc``, if any.
+
+    A signal whose Python handler runs while a numba kernel is being dispatched surfaces as
+    ``SystemError: CPUDispatcher(...) returned a result with an exception set``, with the
+    :class:`KeyboardInterrupt` or :class:`Terminated` as its cause or context: the kernel's result
+    arrived with the handler's exception pending."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt | Terminated):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def _run_with_cache_recovery(argv: Sequence[str]) -> int:
     from plenocal.cli import _numba_cache
 
@@ -175,6 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         name = exc.filename if exc.filename is not None else "I/O"
         return fail(f"error: {name}: {exc.strerror or exc} (nothing of the unfinished step was written)")
+    except SystemError as exc:
+        signal_exc = interruption(exc)
+        if isinstance(signal_exc, KeyboardInterrupt):
+            return fail("interrupted (nothing of the unfinished step was written)", EXIT_INTERRUPTED)
+        if isinstance(signal_exc, Terminated):
+            return fail("terminated (nothing of the unfinished step was written)", EXIT_TERMINATED)
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover
