@@ -156,6 +156,12 @@ def test_csv_import_and_precalibration_initial(tmp_path, r12a_libpleno_dir, trut
         (["--prior", "F_mm=50±0"], "σ > 0"),
         (["--prior", "F_mm=50±2", "--prior", "F=51±2"], "given twice"),
         (["--prior", "F_mm=50±2", "--freeze", "F_mm"], "frozen"),
+        (["--prior", "F_mm=49.7±1e-200"], "use --freeze"),
+        (["--prior", "F_mm=49.7±1e-150"], "use --freeze"),
+        (["--prior", "F_mm=49.7±1e-160"], "use --freeze"),
+        (["--prior", "F_mm=1e300±1e300"], "says nothing"),
+        (["--prior", "F_mm=1e12±1"], "check its unit"),
+        (["--freeze", "intrinsics,poses"], "leaves nothing to calibrate"),
     ],
 )
 def test_errors_one_line_exit_2_nothing_written(calibrated, tmp_path, capsys, args, needle):

@@ -586,6 +586,21 @@ def test_calibrate_unknown_freeze_group(capfd, r12a_ds, tmp_path):
             out=tmp_path / "cal", match=r"--freeze tilt,bogus: unknown parameter group\(s\) to freeze: \['bogus'\]")
 
 
+@pytest.mark.parametrize("freeze", ["pitch,mla_pose", "mla_rotation,mla_translation,pitch"])
+def test_calibrate_with_the_mla_frozen_calibrates(capfd, r12a_ds, r12a_camera, tmp_path, freeze):
+    """Freezing every parameter of the MLA stage (its in-plane pose and pitch) skips that stage
+    (it crashed: 'zero-size array'); the camera (initialised at the truth) stays right."""
+    from plenocal.io import read_camera_file
+
+    out = tmp_path / "cal"
+    assert main(["calibrate", str(r12a_ds), "--freeze", freeze, "-o", str(out)]) == 0
+    cap = capfd.readouterr()
+    assert "Traceback" not in cap.err + cap.out
+    cf = read_camera_file(out / "camera.json")
+    F, F_true = cf.camera.main_lens.focal_length_mm, r12a_camera.main_lens.focal_length_mm
+    assert abs(F - F_true) < 3 * cf.uncertainty["F_mm"]
+
+
 def test_calibrate_unknown_loss(capfd, r12a_ds, tmp_path):
     hostile(capfd, ["calibrate", r12a_ds, "--loss", "cauchy", "-o", tmp_path / "cal"], inputs=[r12a_ds],
             out=tmp_path / "cal", match=r"argument --loss: invalid choice: 'cauchy'")

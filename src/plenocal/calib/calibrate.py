@@ -575,8 +575,8 @@ def _calibrate(
 
     # 2. MLA from the micro-image centres.
     t0 = time.perf_counter()
-    if len(mic):
-        mla_free = [n for n in ("theta_z_rad", "tx_mm", "ty_mm", *layout.groups["pitch"]) if layout.free_mask[layout.index[n]]]
+    mla_free = [n for n in ("theta_z_rad", "tx_mm", "ty_mm", *layout.groups["pitch"]) if layout.free_mask[layout.index[n]]]
+    if len(mic) and mla_free:  # nothing to fit when --freeze holds the MLA's in-plane pose and pitch
         lay_m = ParameterLayout(camera0, (), two_pitches=opt.two_pitches, exit_pupil=opt.exit_pupil,
                                 frozen=frozenset(set(layout.intrinsic_names) - set(mla_free)))
         res_m = Residuals(lay_m, BapFeatures.empty(), mic, board, use_rho=False)

@@ -102,10 +102,34 @@ def prior_quantities(layout: ParameterLayout) -> tuple[str, ...]:
     return (*layout.intrinsic_names, "sensor_distance_mm", "lambda", FOCUS_DISTANCE)
 
 
+MIN_PRIOR_STD_RELATIVE = 1e-9
+"""Smallest prior σ, relative to the quantity's magnitude (its initial value, or its typical change
+when that is 0): its weight 1/σ² would swamp the normal equations by more than 1e18 and overflow
+where the value moves (``--prior F_mm=49.7±1e-200``); a quantity known that well is frozen
+(``--freeze``), not given a prior."""
+MAX_PRIOR_STD_RELATIVE = 1e6
+"""Largest prior σ (relative, as above): wider says nothing, and ``F_mm=1e300±1e300`` overflows."""
+MAX_PRIOR_OFFSET_RELATIVE = 1e6
+"""Largest distance of a prior's mean from the quantity's initial value (relative, as above): a
+mean a million times the quantity's size away is a typo or a unit error."""
+
+
+def _magnitude(layout: ParameterLayout, name: str, value: float) -> float:
+    """The size a prior on ``name`` is judged against: |initial value|, else its typical change."""
+    if math.isfinite(value) and value != 0.0:
+        return abs(value)
+    if name in layout.index:
+        return float(layout.scale[layout.index[name]])
+    return 1.0
+
+
 def check_priors(layout: ParameterLayout, priors: Sequence[Prior]) -> None:
-    """Refuse unknown names, duplicates and priors on frozen parameters (one line each)."""
+    """Refuse unknown names, duplicates, priors on frozen parameters, and a σ or mean outside a
+    sane range relative to the quantity (:data:`MIN_PRIOR_STD_RELATIVE`, :data:`MAX_PRIOR_STD_RELATIVE`,
+    :data:`MAX_PRIOR_OFFSET_RELATIVE`), one line each, before any work."""
     known = prior_quantities(layout)
     seen: set[str] = set()
+    x0 = np.concatenate([layout.pack_intrinsics(layout.template), np.zeros(layout.size - layout.n_intrinsics)])
     for p in priors:
         if p.name not in known:
             raise UsageError(f"--prior {p}: unknown quantity {p.name!r}; known: {', '.join(known)}")
@@ -114,6 +138,18 @@ def check_priors(layout: ParameterLayout, priors: Sequence[Prior]) -> None:
         seen.add(p.name)
         if p.name in layout.index and not layout.free_mask[layout.index[p.name]]:
             raise UsageError(f"--prior {p}: {p.name} is frozen; a prior on it does nothing (drop one of the two)")
+        value = quantity(layout, x0, p.name)[0]
+        size = _magnitude(layout, p.name, value)
+        if p.std < MIN_PRIOR_STD_RELATIVE * size:
+            raise UsageError(f"--prior {p}: σ {p.std:g} is below {MIN_PRIOR_STD_RELATIVE:g} of {p.name}'s size "
+                             f"({size:.4g}); to hold it at a value, use --freeze with an initial camera that has it")
+        if p.std > MAX_PRIOR_STD_RELATIVE * size:
+            raise UsageError(f"--prior {p}: σ {p.std:g} is above {MAX_PRIOR_STD_RELATIVE:g} times {p.name}'s size "
+                             f"({size:.4g}): it says nothing; drop it")
+        if math.isfinite(value) and abs(p.mean - value) > MAX_PRIOR_OFFSET_RELATIVE * size:
+            raise UsageError(f"--prior {p}: the mean is {abs(p.mean - value):.3g} from {p.name}'s initial value "
+                             f"{value:.4g}; check its unit ({p.name} is in "
+                             f"{'mm' if p.name.endswith('_mm') else 'its own unit'})")
 
 
 def focus_distance(layout: ParameterLayout, x: FloatArray) -> tuple[float, FloatArray]:

@@ -293,9 +293,11 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
     if camera is not None and freeze:
         template = as_pinhole(camera) if args.pinhole else camera
         try:
-            ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze), exit_pupil=exit_pupil)
+            lay = ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze), exit_pupil=exit_pupil)
         except ModelError as exc:
             raise UsageError(f"--freeze {args.freeze}: {exc}") from None
+        if "poses" in freeze and not lay.free_mask.any():
+            raise UsageError(f"--freeze {args.freeze}: leaves nothing to calibrate (every intrinsic and every pose frozen)")
     priors = tuple(Prior.parse(t) for t in getattr(args, "prior", None) or ())
     if camera is not None and priors:
         template = as_pinhole(camera) if args.pinhole else camera
