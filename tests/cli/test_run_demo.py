@@ -99,3 +99,46 @@ def test_run_passes_calibration_options_through():
     calib = build_parser().parse_args(["calibrate", "DS", "-o", "OUT", *calibration_argv(args)])
     assert (calib.two_pitches, calib.weighting, calib.rho_form, calib.loss) == (False, "noise", "head", "linear")
     assert calib.prior == ["F_mm=50±2", "focus_distance_mm=1000+-50"]
+
+
+def test_stage_reuse_sees_content_not_size_and_mtime(tmp_path):
+    """An input replaced by a same-size file with the same modification time (``cp -p``,
+    ``rsync -a``, an archive restore) makes its stage out of date."""
+    import os
+
+    from plenocal.cli.run import Stage, _fingerprint, _up_to_date
+
+    inp, folder = tmp_path / "input.bin", tmp_path / "stage"
+    folder.mkdir()
+    inp.write_bytes(b"a" * 1000)
+    stage = Stage("x", ["x"], [inp], [folder / "out.json"])
+    (folder / "out.json").write_text("{}")
+    (folder / "stage.json").write_text(json.dumps({"fingerprint": _fingerprint(stage)}))
+    assert _up_to_date(stage, folder)
+    st = inp.stat()
+    inp.write_bytes(b"a" * 999 + b"b")
+    os.utime(inp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert inp.stat().st_size == st.st_size and inp.stat().st_mtime_ns == st.st_mtime_ns
+    assert not _up_to_date(stage, folder)
+
+
+def test_a_second_run_on_the_same_folder_is_refused(demo, tmp_path, capsys):
+    """While one run holds the output folder, another is refused with the holder's process id in
+    one line, exit 2, nothing written; a folder the lock made and nothing filled is removed."""
+    import os
+
+    from plenocal.errors import UsageError
+    from plenocal.io.outputs import folder_lock
+
+    dataset, _ = demo
+    out = tmp_path / "out"
+    with folder_lock(out):
+        capsys.readouterr()
+        assert main(["run", str(dataset), "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"in use by process {os.getpid()}" in err, err
+        assert [p.name for p in out.iterdir()] == [".plenocal-run.lock"]
+        with pytest.raises(UsageError, match="another plenocal run"):
+            with folder_lock(out):
+                pass
+    assert not out.exists()

@@ -2,9 +2,11 @@
 
 precalibrate → detect → calibrate → blur → evaluate → profile → report, each stage writing to
 ``OUT/<stage>/`` through its own subcommand. A stage is skipped when its outputs exist and its
-fingerprint (its arguments and the size and modification time of every input file, including the
-outputs of the stages it reads, and plenocal's version) is the one recorded in ``OUT/<stage>/stage.json``; ``--force``
-redoes everything. A dataset that already carries observations and no white images (e.g. made by
+fingerprint (its arguments, a hash of the bytes of every input file, including the outputs of the
+stages it reads, and plenocal's version) is the one recorded in ``OUT/<stage>/stage.json``; ``--force``
+redoes everything. (Size and modification time alone missed an input replaced by a same-size file
+with the same mtime: ``cp -p``, ``rsync -a``, an archive restore.) One run at a time per output
+folder: a second one is refused with the first one's process id (:func:`lock_folder`). A dataset that already carries observations and no white images (e.g. made by
 ``plenocal import-libpleno``) starts at calibration. A final table summarises the run.
 """
 
@@ -23,7 +25,7 @@ from plenocal.errors import PlenocalError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import remove_stale_temporaries
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
-from plenocal.io.outputs import STAGE_RECORD, check_output_folder
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder, folder_lock
 
 HELP = "run the whole pipeline on a dataset: precalibrate, detect, calibrate, blur, evaluate, profile, report"
 
@@ -85,25 +87,43 @@ class Stage:
     outputs: list[Path]
 
 
-def _fingerprint(stage: Stage) -> str:
+HASH_CHUNK_BYTES = 1 << 20
+"""Read size of the content hash (1 MiB)."""
+
+
+def content_digest(path: Path, cache: dict[Path, str] | None = None) -> str:
+    """BLAKE2b of a file's bytes ("missing" when it cannot be read); ``cache`` holds the digests
+    already computed during this run (a stage's inputs are often the previous stage's)."""
+    if cache is not None and path in cache:
+        return cache[path]
+    h = hashlib.blake2b(digest_size=20)
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(HASH_CHUNK_BYTES), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+    except OSError:
+        digest = "missing"
+    if cache is not None:
+        cache[path] = digest
+    return digest
+
+
+def _fingerprint(stage: Stage, cache: dict[Path, str] | None = None) -> str:
     from plenocal import __version__
 
     h = hashlib.sha256(json.dumps([__version__, *stage.argv]).encode())
     for p in sorted(stage.inputs, key=str):
-        try:
-            st = p.stat()
-            h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
-        except OSError:
-            h.update(f"{p}:missing".encode())
+        h.update(f"{p}:{content_digest(p, cache)}".encode())
     return h.hexdigest()
 
 
-def _up_to_date(stage: Stage, folder: Path) -> bool:
+def _up_to_date(stage: Stage, folder: Path, cache: dict[Path, str] | None = None) -> bool:
     record = folder / "stage.json"
     if not record.is_file() or not all(p.exists() for p in stage.outputs):
         return False
     try:
-        return json.loads(record.read_text()).get("fingerprint") == _fingerprint(stage)
+        return json.loads(record.read_text()).get("fingerprint") == _fingerprint(stage, cache)
     except (OSError, json.JSONDecodeError):
         return False
 
@@ -188,9 +208,10 @@ def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str],
     for stage in stages:
         remove_stale_temporaries(stage.outputs[0].parent)
     status: dict[str, dict[str, Any]] = {}
+    digests: dict[Path, str] = {}  # inputs' content hashes; a stage's outputs are hashed after it ran
     for stage in stages:
         folder = stage.outputs[0].parent
-        if not force and _up_to_date(stage, folder):
+        if not force and _up_to_date(stage, folder, digests):
             status[stage.name] = {"status": "up to date", "wall_time_s": 0.0}
             log(f"[{stage.name}] up to date, skipped")
             continue
@@ -201,8 +222,10 @@ def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str],
         except PlenocalError as exc:
             raise StageError(stage.name, exc) from None
         wall = time.perf_counter() - t0
+        for p in stage.outputs:
+            digests.pop(p, None)
         if stage.name != "report":
-            write_document(folder / STAGE_RECORD, {"format": "plenocal-stage", "version": 1, "stage": stage.name, "argv": stage.argv, "fingerprint": _fingerprint(stage), "wall_time_s": wall})
+            write_document(folder / STAGE_RECORD, {"format": "plenocal-stage", "version": 1, "stage": stage.name, "argv": stage.argv, "fingerprint": _fingerprint(stage, digests), "wall_time_s": wall})
         status[stage.name] = {"status": "done", "wall_time_s": wall}
     return status
 
@@ -258,7 +281,8 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(out, inputs=[dataset.folder, *dataset.files()], owned=None)
     stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args))
     t0 = time.perf_counter()
-    status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
+    with folder_lock(out):
+        status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
     table = Table(title=f"plenocal run: {dataset.folder.name} ({time.perf_counter() - t0:.1f} s)")
     table.add_column("result")
     table.add_column("value")

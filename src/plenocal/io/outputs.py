@@ -17,8 +17,9 @@ written, instead of an overwritten dataset found later. The rules:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from plenocal.errors import UsageError
@@ -128,3 +129,47 @@ def check_output_file(out: str | Path, *, inputs: Iterable[str | Path | None], s
 
 
 __all__ = ["STAGE_RECORD", "check_output_file", "check_output_folder"]
+
+
+RUN_LOCK = ".plenocal-run.lock"
+"""The lock file ``plenocal run`` holds in its output folder while it runs (its process id inside)."""
+
+
+@contextlib.contextmanager
+def folder_lock(out: str | Path, *, option: str = "-o") -> Iterator[Path]:
+    """Hold an exclusive lock on the output folder ``out`` for the block (one writer at a time).
+
+    The lock is an advisory ``flock`` on :data:`RUN_LOCK` inside ``out`` (created if needed), so it
+    is released whenever the process ends, even when killed. A second holder is refused with one
+    line naming the first one's process id. A folder created here and left empty (the run failed
+    before writing anything) is removed again. Where ``fcntl`` does not exist (Windows) the block
+    runs unlocked.
+    """
+    folder = Path(out)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / RUN_LOCK
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        fcntl = None  # type: ignore[assignment]
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+                raise UsageError(f"{option} {folder}: in use by process {holder} (another plenocal run writes "
+                                 "there); wait for it to end or choose another output folder") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            yield folder
+        finally:
+            if created and {p.name for p in folder.iterdir()} == {RUN_LOCK}:
+                lock.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+    finally:
+        os.close(fd)
