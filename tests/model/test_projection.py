@@ -138,7 +138,7 @@ def test_exit_pupil_magnification_and_bad_values():
     ml = MainLens(50.0, 4.0, 9.3456)
     assert ml.pupil_magnification == pytest.approx(0.81309, abs=1e-5)  # the Cooke-type lens of the real-optics set
     assert ml.exit_pupil_radius_mm == pytest.approx(10.1636 / 2, rel=1e-4)
-    with pytest.raises(ModelError, match="main_lens.exit_pupil_mm must be finite and < the focal length"):
+    with pytest.raises(ModelError, match=r"main_lens\.exit_pupil_mm must be finite and < the focal length"):
         MainLens(50.0, 4.0, 50.0)
     cam = make_camera(Configuration.GALILEAN, LatticeKind.HEX_ROWS)
     with pytest.raises(ModelError, match="exit pupil must lie in front of the MLA"):
