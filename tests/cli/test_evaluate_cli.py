@@ -178,3 +178,58 @@ def test_an_explicit_calibration_report_must_be_one(tmp_path, r12a_camera, r12a_
     err = capsys.readouterr().err.strip()
     assert str(other) in err and "is not a calibration report" in err and "\n" not in err
     assert not (tmp_path / "o").exists()
+
+
+def _rewrite_manifest(folder: Path, change) -> None:
+    doc = json.loads((folder / "manifest.json").read_text())
+    change(doc["images"])
+    (folder / "manifest.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("how", ["same file", "copy"])
+def test_held_out_frames_that_are_calibration_frames_are_named(tmp_path, r12a_camera, r12a_poses, r12a_board, capfd, how):
+    """A held-out frame whose image is a calibration frame's (listed under both roles, or a
+    byte-identical copy) gets a warning line, in report.json and in the verdict."""
+    from plenocal.viz.verdict import evaluation_findings
+
+    ds = tmp_path / "ds"
+    _dataset(ds, r12a_camera, r12a_poses, r12a_board)
+    for f in CAL:
+        (ds / f"cal{f}.png").write_bytes(f"calibration {f}".encode())
+    (ds / "ev100.png").write_bytes(b"calibration 4" if how == "copy" else b"held out")
+    (ds / "ev101.png").write_bytes(b"held out 101")
+    if how == "same file":
+        _rewrite_manifest(ds, lambda im: next(e for e in im if e.get("frame") == 100).update(path="cal4.png"))
+    capfd.readouterr()
+    assert main(["evaluate", str(ds), "-o", str(tmp_path / "out")]) == 0
+    err = capfd.readouterr().err
+    assert "held-out frame 100 is calibration frame 4" in err and "ev101" not in err
+    rep = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [c["frame"] for c in rep["holdout"]["calibration_copies"]] == [100]
+    findings, _, _ = evaluation_findings(rep, calibration_uv_px=0.4)
+    assert any(f.level == "warning" and "calibration frame 4" in f.text for f in findings)
+
+
+def test_translation_in_cm_and_repeated_positions_are_named(tmp_path, r12a_camera, r12a_poses, r12a_board, capfd):
+    """Displacements written in cm: ε_z ~ 90 % with a line saying the unit looks wrong (an error
+    in the verdict); a repeated position says which pair was left out."""
+    from plenocal.viz.verdict import evaluation_findings
+
+    ds = tmp_path / "ds"
+    _dataset(ds, r12a_camera, r12a_poses, r12a_board)
+
+    def in_cm(images):
+        for e in images:
+            if e.get("displacement_mm") is not None:
+                e["displacement_mm"] = e["displacement_mm"] / 10.0
+        next(e for e in images if e.get("frame") == 204)["displacement_mm"] = (DIST[3] - DIST[0]) / 10.0
+
+    _rewrite_manifest(ds, in_cm)
+    capfd.readouterr()
+    assert main(["evaluate", str(ds), "-o", str(tmp_path / "out")]) == 0
+    err = capfd.readouterr().err
+    assert "look given in cm" in err and "translation frames 203 and 204 are declared at the same position" in err
+    t = json.loads((tmp_path / "out" / "report.json").read_text())["translation"]
+    assert t["estimated_over_declared"] == pytest.approx(10.0, rel=0.01)
+    findings, _, _ = evaluation_findings({"translation": t}, calibration_uv_px=0.4)
+    assert any(f.level == "error" and "cm" in f.text for f in findings)

@@ -27,6 +27,7 @@ held-out rule (:mod:`plenocal.evaluate.holdout`).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from plenocal.io._json import load_json, write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
+from plenocal.io.digest import content_digest
 from plenocal.io.observations import read_observations, validate_observations
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.poses import read_poses
@@ -131,14 +133,42 @@ def _frames_with_role(dataset: Dataset, role: ImageRole, observations: Observati
     return sorted({int(e.frame) for e in dataset.manifest.with_role(role) if e.frame is not None} & observed)
 
 
+def calibration_copies(dataset: Dataset, role: ImageRole, frames: list[int]) -> list[dict[str, Any]]:
+    """The frames of ``role`` whose image is a calibration frame's: the same file listed twice, or a
+    file with identical bytes (a copy). Such a frame is no independent check of the camera."""
+    cal = [e for e in dataset.manifest.with_role(ImageRole.CALIBRATION) if e.frame is not None]
+    if not cal:
+        return []
+    digests: dict[Path, str] = {}
+    by_path = {dataset.path(e.path).resolve(): int(e.frame) for e in cal if e.frame is not None}
+    by_bytes: dict[str, int] = {}
+    for e in cal:
+        d = content_digest(dataset.path(e.path), digests)
+        if d != "missing" and e.frame is not None:
+            by_bytes.setdefault(d, int(e.frame))
+    out = []
+    for e in dataset.manifest.with_role(role):
+        if e.frame is None or int(e.frame) not in frames:
+            continue
+        p = dataset.path(e.path)
+        if p.resolve() in by_path:
+            out.append({"frame": int(e.frame), "calibration_frame": by_path[p.resolve()], "how": "the same image file"})
+            continue
+        d = content_digest(p, digests)
+        if d in by_bytes:
+            out.append({"frame": int(e.frame), "calibration_frame": by_bytes[d], "how": "a byte-identical copy"})
+    return out
+
+
 def holdout_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations,
                     frames: list[int], where: Path) -> dict[str, Any]:
-    """``holdout``: RMSEs of the evaluation frames with re-estimated poses (reference §9.1)."""
+    """``holdout``: RMSEs of the evaluation frames with re-estimated poses (reference §9.1), and
+    which of them are calibration frames (``calibration_copies``)."""
     try:
         res = evaluate_holdout(camera, observations, dataset.manifest.target, frames=frames)
     except DataError as exc:
         raise DataError(f"{where}: evaluation frames {frames}: {exc}") from None
-    return {"holdout": res.to_json()}
+    return {"holdout": res.to_json() | {"calibration_copies": calibration_copies(dataset, ImageRole.EVALUATION, frames)}}
 
 
 def translation_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations,
@@ -159,6 +189,7 @@ def translation_section(camera: PlenopticCamera, dataset: Dataset, observations:
     except DataError as exc:
         raise DataError(f"{where}: translation frames {frames}: {exc}") from None
     out = errs.to_json()
+    out["calibration_copies"] = calibration_copies(dataset, ImageRole.TRANSLATION, frames)
     out["frames_evaluated"] = sorted(res.poses)
     out["frames_failed"] = [{"frame": f.frame, "reason": f.reason} for f in res.extrinsics.frames if not f.ok]
     ev = res.evaluation.to_json()
@@ -240,4 +271,26 @@ def run(args: argparse.Namespace) -> int:
             t = sec["translation"]["epsilon_z_percent"]
             lines.append(f"epsilon_z {t['mean']:.3g} ± {t['std']:.3g} % over {t['n_pairs']} pairs")
     print("; ".join(lines) + f"; wrote {out}")
+    for line in warnings(sections):
+        print(f"plenocal evaluate: warning: {line}", file=sys.stderr)
     return 0
+
+
+def warnings(sections: list[dict[str, Any]]) -> list[str]:
+    """What makes a section's figures mean less than they say: held-out or translation frames
+    that are calibration frames, repeated translation positions, a unit mistake in the steps."""
+    out = []
+    for sec in sections:
+        for key, what in (("holdout", "held-out"), ("translation", "translation")):
+            body = sec.get(key)
+            if not isinstance(body, dict):
+                continue
+            for c in body.get("calibration_copies") or []:
+                out.append(f"{what} frame {c['frame']} is calibration frame {c['calibration_frame']} ({c['how']}): "
+                           f"its figures are no independent check of the camera")
+            for r in body.get("repeated_positions") or []:
+                out.append(f"translation frames {r['frames'][0]} and {r['frames'][1]} are declared at the same position "
+                           f"({r['displacement_mm']:g} mm): that pair has no displacement and is left out of ε_z")
+            if body.get("unit_hint"):
+                out.append(f"ε_z: {body['unit_hint']}")
+    return out

@@ -25,6 +25,7 @@ from plenocal.errors import PlenocalError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import remove_stale_temporaries
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
+from plenocal.io.digest import content_digest
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder, folder_lock
 
 HELP = "run the whole pipeline on a dataset: precalibrate, detect, calibrate, blur, evaluate, profile, report"
@@ -85,28 +86,6 @@ class Stage:
     argv: list[str]
     inputs: list[Path]
     outputs: list[Path]
-
-
-HASH_CHUNK_BYTES = 1 << 20
-"""Read size of the content hash (1 MiB)."""
-
-
-def content_digest(path: Path, cache: dict[Path, str] | None = None) -> str:
-    """BLAKE2b of a file's bytes ("missing" when it cannot be read); ``cache`` holds the digests
-    already computed during this run (a stage's inputs are often the previous stage's)."""
-    if cache is not None and path in cache:
-        return cache[path]
-    h = hashlib.blake2b(digest_size=20)
-    try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(HASH_CHUNK_BYTES), b""):
-                h.update(chunk)
-        digest = h.hexdigest()
-    except OSError:
-        digest = "missing"
-    if cache is not None:
-        cache[path] = digest
-    return digest
 
 
 def _fingerprint(stage: Stage, cache: dict[Path, str] | None = None) -> str:

@@ -14,6 +14,7 @@ pairs, and the consecutive-frame ("per step") errors of the reference's legacy a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,27 @@ class TranslationErrors:
     n_pairs: int
     steps: list[dict[str, float]]
     """Consecutive pairs: sequence, frames, δ, δ̂, ε (%)."""
+    repeated: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Frames of one sequence declared at the same position: each such pair has no displacement
+    to compare and is left out (sequence, frames, displacement_mm)."""
+
+    @property
+    def scale(self) -> float:
+        """Median over pairs of δ̂/δ: 1 for a right camera and right units."""
+        r = [s["estimated_mm"] / s["displacement_mm"] for s in self.steps if s["displacement_mm"] > 0]
+        return float(np.median(r)) if r else float("nan")
+
+    def unit_hint(self) -> str | None:
+        """A sentence when the estimated steps are off the declared ones by a unit factor
+        (:data:`UNIT_FACTORS`, within :data:`UNIT_FACTOR_TOLERANCE`), e.g. displacements in cm."""
+        r = self.scale
+        if not np.isfinite(r) or abs(r - 1.0) <= UNIT_FACTOR_TOLERANCE:
+            return None
+        for factor, what in UNIT_FACTORS:
+            if abs(r / factor - 1.0) <= UNIT_FACTOR_TOLERANCE:
+                return (f"the estimated steps are {r:.3g}× the declared displacement_mm: the displacements look "
+                        f"{what} (the manifest's displacement_mm is in mm)")
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,7 +66,18 @@ class TranslationErrors:
                 for d, (m, s, n) in sorted(self.groups.items())
             ],
             "per_step": self.steps,
+            "estimated_over_declared": self.scale,
+            "repeated_positions": self.repeated,
+            "unit_hint": self.unit_hint(),
         }
+
+
+UNIT_FACTORS = ((10.0, "given in cm"), (0.1, "given in tenths of a mm, or the steps in cm"), (25.4, "given in inches"),
+                (1.0 / 25.4, "given in mm where inches were meant"), (1000.0, "given in metres"))
+"""Factors between the estimated and declared steps that a unit mistake makes, and which."""
+UNIT_FACTOR_TOLERANCE = 0.15
+"""|δ̂/δ ÷ factor − 1| within which the median ratio is taken for that unit mistake (a camera
+off by 15 % in scale is broken anyway; the factors above are ≥ 10 apart)."""
 
 
 def _position(pose: Pose, axis: str) -> np.ndarray:
@@ -85,13 +118,15 @@ def translation_errors(
     errs: list[float] = []
     deltas: list[float] = []
     steps: list[dict[str, float]] = []
+    repeated: list[dict[str, Any]] = []
     for s in sorted(set(seq.values())):
         fr = sorted((f for f in frames if seq[f] == s), key=lambda f: displacement_mm[f])
         for a in range(len(fr)):
             for b in range(a + 1, len(fr)):
                 i, j = fr[a], fr[b]
                 delta = abs(displacement_mm[j] - displacement_mm[i])
-                if delta == 0:
+                if round(delta, decimals) == 0:
+                    repeated.append({"sequence": s, "frames": [i, j], "displacement_mm": displacement_mm[i]})
                     continue
                 est = float(np.linalg.norm(_position(poses[j], axis) - _position(poses[i], axis)))
                 e = 100.0 * abs(delta - est) / delta
@@ -107,7 +142,7 @@ def translation_errors(
         float(d): (float(e_arr[d_arr == d].mean()), float(e_arr[d_arr == d].std()), int(np.sum(d_arr == d)))
         for d in np.unique(d_arr)
     }
-    return TranslationErrors(groups, float(e_arr.mean()), float(e_arr.std()), int(e_arr.size), steps)
+    return TranslationErrors(groups, float(e_arr.mean()), float(e_arr.std()), int(e_arr.size), steps, repeated)
 
 
 __all__ = ["TranslationErrors", "translation_errors"]

@@ -478,6 +478,10 @@ def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | No
         rejected_rows(held, "held-out frames")
         for f in held.get("frames_failed") or []:
             out.append(Finding(st, "info", f"held-out frame {f.get('frame')} not evaluated: {f.get('reason', '?')}"))
+        for c in held.get("calibration_copies") or []:
+            out.append(Finding(st, "warning", f"held-out frame {c.get('frame')} is calibration frame "
+                                              f"{c.get('calibration_frame')} ({c.get('how')}): the held-out RMSE is no "
+                                              "independent check of the camera"))
         huv = hr.get("uv_px")
         if _finite(huv):
             if huv > HOLDOUT_ERROR_PX:
@@ -494,6 +498,15 @@ def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | No
         rmse_rows.append([f"evaluation: {len(tr.get('frames_evaluated') or [])} translation frames, poses re-estimated",
                           _px(trm.get("uv_px")), _px(trm.get("rho_px")), "—", _counted((tr.get("n_bap"), "features")) + eps])
         rejected_rows(tr, "translation frames")
+        for c in tr.get("calibration_copies") or []:
+            out.append(Finding(st, "warning", f"translation frame {c.get('frame')} is calibration frame "
+                                              f"{c.get('calibration_frame')} ({c.get('how')})"))
+        for r in tr.get("repeated_positions") or []:
+            fr = r.get("frames") or ["?", "?"]
+            out.append(Finding(st, "warning", f"translation frames {fr[0]} and {fr[1]} are declared at the same position: "
+                                              "that pair is left out of ε_z"))
+        if tr.get("unit_hint"):
+            out.append(Finding(st, "error", f"ε_z: {tr['unit_hint']}"))
     return out, rows, rmse_rows
 
 
