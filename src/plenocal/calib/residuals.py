@@ -47,12 +47,8 @@ from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera, lattice_corner
 from plenocal.model.geometry import rodrigues
 from plenocal.model.observations import BapFeatures, MicroImageCentres
-from plenocal.model.projection import (
-    blur_radius_px,
-    disc_intersection_centroid,
-    lens_radius_gain,
-    virtual_points,
-)
+from plenocal.model.projection import blur_radius_px, virtual_points
+from plenocal.model.pupil import shifted_offset
 from plenocal.model.target import Checkerboard
 from plenocal.model.white import radius_law
 
@@ -60,58 +56,6 @@ FloatArray = NDArray[np.float64]
 
 FD_RELATIVE_STEP = 1e-3
 """Finite-difference step, as a fraction of each parameter's scale (central differences)."""
-
-
-def vignetted_offset(
-    en: FloatArray,
-    gain: FloatArray,
-    ra: float,
-    rb: FloatArray,
-    *,
-    start: FloatArray | None = None,
-    tol_px: float = 1e-11,
-    max_iterations: int = 30,
-) -> FloatArray:
-    """Observed radial offset e_o of features under pupil vignetting, by Newton's method.
-
-    Solves e_o = e + gain·g(e_o) (``plenocal.model.projection`` module docstring; g is the
-    centroid offset of disc(0, r_b) ∩ disc(e_o, r_a), :func:`disc_intersection_centroid`), the
-    same fixed point as :func:`plenocal.model.projection.pupil_shift` but to ``tol_px`` in a few
-    iterations (quadratic convergence), so that the residuals are a smooth function of Θ for the
-    finite-difference Jacobian.
-
-    Parameters
-    ----------
-    en : ndarray, shape (N,)
-        Chief-ray distance to the micro-image centre e (px).
-    gain : ndarray, shape (N,)
-        −ρ/r_b (ρ the signed blur radius, px).
-    ra : float
-        Radius of the main aperture's preimage |m|/(N·s) (px).
-    rb : ndarray, shape (N,)
-        Micro-lens disc radius |q_i|/s of each row's type (px).
-    start : ndarray, shape (N,), optional
-        Start of the iteration (default e, as :func:`~plenocal.model.projection.pupil_shift`).
-        The residuals always start from e: where gain·g' > 1 the fixed point is not unique, and
-        a warm start from the previous evaluation would make the residuals depend on the
-        evaluation history (it stalled the solver).
-
-    Returns
-    -------
-    ndarray, shape (N,)
-    """
-    limit = ra + rb - 1e-6
-    eo = np.minimum(en.copy() if start is None or start.shape != en.shape else start.copy(), limit)
-    n = en.size
-    for _ in range(max_iterations):
-        h = 1e-6 * np.maximum(eo, 1.0)
-        c = disc_intersection_centroid(np.concatenate([eo, eo + h]), np.concatenate([rb, rb]), ra)
-        g, dg = c[:n], (c[n:] - c[:n]) / h
-        step = (eo - en - gain * g) / (1.0 - gain * dg)
-        eo = np.minimum(eo - step, limit)
-        if not np.any(np.abs(step) > tol_px):
-            break
-    return eo
 
 
 @dataclass(frozen=True)
@@ -176,7 +120,7 @@ class Residuals:
     use_rho : bool
         Include the ρ term (forced off when the layout has I = 0).
     pupil_vignetting : bool
-        Predict (u, v) with the pupil-vignetting shift (:func:`vignetted_offset`; ignored for
+        Predict (u, v) with the pupil-vignetting shift (:mod:`plenocal.model.pupil`; ignored for
         I = 0).
     """
 
@@ -279,6 +223,23 @@ class Residuals:
         -------
         list of ndarray, each shape (N,)
         """
+        u, v, rho, C = self._chief_ray(camera, rotvecs, translations, centres)
+        if self.pupil_vignetting:
+            assert rho is not None
+            e_uv, mic, ra, rb = self._vignetting_inputs(camera, u, v, C)
+            eo = shifted_offset(np.hypot(e_uv[:, 0], e_uv[:, 1]), rho, ra, rb)
+            u, v = _radially_moved(e_uv, mic, eo)
+        out = [u, v]
+        if self.use_rho:
+            assert rho is not None
+            out.append(rho)
+        return out
+
+    def _chief_ray(
+        self, camera: PlenopticCamera, rotvecs: FloatArray, translations: FloatArray, centres: FloatArray | None
+    ) -> tuple[FloatArray, FloatArray, FloatArray | None, FloatArray]:
+        """(u, v) of the chief rays, ρ (None when neither the ρ term nor vignetting needs it) and the
+        lens centres C (N, 3) of every row."""
         R = rodrigues(rotvecs) if len(rotvecs) else np.zeros((0, 3, 3))
         fi = self.point_frame
         pc = np.einsum("nij,nj->ni", R[fi], self.point_world) + translations[fi]
@@ -292,43 +253,36 @@ class Residuals:
         u0, v0 = camera.sensor.principal_point_px
         u = u0 - (C[:, 0] + t * (P[:, 0] - C[:, 0])) / s
         v = v0 - (C[:, 1] + t * (P[:, 1] - C[:, 1])) / s
-        if self.use_rho or self.pupil_vignetting:
-            rho = blur_radius_px(camera, P, C, self.types)
-        if self.pupil_vignetting:
-            u, v = self._vignetted(camera, u, v, rho, C)
-        out = [u, v]
-        if self.use_rho:
-            out.append(rho)
-        return out
+        rho = blur_radius_px(camera, P, C, self.types) if self.use_rho or self.pupil_vignetting else None
+        return u, v, rho, C
 
-    def _vignetted(
-        self, camera: PlenopticCamera, u: FloatArray, v: FloatArray, rho: FloatArray, C: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
-        """(u, v) displaced radially within their micro-image by pupil vignetting, each (N,).
+    def _vignetting_inputs(
+        self, camera: PlenopticCamera, u: FloatArray, v: FloatArray, C: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Chief-ray offsets from the micro-image centres (N, 2), the centres (N, 2) (the MIC
+        projection of the rows' lenses), R_a (N,) and R_b (N,) of the rows.
 
-        Depends on Θ through the micro-image centres (O through C(k, l)), the radius law
+        The shift depends on Θ through the micro-image centres, the radius law
         m = ∓dF/(2D), q_i = Δ_C·d/(2 f_i) − Δc/2 and the fixed f-number N.
         """
+        mic = np.stack(self._mic_from_centres(camera, C), axis=-1)
         s = camera.sensor.pixel_size_mm
-        u0, v0 = camera.sensor.principal_point_px
-        sc = -camera.sensor.distance_mm / C[:, 2]
-        mu, mv = u0 - C[:, 0] * sc / s, v0 - C[:, 1] * sc / s
         m, q = radius_law(camera)
-        ra = abs(m) / camera.main_lens.f_number / s
+        ra = np.full(u.shape, abs(m) / camera.main_lens.f_number / s)
         rb = np.abs(np.asarray(q, dtype=np.float64))[self.types] / s
-        eu, ev = u - mu, v - mv
-        en = np.hypot(eu, ev)
-        eo = vignetted_offset(en, lens_radius_gain(rho, rb), ra, rb)
-        f = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
-        return mu + eu * f, mv + ev * f
+        return np.stack([u, v], axis=-1) - mic, mic, ra, rb
 
-    def predict_mic(self, camera: PlenopticCamera) -> list[FloatArray]:
-        """Predicted micro-image centres (O through C(k, l) onto the sensor), [u, v] each (M,)."""
-        C = self.lens_centres(camera, self.mic_gx, self.mic_gy)
+    @staticmethod
+    def _mic_from_centres(camera: PlenopticCamera, C: FloatArray) -> list[FloatArray]:
+        """Micro-image centres (O through the lens centres C (n, 3) onto the sensor), [u, v] each (n,)."""
         scale = -camera.sensor.distance_mm / C[:, 2]
         s = camera.sensor.pixel_size_mm
         u0, v0 = camera.sensor.principal_point_px
         return [u0 - C[:, 0] * scale / s, v0 - C[:, 1] * scale / s]
+
+    def predict_mic(self, camera: PlenopticCamera) -> list[FloatArray]:
+        """Predicted micro-image centres (O through C(k, l) onto the sensor), [u, v] each (M,)."""
+        return self._mic_from_centres(camera, self.lens_centres(camera, self.mic_gx, self.mic_gy))
 
     def predict(self, x: FloatArray) -> FloatArray:
         """All predictions in row order, shape (n_rows,)."""
@@ -469,3 +423,10 @@ class Residuals:
             for t in range(nt):
                 J_pose[t, :, c] = np.where(free_rows, f * (bp[t] - bm[t]), 0.0)
         return JacobianBlocks(J_int, J_pose, pose_free, self.mic_columns())
+
+
+def _radially_moved(e_uv: FloatArray, mic: FloatArray, eo: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(u, v) at offset ``eo`` (N,) from the centres ``mic`` (N, 2) along the offsets ``e_uv`` (N, 2)."""
+    en = np.hypot(e_uv[:, 0], e_uv[:, 1])
+    f = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
+    return mic[:, 0] + e_uv[:, 0] * f, mic[:, 1] + e_uv[:, 1] * f
