@@ -18,10 +18,10 @@ Jacobian structure (with respect to the solver's scaled variables, see
 - poses: each BAP row depends only on the 6 pose entries of its own frame, stored as
   ``J_pose`` of shape (n_terms, N, 6) (terms u, v[, ρ]); MIC rows do not depend on poses.
 
-Derivatives are exact by default (:meth:`Residuals.jacobian_analytic`, the chain rule of
-:mod:`plenocal.calib.jacobian`); central finite differences with steps of 1e-3 of each
-parameter's scale (:meth:`Residuals.jacobian_fd`, the same pose component of all frames perturbed
-in one evaluation) are the tests' reference and the Jacobian of the pupil-vignetting option.
+Derivatives are exact (:meth:`Residuals.jacobian_analytic`, the chain rule of
+:mod:`plenocal.calib.jacobian`, with the pupil-vignetting option too); central finite
+differences with steps of 1e-3 of each parameter's scale (:meth:`Residuals.jacobian_fd`, the same
+pose component of all frames perturbed in one evaluation) are the tests' reference.
 """
 
 from __future__ import annotations
@@ -36,10 +36,12 @@ from plenocal.calib.jacobian import (
     BapRows,
     CameraState,
     ColumnMap,
+    VignettingRows,
     VirtualPointPartials,
     bap_jacobian,
     lens_offsets,
     mic_jacobian,
+    radius_law_partials,
     virtual_point_partials,
 )
 from plenocal.calib.parameters import MIC_PARAMETERS, MLA_PARAMETERS, ParameterLayout
@@ -96,6 +98,8 @@ class AnalyticState:
     pose_free : ndarray of bool, shape (n_frames, 6)
     mic_columns : ndarray of int
         Columns that may be non-zero on MIC rows.
+    vignetting : VignettingRows or None
+        The pupil-vignetting (u, v) rows' coefficients (None without the option).
     """
 
     camera: CameraState
@@ -104,6 +108,7 @@ class AnalyticState:
     pose_scale: FloatArray
     pose_free: NDArray[np.bool_]
     mic_columns: NDArray[np.int64]
+    vignetting: VignettingRows | None = None
 
 
 class Residuals:
@@ -297,8 +302,8 @@ class Residuals:
     # --- Jacobian ------------------------------------------------------------------------
     @property
     def default_jacobian_method(self) -> str:
-        """``"analytic"``, or ``"fd"`` with pupil vignetting (which only finite differences model)."""
-        return "fd" if self.pupil_vignetting else "analytic"
+        """``"analytic"`` (with or without pupil vignetting)."""
+        return "analytic"
 
     def mic_columns(self) -> NDArray[np.int64]:
         """Free-intrinsic columns that move the micro-image centres (:data:`MIC_PARAMETERS`)."""
@@ -328,8 +333,7 @@ class Residuals:
             Full parameter vector, natural units.
         method : {"analytic", "fd"}, optional
             ``"analytic"``: exact derivatives by the chain rule (:mod:`plenocal.calib.jacobian`);
-            ``"fd"``: central finite differences (:meth:`jacobian_fd`). Default: analytic, except
-            with pupil vignetting, which only the finite differences model.
+            ``"fd"``: central finite differences (:meth:`jacobian_fd`). Default: analytic.
         """
         if method is None:
             method = self.default_jacobian_method
@@ -337,8 +341,6 @@ class Residuals:
             return self.jacobian_fd(x)
         if method != "analytic":
             raise ValueError(f"method must be 'analytic' or 'fd', got {method!r}")
-        if self.pupil_vignetting:
-            raise ValueError("the analytic Jacobian does not model pupil vignetting: use method='fd'")
         return self.jacobian_analytic(x)
 
     def analytic_state(self, x: FloatArray) -> AnalyticState:
@@ -350,13 +352,21 @@ class Residuals:
             rv, tr = lay.pose_arrays(x)
             vp = virtual_point_partials(camera, rv, tr, self.point_world, self.point_frame)
         columns, pose_scale, pose_free, mic_columns = self._column_layout
-        return AnalyticState(CameraState.of(camera), columns, vp, pose_scale, pose_free, mic_columns)
+        vig = None
+        if self.pupil_vignetting and self.n_bap:
+            rv, tr = lay.pose_arrays(x)
+            u, v, rho, C = self._chief_ray(camera, rv, tr, None)
+            assert rho is not None
+            e_uv, _, ra, rb = self._vignetting_inputs(camera, u, v, C)
+            shift = shifted_offset(np.hypot(e_uv[:, 0], e_uv[:, 1]), rho, ra, rb, partials=True)
+            vig = VignettingRows.of(e_uv, shift, *radius_law_partials(camera, columns))
+        return AnalyticState(CameraState.of(camera), columns, vp, pose_scale, pose_free, mic_columns, vig)
 
     def jacobian_analytic(self, x: FloatArray) -> JacobianBlocks:
-        """Exact Jacobian (chain rule through eq:completemodel, :mod:`plenocal.calib.jacobian`).
+        """Exact Jacobian (chain rule through eq:completemodel and, with the option, the
+        pupil-vignetting shift, :mod:`plenocal.calib.jacobian`).
 
-        Same blocks as :meth:`jacobian_fd`; frozen pose entries have zero columns. Not valid with
-        pupil vignetting (the chief-ray model only).
+        Same blocks as :meth:`jacobian_fd`; frozen pose entries have zero columns.
         """
         st = self.analytic_state(x)
         N, M, nt = self.n_bap, self.n_mic, self.n_terms_bap
@@ -365,7 +375,7 @@ class Residuals:
         if N:
             assert st.points is not None
             bap_jacobian(st.camera, st.points, self.bap_rows, nt, st.columns, st.pose_scale, J[: nt * N],
-                         J_pose.reshape(nt * N, 6))
+                         J_pose.reshape(nt * N, 6), vignetting=st.vignetting)
         if M:
             mic_jacobian(st.camera, self.mic_offsets, st.columns, J[nt * N :])
         return JacobianBlocks(J, J_pose, st.pose_free, st.mic_columns)
@@ -375,7 +385,7 @@ class Residuals:
 
         Cost: two BAP evaluations per free intrinsic (plus two MIC evaluations for the ones in
         :data:`MIC_PARAMETERS`) and 12 BAP evaluations for all poses together. The reference for
-        the analytic Jacobian's tests, and the Jacobian of the pupil-vignetting option.
+        the analytic Jacobian's tests.
         """
         lay = self.layout
         free = lay.free_mask
