@@ -504,22 +504,8 @@ def _vignetted_bap_rows(
     )
     centre = np.empty((2 * n, p))
     mic_jacobian(cam, (rows.ax, rows.ay), columns, centre, start=start, stop=stop)
-    coef = vig.coef[start:stop]
-    d_rb = vig.d_rb[rows.types[start:stop]] if vig.d_rb.size else np.zeros((n, p))
-    J = chief.reshape(3, n, p)
-    P = chief_pose.reshape(3, n, 6)
-    Mc = centre.reshape(2, n, p)
-    for a in range(2):
-        c = coef[:, a, :]
-        out_int[a * n : (a + 1) * n] = (c[:, 0:1] * J[0] + c[:, 1:2] * J[1] + c[:, 2:3] * J[2] + c[:, 3:4] * Mc[0]
-                                        + c[:, 4:5] * Mc[1] + c[:, 5:6] * vig.d_ra[None, :] + c[:, 6:7] * d_rb)
-        out_pose[a * n : (a + 1) * n] = c[:, 0:1] * P[0] + c[:, 1:2] * P[1] + c[:, 2:3] * P[2]
-    if n_terms == 3:
-        out_int[2 * n : 3 * n] = J[2]
-        out_pose[2 * n : 3 * n] = P[2]
-    if row_weight is not None:
-        out_int *= row_weight[:, None]
-        out_pose *= row_weight[:, None]
+    kernels.vignetted_rows_kernel(chief, chief_pose, centre, vig.coef, vig.d_ra, vig.d_rb, rows.types, start, n_terms,
+                                  np.ones(n_terms * n) if row_weight is None else row_weight, out_int, out_pose)
 
 
 def mic_jacobian(
