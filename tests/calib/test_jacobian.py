@@ -247,14 +247,19 @@ def test_pupil_vignetting_columns_match_finite_differences(subproblem, r12a_came
     assert_matches_fd(res, x, dense(res, res.jacobian(x)), near_seams(res, x), VIGNETTING_STEP_CHANGE_PX)
 
 
-@pytest.mark.parametrize("case", ["no_rho", "frozen"])
+@pytest.mark.parametrize("case", ["no_rho", "frozen", "measured_radii"])
 def test_pupil_vignetting_special_problems_match_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board,
                                                                     case):
-    """Vignetted (u, v) without the ρ term (the shift still needs ρ) and with a frozen set."""
+    """Vignetted (u, v) without the ρ term (the shift still needs ρ), with a frozen set, and with
+    the radii the white images measured (Ω's spatial law; fixed, no radius-law columns)."""
+    from plenocal.calib.residuals import MeasuredPupilRadii
+    from plenocal.model.white import internal_parameters
+
     bap, mic, frames = subproblem
     frozen = ("tilt", "pitch1_mm", "F_mm", "f2_mm", f"pose[{frames[1]}].rx") if case == "frozen" else ()
     lay = ParameterLayout(r12a_camera, frames, two_pitches=True, frozen=frozenset(frozen))
-    res = Residuals(lay, bap, mic, r12a_board, use_rho=case != "no_rho", pupil_vignetting=True)
+    radii = MeasuredPupilRadii(internal_parameters(r12a_camera), r12a_camera.grid) if case == "measured_radii" else None
+    res = Residuals(lay, bap, mic, r12a_board, use_rho=case != "no_rho", pupil_vignetting=True, pupil_radii=radii)
     x = _start(lay, r12a_camera, r12a_poses)
     assert_matches_fd(res, x, dense(res, res.jacobian(x)), near_seams(res, x), VIGNETTING_STEP_CHANGE_PX)
 

@@ -11,13 +11,24 @@ import pytest
 
 from plenocal.calib.calibrate import CalibrationOptions, calibrate
 from plenocal.calib.parameters import ParameterLayout
-from plenocal.calib.residuals import Residuals
+from plenocal.calib.residuals import MeasuredPupilRadii, Residuals
 from plenocal.calib.synthetic import bap_features, perturbed_camera, synthetic_observations
 from plenocal.model.observations import MicroImageCentres
 from plenocal.model.pupil import centroid_offset, shifted_offset, unshifted_offset
 
 FRAMES = (0, 2, 4, 7, 9, 12)
 KEY = ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "f1_mm", "f2_mm", "f3_mm")
+
+
+def measured_radii(camera) -> MeasuredPupilRadii:
+    """The shift's radii as white images of ``camera`` measure them: its radius law, uniform (the
+    synthetic shift uses the law at the MLA origin everywhere)."""
+    from plenocal.model.white import InternalParameters, radius_law
+
+    m, q = radius_law(camera)
+    omega = InternalParameters(m, q, camera.micro_image_pitch_mm, lambda_=camera.lambda_,
+                               f_number=camera.main_lens.f_number, pixel_size_mm=camera.sensor.pixel_size_mm)
+    return MeasuredPupilRadii(omega, camera.grid)
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +69,24 @@ def test_residuals_match_the_model(r12a_camera, r12a_poses, r12a_board):
     assert len(chief) > 0
 
 
+@pytest.mark.parametrize("radii", ["white images", "radius law"])
 @pytest.mark.parametrize(("two_pitches", "loss"), [(False, "linear"), (True, "huber")])
-def test_recovered_with_the_option_biased_without(vignetted, r12a_camera, r12a_board, two_pitches, loss):
+def test_recovered_with_the_option_biased_without(vignetted, r12a_camera, r12a_board, two_pitches, loss, radii):
     """From the ±3 % / ±50 px perturbed start, with the paper's one pitch and plain least squares
     and with the defaults (two pitches, Huber loss). This start used to settle in a wrong minimum
     ("converged", uv σ 3.5 px, d 6 500σ off) on some machines: the residuals were not a smooth
     function of Θ (a fixed point clamped 1e-6 px inside the discs' tangency, where the textbook
     centroid formula had lost all digits: a 1e-9 mm change of f_3 moved predictions by 0.37 px).
     The model is now smooth and single-valued (plenocal.model.pupil); 160 starts of every
-    combination reach the truth (benchmarks/vignetting_starts.py)."""
+    combination reach the truth (benchmarks/vignetting_starts.py). With the shift's radii measured
+    by white images (as ``plenocal calibrate`` has them from Ω) and from the camera's radius law."""
     poses, noisy = vignetted
     start = perturbed_camera(r12a_camera, seed=3)
     opts = {"two_pitches": two_pitches, "loss": loss, "frame_resampling": False}
-    on = calibrate(noisy, start, r12a_board, options=CalibrationOptions(pupil_vignetting=True, **opts))
+    measured = measured_radii(r12a_camera) if radii == "white images" else None
+    on = calibrate(noisy, start, r12a_board, options=CalibrationOptions(pupil_vignetting=True, **opts),
+                   pupil_radii=measured)
+    assert on.pupil == {"vignetting": True, "radii": "white images (Ω)" if measured else "camera radius law"}
     off = calibrate(noisy, start, r12a_board, options=CalibrationOptions(**opts))
     assert on.converged
     xt = on.layout.pack(r12a_camera, poses)

@@ -46,18 +46,49 @@ from plenocal.calib.jacobian import (
 )
 from plenocal.calib.parameters import MIC_PARAMETERS, MLA_PARAMETERS, ParameterLayout
 from plenocal.errors import DataError
-from plenocal.model.camera import PlenopticCamera, lattice_corner
+from plenocal.model.camera import MicroImageGrid, PlenopticCamera, lattice_corner
 from plenocal.model.geometry import rodrigues
 from plenocal.model.observations import BapFeatures, MicroImageCentres
 from plenocal.model.projection import blur_radius_px, virtual_points
 from plenocal.model.pupil import shifted_offset
 from plenocal.model.target import Checkerboard
-from plenocal.model.white import radius_law
+from plenocal.model.white import InternalParameters, radius_law
 
 FloatArray = NDArray[np.float64]
 
 FD_RELATIVE_STEP = 1e-3
 """Finite-difference step, as a fraction of each parameter's scale (central differences)."""
+
+
+@dataclass(frozen=True)
+class MeasuredPupilRadii:
+    """R_a and R_b of the pupil-vignetting shift as the white images measure them (Ω), fixed.
+
+    The shift depends on the aperture's preimage radius R_a = |m|/(N·s) and the lens-disc radius
+    R_b = |q_i|/s of each micro-image: the two terms of the white micro-image radius law that
+    pre-calibration measures directly (``omega.local``: m and q_i at each micro-image, with their
+    variation across the sensor). Taken from the camera's radius law instead
+    (m = ∓dF/(2D), q_i = λΔc·d/(2f_i) − Δc/2) they follow d, F, D and f_i, which the BAP data
+    only determine along valleys: on PRISM's r12-b renders with plenocal's as-seen detections the
+    calibration then pulled R_a from 7.33 to 5.08 px and put d 30 % and f_i 34 % off (117σ), while
+    with these measured radii d is 0.3 % and F 0.06 % off (docs/model.md).
+
+    Attributes
+    ----------
+    omega : InternalParameters
+        Ω of the white images (its f-number is the checkerboard images').
+    grid : MicroImageGrid
+        Where each micro-image is (Ω's law is evaluated at its centre).
+    """
+
+    omega: InternalParameters
+    grid: MicroImageGrid
+
+    def radii_px(self, k: NDArray[np.int64], l: NDArray[np.int64], types: NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
+        """(R_a, R_b) of the micro-images (k, l) of types ``types``, px, each (N,)."""
+        m, q = self.omega.local(self.grid.centres(k, l), types)
+        s = self.omega.pixel_size_mm
+        return np.abs(m) / self.omega.f_number / s, np.abs(q) / s
 
 
 @dataclass(frozen=True)
@@ -127,6 +158,9 @@ class Residuals:
     pupil_vignetting : bool
         Predict (u, v) with the pupil-vignetting shift (:mod:`plenocal.model.pupil`; ignored for
         I = 0).
+    pupil_radii : MeasuredPupilRadii, optional
+        The shift's R_a, R_b from the white images, fixed; default: the camera's radius law
+        (:func:`plenocal.model.white.radius_law`), which moves with Θ.
     """
 
     def __init__(
@@ -138,9 +172,11 @@ class Residuals:
         *,
         use_rho: bool = True,
         pupil_vignetting: bool = False,
+        pupil_radii: MeasuredPupilRadii | None = None,
     ) -> None:
         self.layout = layout
         self.pupil_vignetting = bool(pupil_vignetting and layout.n_types > 0)
+        self.pupil_radii = pupil_radii
         self.board = board
         frames = np.asarray(layout.frames)
         if np.any(bap.node < 0) or np.any(bap.node >= board.n_nodes):
@@ -182,6 +218,8 @@ class Residuals:
         obs = [self.bap.u, self.bap.v] + ([self.bap.rho] if self.use_rho else []) + [mic.u, mic.v]
         self.observed = np.concatenate(obs)
         self.n_rows = self.observed.size
+        self._fixed_radii = pupil_radii.radii_px(self.k, self.l, self.types) \
+            if pupil_radii is not None and self.pupil_vignetting else None
         self._shift_key: bytes | None = None
         self._shift_cache: tuple[bytes | None, FloatArray, FloatArray] = (None, np.zeros((0, 2)), np.zeros((0, 5)))
 
@@ -271,14 +309,18 @@ class Residuals:
         """Chief-ray offsets from the micro-image centres (N, 2), the centres (N, 2) (the MIC
         projection of the rows' lenses), R_a (N,) and R_b (N,) of the rows.
 
-        The shift depends on Θ through the micro-image centres, the radius law
-        m = ∓dF/(2D), q_i = Δ_C·d/(2 f_i) − Δc/2 and the fixed f-number N.
+        The shift depends on Θ through the micro-image centres and, without
+        :class:`MeasuredPupilRadii`, the radius law m = ∓dF/(2D), q_i = Δ_C·d/(2 f_i) − Δc/2 and
+        the fixed f-number N.
         """
         mic = np.stack(self._mic_from_centres(camera, C), axis=-1)
-        s = camera.sensor.pixel_size_mm
-        m, q = radius_law(camera)
-        ra = np.full(u.shape, abs(m) / camera.main_lens.f_number / s)
-        rb = np.abs(np.asarray(q, dtype=np.float64))[self.types] / s
+        if self._fixed_radii is not None:
+            ra, rb = self._fixed_radii
+        else:
+            s = camera.sensor.pixel_size_mm
+            m, q = radius_law(camera)
+            ra = np.full(u.shape, abs(m) / camera.main_lens.f_number / s)
+            rb = np.abs(np.asarray(q, dtype=np.float64))[self.types] / s
         return np.stack([u, v], axis=-1) - mic, mic, ra, rb
 
     @staticmethod
@@ -367,7 +409,11 @@ class Residuals:
             if key != x.tobytes():  # not the last residuals' x
                 self.predict(x)
                 key, e_uv, shift = self._shift_cache
-            vig = VignettingRows.of(e_uv, shift, *radius_law_partials(camera, columns))
+            if self._fixed_radii is None:
+                d_ra, d_rb = radius_law_partials(camera, columns)
+            else:
+                d_ra, d_rb = np.zeros(columns.kind_a.size), np.zeros((camera.n_types, columns.kind_a.size))
+            vig = VignettingRows.of(e_uv, shift, d_ra, d_rb)
         return AnalyticState(CameraState.of(camera), columns, vp, pose_scale, pose_free, mic_columns, vig)
 
     def jacobian_analytic(self, x: FloatArray) -> JacobianBlocks:
