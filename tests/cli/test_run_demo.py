@@ -99,3 +99,15 @@ def test_run_passes_calibration_options_through():
     calib = build_parser().parse_args(["calibrate", "DS", "-o", "OUT", *calibration_argv(args)])
     assert (calib.two_pitches, calib.weighting, calib.rho_form, calib.loss) == (False, "noise", "head", "linear")
     assert calib.prior == ["F_mm=50±2", "focus_distance_mm=1000+-50"]
+
+
+def test_run_records_chief_ray_positions_and_calibrates_them_so(demo):
+    """``detect`` (chief-ray positions by default) records them; ``calibrate`` reads the record and
+    keeps the chief-ray model, and says why."""
+    from plenocal.io import read_observations
+
+    _, out = demo
+    assert read_observations(out / "detection" / "observations.npz").positions == "chief-ray"
+    assert json.loads((out / "detection" / "detection.json").read_text())["positions"] == "chief-ray"
+    pupil = json.loads((out / "calibration" / "report.json").read_text())["pupil"]
+    assert pupil["model"] == "chief-ray" and "chief-ray positions" in pupil["chosen_by"]
