@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/bench_calibrate.py [--runs 3] [--data synthetic real] [--loss huber linear]
-        [--no-reference] [--jackknife-check] [--seeds N] [--ablation] [--vignetting]
+        [--model chief-ray pupil-vignetting] [--cli] [--no-reference] [--jackknife-check] [--seeds N]
+        [--ablation] [--vignetting]
 
 Problems (``--data``):
 
@@ -24,6 +25,13 @@ iterations (all stages). Then once each, for reference (``--no-reference`` skips
 calibration with the finite-difference Jacobian and Gauss–Newton steps only (the solver before
 the analytic Jacobian) and with the analytic Jacobian and Gauss–Newton only; their final costs
 against the default's (relative difference) and their solve times.
+
+``--model``: the (u, v) models to time (default ``chief-ray``); ``pupil-vignetting`` is timed on
+the real observations only (the synthetic ones hold no shift), with the white images' radii
+(Ω of the imported ``params.js``) as ``plenocal calibrate --pupil-vignetting`` has them.
+``--cli``: ``plenocal calibrate`` on the imported real dataset as a user runs it (a new process:
+reading, numba's cache, the jackknife, writing), wall time over ``--runs`` runs after a warm-up,
+for each model of ``--model``.
 
 ``--jackknife-check``: per problem (default loss), the jackknife in 1 and in all available
 worker processes (time, identical estimates), and the first-order jackknife — one Gauss–Newton
@@ -103,15 +111,18 @@ def real_problem(workdir: Path) -> dict[str, Any] | None:
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     inputs = read_inputs(parser.parse_args(["calibrate", str(dataset), "-o", str(workdir / "out")]))
+    from plenocal.calib.residuals import MeasuredPupilRadii
+
+    radii = None if inputs.omega is None else MeasuredPupilRadii(inputs.omega, inputs.camera.grid)
     return {"observations": inputs.observations, "camera": inputs.camera, "board": inputs.dataset.manifest.target,
-            "frames": inputs.frames, "truth": None}
+            "frames": inputs.frames, "truth": None, "pupil_radii": radii, "dataset": dataset}
 
 
 def _calibrate(problem: dict[str, Any], options: Any) -> Any:
     from plenocal.calib.calibrate import calibrate
 
     return calibrate(problem["observations"], problem["camera"], problem["board"], options=options,
-                     frames=problem["frames"])
+                     frames=problem["frames"], pupil_radii=problem.get("pupil_radii") if options.pupil_vignetting else None)
 
 
 @contextlib.contextmanager
@@ -162,6 +173,25 @@ def time_calibration(problem: dict[str, Any], options: Any, runs: int) -> dict[s
         "load_average_after": os.getloadavg(),
     }
     return out
+
+
+def cli_wall(dataset: Path, workdir: Path, model: str, runs: int) -> dict[str, Any]:
+    """``plenocal calibrate DATASET`` in a new process (``--pupil-vignetting`` for that model):
+    wall times after one warm-up run, the calibration's own phases from report.json."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "plenocal", "calibrate", str(dataset), "-o", str(workdir / f"cli-{model}")]
+    argv += ["--pupil-vignetting"] if model == "pupil-vignetting" else ["--no-pupil-vignetting"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    walls = []
+    for i in range(runs + 1):
+        t0 = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, capture_output=True)
+        if i:
+            walls.append(time.perf_counter() - t0)
+    rep = json.loads((workdir / f"cli-{model}" / "report.json").read_text())
+    return {"wall_s_median": statistics.median(walls), "wall_s_all": walls, "pupil": rep.get("pupil"),
+            "phases_s": rep.get("timings_s"), "load_average_after": os.getloadavg()}
 
 
 def reference_costs(problem: dict[str, Any], options: Any, default_cost: float) -> dict[str, Any]:
@@ -323,6 +353,18 @@ def ablation() -> dict[str, Any]:
     return rows
 
 
+def _uniform_radii(camera: Any) -> Any:
+    """The shift's radii as white images of the synthetic camera measure them (its radius law,
+    uniform like the synthetic shift's)."""
+    from plenocal.calib.residuals import MeasuredPupilRadii
+    from plenocal.model.white import InternalParameters, radius_law
+
+    m, q = radius_law(camera)
+    return MeasuredPupilRadii(InternalParameters(m, q, camera.micro_image_pitch_mm, lambda_=camera.lambda_,
+                                                 f_number=camera.main_lens.f_number,
+                                                 pixel_size_mm=camera.sensor.pixel_size_mm), camera.grid)
+
+
 def vignetting() -> dict[str, Any]:
     from plenocal.calib.calibrate import CalibrationOptions, calibrate
     from plenocal.calib.synthetic import synthetic_observations
@@ -333,7 +375,8 @@ def vignetting() -> dict[str, Any]:
     out: dict[str, Any] = {"n_bap": len(ov.bap)}
     for on in (True, False):
         t0 = time.perf_counter()
-        r = calibrate(ov, base["camera"], base["board"], options=CalibrationOptions(pupil_vignetting=on))
+        r = calibrate(ov, base["camera"], base["board"], options=CalibrationOptions(pupil_vignetting=on),
+                      pupil_radii=_uniform_radii(cam) if on else None)
         idx = [r.layout.index[n] for n in KEY]
         xt = r.layout.pack(cam, poses)
         out["on" if on else "off"] = {
@@ -353,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=0)
     ap.add_argument("--ablation", action="store_true")
     ap.add_argument("--vignetting", action="store_true")
+    ap.add_argument("--model", nargs="+", choices=("chief-ray", "pupil-vignetting"), default=["chief-ray"])
+    ap.add_argument("--cli", action="store_true")
     args = ap.parse_args(argv)
     from plenocal.calib.calibrate import CalibrationOptions
 
@@ -370,11 +415,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, problem in problems.items():
             out[name] = {}
             for loss in args.loss:
-                options = CalibrationOptions(loss=loss)
-                timing = time_calibration(problem, options, args.runs)
-                if not args.no_reference:
-                    timing["reference"] = reference_costs(problem, options, timing["final_cost"])
-                out[name][f"loss={loss}"] = timing
+                for model in args.model:
+                    if model == "pupil-vignetting" and name != "real":
+                        continue
+                    options = CalibrationOptions(loss=loss, pupil_vignetting=model == "pupil-vignetting")
+                    timing = time_calibration(problem, options, args.runs)
+                    if not args.no_reference:
+                        timing["reference"] = reference_costs(problem, options, timing["final_cost"])
+                    out[name][f"loss={loss}" + ("" if model == "chief-ray" else f", {model}")] = timing
+            if args.cli and name == "real":
+                out[name]["cli"] = {m: cli_wall(problem["dataset"], Path(tmp), m, args.runs) for m in args.model}
             if args.jackknife_check:
                 out[name]["jackknife_check"] = jackknife_check(problem, CalibrationOptions())
     if args.seeds:

@@ -142,3 +142,15 @@ def test_a_second_run_on_the_same_folder_is_refused(demo, tmp_path, capsys):
             with folder_lock(out):
                 pass
     assert not out.exists()
+
+
+def test_run_records_chief_ray_positions_and_calibrates_them_so(demo):
+    """``detect`` (chief-ray positions by default) records them; ``calibrate`` reads the record and
+    keeps the chief-ray model, and says why."""
+    from plenocal.io import read_observations
+
+    _, out = demo
+    assert read_observations(out / "detection" / "observations.npz").positions == "chief-ray"
+    assert json.loads((out / "detection" / "detection.json").read_text())["positions"] == "chief-ray"
+    pupil = json.loads((out / "calibration" / "report.json").read_text())["pupil"]
+    assert pupil["model"] == "chief-ray" and "chief-ray positions" in pupil["chosen_by"]

@@ -246,9 +246,10 @@ def test_observations_npz_round_trip(tmp_path: Path):
     with np.load(path) as data:
         assert sorted(data.files) == sorted(
             [f"bap_{c}" for c in ("frame", "k", "l", "u", "v", "rho", "node", "cluster")]
-            + [f"mic_{c}" for c in ("k", "l", "u", "v")]
+            + [f"mic_{c}" for c in ("k", "l", "u", "v")] + ["positions"]
         )
         assert data["bap_k"].dtype == np.int32 and data["bap_u"].dtype == np.float64
+        assert str(data["positions"]) == "chief-ray"
 
 
 def test_observations_empty_round_trip(tmp_path: Path):

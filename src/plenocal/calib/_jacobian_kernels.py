@@ -231,3 +231,36 @@ def mic_jacobian_kernel(ax, ay, R, dR, t_m, pitch, S, e, s, n_types, kind_a, kin
                          0.0, ge, 0.0)
             row = term * term_stride + i - start
             _write_columns(out_int, row, vals, kind_a, kind_b, col_scale, row_weight[row])
+
+
+@nb.njit(cache=True)
+def vignetted_rows_kernel(chief, chief_pose, centre, coef, d_ra, d_rb, types, start, n_terms, row_weight, out_int,
+                          out_pose):  # pragma: no cover - compiled
+    """The pupil-vignetting (u, v) rows of BAP rows ``start..start + n`` as combinations of their
+    chief-ray u, v, ρ rows (``chief`` (3n, p), ``chief_pose`` (3n, 6)), their lens' MIC rows
+    (``centre`` (2n, p)) and the radius-law columns ``d_ra`` (p,), ``d_rb`` (I, p) with the
+    factors ``coef`` (N, 2, 7) (:class:`plenocal.calib.jacobian.VignettingRows`); the ρ rows
+    (``n_terms`` 3) unchanged. Term t of row i goes to row t·n + i of ``out_int`` / ``out_pose``,
+    times ``row_weight``."""
+    n = centre.shape[0] // 2
+    p = chief.shape[1]
+    for i in range(n):
+        c = coef[start + i]
+        t = types[start + i]
+        for a in range(2):
+            o = a * n + i
+            w = row_weight[o]
+            for j in range(p):
+                out_int[o, j] = w * (c[a, 0] * chief[i, j] + c[a, 1] * chief[n + i, j] + c[a, 2] * chief[2 * n + i, j]
+                                     + c[a, 3] * centre[i, j] + c[a, 4] * centre[n + i, j] + c[a, 5] * d_ra[j]
+                                     + c[a, 6] * d_rb[t, j])
+            for j in range(6):
+                out_pose[o, j] = w * (c[a, 0] * chief_pose[i, j] + c[a, 1] * chief_pose[n + i, j]
+                                      + c[a, 2] * chief_pose[2 * n + i, j])
+        if n_terms == 3:
+            o = 2 * n + i
+            w = row_weight[o]
+            for j in range(p):
+                out_int[o, j] = w * chief[2 * n + i, j]
+            for j in range(6):
+                out_pose[o, j] = w * chief_pose[2 * n + i, j]

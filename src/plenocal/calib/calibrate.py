@@ -47,7 +47,7 @@ from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenop
 from plenocal.calib.parameters import ParameterLayout, derived_values
 from plenocal.calib.priors import Prior, PriorTerms, check_priors, exit_pupil_prior, quantity
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
-from plenocal.calib.residuals import Residuals
+from plenocal.calib.residuals import MeasuredPupilRadii, Residuals
 from plenocal.calib.robust import GroupRejection, reject_groups, robust_sigma
 from plenocal.calib.solver import SolverReport, covariance, levenberg_marquardt
 from plenocal.errors import DataError
@@ -142,8 +142,10 @@ class CalibrationOptions:
         Gauss–Newton steps do better from the triangulated poses).
     pupil_vignetting : bool
         BAP (u, v) predicted with the main aperture's vignetting of the micro-lens pupil
-        (:func:`plenocal.model.projection.pupil_shift`; beyond the paper, off by default to stay
-        comparable with the paper and the reference). Ignored with pinhole micro-lenses.
+        (:func:`plenocal.model.projection.pupil_shift`; beyond the paper): for observations that
+        report corners where they appear. Off by default (chief-ray positions, as plenocal's
+        detector reports them); ``plenocal calibrate`` chooses it from the observations' recorded
+        positions. Ignored with pinhole micro-lenses.
     clustered_covariance : bool
         σ of the parameters with the errors of one target corner's observations in one frame
         correlated (:func:`plenocal.calib.solver.covariance`); False treats every row as
@@ -241,6 +243,9 @@ class CalibrationResult:
     frame, used in the covariance (:func:`plenocal.calib.solver.covariance`)."""
     frame_resampling: FrameResampling | None = None
     """Leave-one-frame-out jackknife (σ that sees model mismatch), when computed."""
+    pupil: dict[str, object] = field(default_factory=dict)
+    """The (u, v) model: ``vignetting`` (bool) and, with it, where the shift's radii come from
+    (``radii``: ``"white images (Ω)"`` or ``"camera radius law"``)."""
     rejected_groups: dict[str, object] = field(default_factory=dict)
     """Whole clusters and frames rejected in the robust stage, each with how far off and why
     (:meth:`plenocal.calib.robust.GroupRejection.to_dict`)."""
@@ -398,6 +403,7 @@ class CalibrationResult:
                               for i, n in enumerate(self.layout.intrinsic_names)},
             },
             "correlation": {"names": list(names), "matrix": corr.tolist()},
+            "pupil": dict(self.pupil),
             "stages": self.stages,
             "extrinsics_init": self.extrinsics.to_dict() if self.extrinsics else None,
             "options": dataclasses.asdict(self.options),
@@ -490,6 +496,7 @@ def calibrate(
     options: CalibrationOptions | None = None,
     initial_poses: Mapping[int, Pose] | None = None,
     frames: Iterable[int] | None = None,
+    pupil_radii: MeasuredPupilRadii | None = None,
 ) -> CalibrationResult:
     """Calibrate the intrinsics (16 + I) and one pose per frame by minimising Θ (paper §5.2).
 
@@ -497,7 +504,8 @@ def calibrate(
     are small; threaded BLAS only adds contention).
     """
     with threadpool_limits(limits=1, user_api="blas"):
-        return _calibrate(observations, initial, board, options=options, initial_poses=initial_poses, frames=frames)
+        return _calibrate(observations, initial, board, options=options, initial_poses=initial_poses, frames=frames,
+                          pupil_radii=pupil_radii)
 
 
 def _calibrate(
@@ -508,6 +516,7 @@ def _calibrate(
     options: CalibrationOptions | None = None,
     initial_poses: Mapping[int, Pose] | None = None,
     frames: Iterable[int] | None = None,
+    pupil_radii: MeasuredPupilRadii | None = None,
 ) -> CalibrationResult:
     """Calibrate the intrinsics (16 + I) and one pose per frame by minimising Θ (paper §5.2).
 
@@ -523,6 +532,9 @@ def _calibrate(
         Skip the barycentre initialisation for these frames.
     frames : iterable of int, optional
         Frames to use (default: every frame of the BAP features).
+    pupil_radii : MeasuredPupilRadii, optional
+        With ``options.pupil_vignetting``: the shift's R_a, R_b as the white images measured them
+        (recommended); default the camera's radius law, which moves with Θ.
 
     Returns
     -------
@@ -595,7 +607,7 @@ def _calibrate(
     if opt.pose_iterations > 0:
         lay_p = layout.with_frozen(set(layout.frozen) | {"intrinsics"})
         res_p = Residuals(lay_p, bap, MicroImageCentres.empty(), board, use_rho=False,
-                          pupil_vignetting=opt.pupil_vignetting)
+                          pupil_vignetting=opt.pupil_vignetting, pupil_radii=pupil_radii)
         r = res_p.residuals(x)
         sig_p = _term_sigma(res_p, r, np.ones_like(r), robust=True)
         sig_p["mic"] = 1.0
@@ -605,7 +617,7 @@ def _calibrate(
     timings["poses"] = time.perf_counter() - t0
 
     # 4. Robust joint stage.
-    res = Residuals(layout, bap, mic, board, pupil_vignetting=opt.pupil_vignetting)
+    res = Residuals(layout, bap, mic, board, pupil_vignetting=opt.pupil_vignetting, pupil_radii=pupil_radii)
     active = np.ones(res.n_rows)
     group_rejected = BapFeatures.empty()
     groups: GroupRejection | None = None
@@ -639,7 +651,8 @@ def _calibrate(
             kept_frames = set(np.unique(res.bap.frame[groups.keep]).tolist())
             layout = dataclasses.replace(layout, frames=tuple(f for f in layout.frames if f in kept_frames))
             x = layout.pack(cam_now, {f: poses_now[f] for f in layout.frames})
-            res = Residuals(layout, res.bap.select(groups.keep), mic, board, pupil_vignetting=opt.pupil_vignetting)
+            res = Residuals(layout, res.bap.select(groups.keep), mic, board, pupil_vignetting=opt.pupil_vignetting,
+                            pupil_radii=pupil_radii)
             active = np.ones(res.n_rows)
             x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
                                            ftol=1e-10, mu0=mu, **_weights(opt, sig))
@@ -731,4 +744,6 @@ def _calibrate(
         options=opt,
         intra_cluster_correlation=icc,
         frame_resampling=resampling,
+        pupil={"vignetting": res.pupil_vignetting} | ({"radii": "camera radius law" if pupil_radii is None
+                                                         else "white images (Ω)"} if res.pupil_vignetting else {}),
     )

@@ -32,9 +32,22 @@ with a weight per row, so the solver can form the normal equations frame by fram
 whole Jacobian in memory (:func:`plenocal.calib.solver.analytic_normal_equations`).
 
 The Jacobian is taken of e = observed − predicted with respect to the solver's scaled variables
-z = x/scale (:class:`~plenocal.calib.parameters.ParameterLayout`). The opt-in pupil-vignetting shift
-(``Residuals(pupil_vignetting=True)``) is not differentiated here: that option keeps the
-finite-difference Jacobian (:meth:`plenocal.calib.residuals.Residuals.jacobian`).
+z = x/scale (:class:`~plenocal.calib.parameters.ParameterLayout`).
+
+**Pupil vignetting** (``Residuals(pupil_vignetting=True)``, :mod:`plenocal.model.pupil`). The
+observed position is p_o = c + ê·e_o: c the micro-image centre of the row's lens (the MIC
+projection), e = |p_c − c| the chief-ray offset, ê its direction, and e_o the root of
+e_o = e + γ_s·g(e_o; R_b, R_a) with γ = −ρ/R_b. With s = e_o/e and the implicit-function
+derivatives of e_o (∂e_o/∂e, ∂ρ, ∂R_a, ∂R_b, :func:`plenocal.model.pupil.shift_partials`),
+
+    δp_o = (1 − s)·δc + s·δp_c + ê·[(∂e_o/∂e − s)·ê·(δp_c − δc) + ∂e_o/∂ρ·δρ
+                                   + ∂e_o/∂R_a·δR_a + ∂e_o/∂R_b·δR_b],
+
+a per-row linear combination of rows this module already computes — the chief-ray u and v, ρ
+and the MIC rows of the row's lens — and of the radius-law columns ∂R_a, ∂R_b
+(:func:`radius_law_partials`; R_a = |m|/(N·s), R_b = |q_i|/s of
+:func:`plenocal.model.white.radius_law`). :class:`VignettingRows` holds the combination's
+coefficients; :func:`bap_jacobian` applies them.
 """
 
 from __future__ import annotations
@@ -352,6 +365,7 @@ def bap_jacobian(
     start: int = 0,
     stop: int | None = None,
     row_weight: FloatArray | None = None,
+    vignetting: VignettingRows | None = None,
 ) -> None:
     """Jacobian of the BAP rows ``start..stop`` (u, v[, ρ]) of eq:completemodel.
 
@@ -376,8 +390,14 @@ def bap_jacobian(
         The same rows' derivatives with respect to their own frame's pose.
     row_weight : ndarray, shape (n_terms·(stop − start),), optional
         Factor of each output row (e.g. √w for the normal equations); default 1.
+    vignetting : VignettingRows, optional
+        (u, v) of the pupil-vignetting model (module docstring) instead of the chief ray.
     """
     stop = rows.point_of_row.size if stop is None else stop
+    if vignetting is not None:
+        _vignetted_bap_rows(cam, vp, rows, n_terms, columns, pose_scale, vignetting, out_int, out_pose, start, stop,
+                            row_weight)
+        return
     n_out = n_terms * (stop - start)
     kernels.bap_jacobian_kernel(
         vp.points, vp.d_params, rows.point_of_row, rows.frame_index, rows.ax, rows.ay, rows.types, cam.R, cam.dR,
@@ -386,6 +406,118 @@ def bap_jacobian(
         np.ascontiguousarray(pose_scale, dtype=np.float64), start, stop, stop - start,
         np.ones(n_out) if row_weight is None else row_weight, out_int, out_pose,
     )
+
+
+def radius_law_partials(camera: PlenopticCamera, columns: ColumnMap) -> tuple[FloatArray, FloatArray]:
+    """∂e-scaled derivatives of R_a = |m|/(N·s) and R_b,i = |q_i|/s with respect to the columns.
+
+    m = ±d·(F − e)/(2(D − e)), q_i = λ·Δc·d/(2f_i) − Δc/2 with λ = (D − e)/(D + d − e)
+    (eq:miradiusfnumbermc with the exit pupil e, :func:`plenocal.model.white.radius_law`; Δc, N and
+    s are not optimised): F, d, D, e and f_i move them, and nothing else does.
+
+    Returns
+    -------
+    d_ra : ndarray, shape (n_columns,)
+    d_rb : ndarray, shape (I, n_columns)
+        Each column multiplied by the column's factor (−scale), like the rows of
+        :func:`bap_jacobian`.
+    """
+    from plenocal.model.white import radius_law
+
+    _, q = radius_law(camera)
+    D, d, F = camera.D_mm, camera.d_mm, camera.main_lens.focal_length_mm
+    e = camera.main_lens.exit_pupil_mm
+    De, Fe, Se = D - e, F - e, D + d - e
+    s, N = camera.sensor.pixel_size_mm, camera.main_lens.f_number
+    dc = camera.micro_image_pitch_mm
+    n_kinds = kernels.N_BASE_KINDS + camera.n_types
+    k_ra = np.zeros(n_kinds)
+    # |m| = d·(F − e)/(2(D − e)) whatever the configuration's sign.
+    k_ra[0] = d / (2.0 * De) / (N * s)
+    k_ra[8] = Fe / (2.0 * De) / (N * s)
+    k_ra[14] = -d * Fe / (2.0 * De * De) / (N * s)
+    k_ra[kernels.KIND_EXIT_PUPIL] = d * (F - D) / (2.0 * De * De) / (N * s)
+    k_rb = np.zeros((camera.n_types, n_kinds))
+    for i, f in enumerate(camera.mla.focal_lengths_mm):
+        sign = np.sign(q[i]) / s
+        k_rb[i, 8] = sign * dc / (2.0 * f) * De * De / (Se * Se)
+        k_rb[i, 14] = sign * dc / (2.0 * f) * d * d / (Se * Se)
+        k_rb[i, kernels.KIND_EXIT_PUPIL] = -sign * dc / (2.0 * f) * d * d / (Se * Se)
+        k_rb[i, kernels.N_BASE_KINDS + i] = -sign * (De / Se) * dc * d / (2.0 * f * f)
+
+    def to_columns(v: FloatArray) -> FloatArray:
+        out = v[..., columns.kind_a]
+        both = columns.kind_b >= 0
+        out[..., both] += v[..., columns.kind_b[both]]
+        return out * columns.factor
+
+    return to_columns(k_ra), to_columns(k_rb)
+
+
+@dataclass(frozen=True)
+class VignettingRows:
+    """The pupil-vignetting (u, v) rows as combinations of chief-ray, ρ and MIC rows (module
+    docstring).
+
+    Attributes
+    ----------
+    coef : ndarray, shape (N, 2, 7)
+        For the observed u (0) and v (1) of each row, the factors of its chief-ray u, v, its ρ,
+        its lens' MIC u, v, and ∂R_a, ∂R_b.
+    d_ra : ndarray, shape (n_columns,)
+    d_rb : ndarray, shape (I, n_columns)
+        :func:`radius_law_partials`.
+    """
+
+    coef: FloatArray
+    d_ra: FloatArray
+    d_rb: FloatArray
+
+    @classmethod
+    def of(cls, e_uv: FloatArray, shift: FloatArray, d_ra: FloatArray, d_rb: FloatArray) -> VignettingRows:
+        """From the chief-ray offsets p_c − c (N, 2) and :func:`plenocal.model.pupil.shifted_offset`'s
+        (e_o, ∂e_o/∂e, ∂e_o/∂ρ, ∂e_o/∂R_a, ∂e_o/∂R_b) (N, 5) of each row."""
+        e = np.hypot(e_uv[:, 0], e_uv[:, 1])
+        away = e > 1e-12
+        safe = np.where(away, e, 1.0)
+        # At the centre (e = 0) p_o = c + ∂e_o/∂e·(p_c − c) to first order and ê drops out.
+        s = np.where(away, shift[:, 0] / safe, shift[:, 1])
+        n = np.where(away[:, None], e_uv / safe[:, None], 0.0)
+        k = shift[:, 1] - s
+        coef = np.empty((e.size, 2, 7))
+        for a in range(2):
+            b = 1 - a
+            coef[:, a, a] = s + n[:, a] * n[:, a] * k
+            coef[:, a, b] = n[:, a] * n[:, b] * k
+            coef[:, a, 2] = n[:, a] * shift[:, 2]
+            coef[:, a, 3 + a] = (1.0 - s) - n[:, a] * n[:, a] * k
+            coef[:, a, 3 + b] = -n[:, a] * n[:, b] * k
+            coef[:, a, 5] = n[:, a] * shift[:, 3]
+            coef[:, a, 6] = n[:, a] * shift[:, 4]
+        return cls(coef, d_ra, d_rb)
+
+
+def _vignetted_bap_rows(
+    cam: CameraState, vp: VirtualPointPartials, rows: BapRows, n_terms: int, columns: ColumnMap,
+    pose_scale: FloatArray, vig: VignettingRows, out_int: FloatArray, out_pose: FloatArray, start: int, stop: int,
+    row_weight: FloatArray | None,
+) -> None:
+    """:func:`bap_jacobian` with the (u, v) rows of the pupil-vignetting model: the chief-ray u, v,
+    ρ rows and the MIC rows of the rows' lenses, combined by ``vig.coef`` (module docstring)."""
+    n = stop - start
+    p = columns.kind_a.size
+    chief = np.empty((3 * n, p))
+    chief_pose = np.empty((3 * n, 6))
+    kernels.bap_jacobian_kernel(
+        vp.points, vp.d_params, rows.point_of_row, rows.frame_index, rows.ax, rows.ay, rows.types, cam.R, cam.dR,
+        cam.origin, cam.pitch, cam.S, cam.s, cam.aperture, cam.dA_dS, cam.dA_dD, cam.dA_de, cam.d_ref, cam.focal,
+        cam.rho_form, 3, columns.kind_a, columns.kind_b, columns.factor,
+        np.ascontiguousarray(pose_scale, dtype=np.float64), start, stop, n, np.ones(3 * n), chief, chief_pose,
+    )
+    centre = np.empty((2 * n, p))
+    mic_jacobian(cam, (rows.ax, rows.ay), columns, centre, start=start, stop=stop)
+    kernels.vignetted_rows_kernel(chief, chief_pose, centre, vig.coef, vig.d_ra, vig.d_rb, rows.types, start, n_terms,
+                                  np.ones(n_terms * n) if row_weight is None else row_weight, out_int, out_pose)
 
 
 def mic_jacobian(

@@ -81,7 +81,7 @@ def without_frame(res: Residuals, x: FloatArray, active: FloatArray, i: int) -> 
     lay_f = ParameterLayout(lay.template, tuple(fr for fr in lay.frames if fr != f), two_pitches=lay.two_pitches,
                             frozen=lay.frozen, exit_pupil=lay.exit_pupil)
     res_f = Residuals(lay_f, res.bap.select(keep), res.mic, res.board, use_rho=res.use_rho,
-                      pupil_vignetting=res.pupil_vignetting)
+                      pupil_vignetting=res.pupil_vignetting, pupil_radii=res.pupil_radii)
     n_int = lay.n_intrinsics
     poses = x[n_int:].reshape(-1, 6)
     x_f = np.concatenate([x[:n_int], np.delete(poses, i, axis=0).reshape(-1)])

@@ -18,10 +18,10 @@ Jacobian structure (with respect to the solver's scaled variables, see
 - poses: each BAP row depends only on the 6 pose entries of its own frame, stored as
   ``J_pose`` of shape (n_terms, N, 6) (terms u, v[, ρ]); MIC rows do not depend on poses.
 
-Derivatives are exact by default (:meth:`Residuals.jacobian_analytic`, the chain rule of
-:mod:`plenocal.calib.jacobian`); central finite differences with steps of 1e-3 of each
-parameter's scale (:meth:`Residuals.jacobian_fd`, the same pose component of all frames perturbed
-in one evaluation) are the tests' reference and the Jacobian of the pupil-vignetting option.
+Derivatives are exact (:meth:`Residuals.jacobian_analytic`, the chain rule of
+:mod:`plenocal.calib.jacobian`, with the pupil-vignetting option too); central finite
+differences with steps of 1e-3 of each parameter's scale (:meth:`Residuals.jacobian_fd`, the same
+pose component of all frames perturbed in one evaluation) are the tests' reference.
 """
 
 from __future__ import annotations
@@ -36,25 +36,23 @@ from plenocal.calib.jacobian import (
     BapRows,
     CameraState,
     ColumnMap,
+    VignettingRows,
     VirtualPointPartials,
     bap_jacobian,
     lens_offsets,
     mic_jacobian,
+    radius_law_partials,
     virtual_point_partials,
 )
 from plenocal.calib.parameters import MIC_PARAMETERS, MLA_PARAMETERS, ParameterLayout
 from plenocal.errors import DataError
-from plenocal.model.camera import PlenopticCamera, lattice_corner
+from plenocal.model.camera import MicroImageGrid, PlenopticCamera, lattice_corner
 from plenocal.model.geometry import rodrigues
 from plenocal.model.observations import BapFeatures, MicroImageCentres
-from plenocal.model.projection import (
-    blur_radius_px,
-    disc_intersection_centroid,
-    lens_radius_gain,
-    virtual_points,
-)
+from plenocal.model.projection import blur_radius_px, virtual_points
+from plenocal.model.pupil import shifted_offset
 from plenocal.model.target import Checkerboard
-from plenocal.model.white import radius_law
+from plenocal.model.white import InternalParameters, radius_law
 
 FloatArray = NDArray[np.float64]
 
@@ -62,56 +60,35 @@ FD_RELATIVE_STEP = 1e-3
 """Finite-difference step, as a fraction of each parameter's scale (central differences)."""
 
 
-def vignetted_offset(
-    en: FloatArray,
-    gain: FloatArray,
-    ra: float,
-    rb: FloatArray,
-    *,
-    start: FloatArray | None = None,
-    tol_px: float = 1e-11,
-    max_iterations: int = 30,
-) -> FloatArray:
-    """Observed radial offset e_o of features under pupil vignetting, by Newton's method.
+@dataclass(frozen=True)
+class MeasuredPupilRadii:
+    """R_a and R_b of the pupil-vignetting shift as the white images measure them (Ω), fixed.
 
-    Solves e_o = e + gain·g(e_o) (``plenocal.model.projection`` module docstring; g is the
-    centroid offset of disc(0, r_b) ∩ disc(e_o, r_a), :func:`disc_intersection_centroid`), the
-    same fixed point as :func:`plenocal.model.projection.pupil_shift` but to ``tol_px`` in a few
-    iterations (quadratic convergence), so that the residuals are a smooth function of Θ for the
-    finite-difference Jacobian.
+    The shift depends on the aperture's preimage radius R_a = |m|/(N·s) and the lens-disc radius
+    R_b = |q_i|/s of each micro-image: the two terms of the white micro-image radius law that
+    pre-calibration measures directly (``omega.local``: m and q_i at each micro-image, with their
+    variation across the sensor). Taken from the camera's radius law instead
+    (m = ∓dF/(2D), q_i = λΔc·d/(2f_i) − Δc/2) they follow d, F, D and f_i, which the BAP data
+    only determine along valleys: on PRISM's r12-b renders with plenocal's as-seen detections the
+    calibration then pulled R_a from 7.33 to 5.08 px and put d 30 % and f_i 34 % off (117σ), while
+    with these measured radii d is 0.3 % and F 0.06 % off (docs/model.md).
 
-    Parameters
+    Attributes
     ----------
-    en : ndarray, shape (N,)
-        Chief-ray distance to the micro-image centre e (px).
-    gain : ndarray, shape (N,)
-        −ρ/r_b (ρ the signed blur radius, px).
-    ra : float
-        Radius of the main aperture's preimage |m|/(N·s) (px).
-    rb : ndarray, shape (N,)
-        Micro-lens disc radius |q_i|/s of each row's type (px).
-    start : ndarray, shape (N,), optional
-        Start of the iteration (default e, as :func:`~plenocal.model.projection.pupil_shift`).
-        The residuals always start from e: where gain·g' > 1 the fixed point is not unique, and
-        a warm start from the previous evaluation would make the residuals depend on the
-        evaluation history (it stalled the solver).
-
-    Returns
-    -------
-    ndarray, shape (N,)
+    omega : InternalParameters
+        Ω of the white images (its f-number is the checkerboard images').
+    grid : MicroImageGrid
+        Where each micro-image is (Ω's law is evaluated at its centre).
     """
-    limit = ra + rb - 1e-6
-    eo = np.minimum(en.copy() if start is None or start.shape != en.shape else start.copy(), limit)
-    n = en.size
-    for _ in range(max_iterations):
-        h = 1e-6 * np.maximum(eo, 1.0)
-        c = disc_intersection_centroid(np.concatenate([eo, eo + h]), np.concatenate([rb, rb]), ra)
-        g, dg = c[:n], (c[n:] - c[:n]) / h
-        step = (eo - en - gain * g) / (1.0 - gain * dg)
-        eo = np.minimum(eo - step, limit)
-        if not np.any(np.abs(step) > tol_px):
-            break
-    return eo
+
+    omega: InternalParameters
+    grid: MicroImageGrid
+
+    def radii_px(self, k: NDArray[np.int64], l: NDArray[np.int64], types: NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
+        """(R_a, R_b) of the micro-images (k, l) of types ``types``, px, each (N,)."""
+        m, q = self.omega.local(self.grid.centres(k, l), types)
+        s = self.omega.pixel_size_mm
+        return np.abs(m) / self.omega.f_number / s, np.abs(q) / s
 
 
 @dataclass(frozen=True)
@@ -152,6 +129,8 @@ class AnalyticState:
     pose_free : ndarray of bool, shape (n_frames, 6)
     mic_columns : ndarray of int
         Columns that may be non-zero on MIC rows.
+    vignetting : VignettingRows or None
+        The pupil-vignetting (u, v) rows' coefficients (None without the option).
     """
 
     camera: CameraState
@@ -160,6 +139,7 @@ class AnalyticState:
     pose_scale: FloatArray
     pose_free: NDArray[np.bool_]
     mic_columns: NDArray[np.int64]
+    vignetting: VignettingRows | None = None
 
 
 class Residuals:
@@ -176,8 +156,11 @@ class Residuals:
     use_rho : bool
         Include the ρ term (forced off when the layout has I = 0).
     pupil_vignetting : bool
-        Predict (u, v) with the pupil-vignetting shift (:func:`vignetted_offset`; ignored for
+        Predict (u, v) with the pupil-vignetting shift (:mod:`plenocal.model.pupil`; ignored for
         I = 0).
+    pupil_radii : MeasuredPupilRadii, optional
+        The shift's R_a, R_b from the white images, fixed; default: the camera's radius law
+        (:func:`plenocal.model.white.radius_law`), which moves with Θ.
     """
 
     def __init__(
@@ -189,9 +172,11 @@ class Residuals:
         *,
         use_rho: bool = True,
         pupil_vignetting: bool = False,
+        pupil_radii: MeasuredPupilRadii | None = None,
     ) -> None:
         self.layout = layout
         self.pupil_vignetting = bool(pupil_vignetting and layout.n_types > 0)
+        self.pupil_radii = pupil_radii
         self.board = board
         frames = np.asarray(layout.frames)
         if np.any(bap.node < 0) or np.any(bap.node >= board.n_nodes):
@@ -233,6 +218,10 @@ class Residuals:
         obs = [self.bap.u, self.bap.v] + ([self.bap.rho] if self.use_rho else []) + [mic.u, mic.v]
         self.observed = np.concatenate(obs)
         self.n_rows = self.observed.size
+        self._fixed_radii = pupil_radii.radii_px(self.k, self.l, self.types) \
+            if pupil_radii is not None and self.pupil_vignetting else None
+        self._shift_key: bytes | None = None
+        self._shift_cache: tuple[bytes | None, FloatArray, FloatArray] = (None, np.zeros((0, 2)), np.zeros((0, 5)))
 
     # --- row bookkeeping -------------------------------------------------------------------
     def term_slices(self) -> dict[str, slice]:
@@ -279,6 +268,25 @@ class Residuals:
         -------
         list of ndarray, each shape (N,)
         """
+        u, v, rho, C = self._chief_ray(camera, rotvecs, translations, centres)
+        if self.pupil_vignetting:
+            assert rho is not None
+            e_uv, mic, ra, rb = self._vignetting_inputs(camera, u, v, C)
+            # With its partial derivatives (a few % more): the Jacobian at the same x reuses them.
+            shift = shifted_offset(np.hypot(e_uv[:, 0], e_uv[:, 1]), rho, ra, rb, partials=True)
+            self._shift_cache = (self._shift_key, e_uv, shift)
+            u, v = _radially_moved(e_uv, mic, shift[:, 0])
+        out = [u, v]
+        if self.use_rho:
+            assert rho is not None
+            out.append(rho)
+        return out
+
+    def _chief_ray(
+        self, camera: PlenopticCamera, rotvecs: FloatArray, translations: FloatArray, centres: FloatArray | None
+    ) -> tuple[FloatArray, FloatArray, FloatArray | None, FloatArray]:
+        """(u, v) of the chief rays, ρ (None when neither the ρ term nor vignetting needs it) and the
+        lens centres C (N, 3) of every row."""
         R = rodrigues(rotvecs) if len(rotvecs) else np.zeros((0, 3, 3))
         fi = self.point_frame
         pc = np.einsum("nij,nj->ni", R[fi], self.point_world) + translations[fi]
@@ -292,52 +300,53 @@ class Residuals:
         u0, v0 = camera.sensor.principal_point_px
         u = u0 - (C[:, 0] + t * (P[:, 0] - C[:, 0])) / s
         v = v0 - (C[:, 1] + t * (P[:, 1] - C[:, 1])) / s
-        if self.use_rho or self.pupil_vignetting:
-            rho = blur_radius_px(camera, P, C, self.types)
-        if self.pupil_vignetting:
-            u, v = self._vignetted(camera, u, v, rho, C)
-        out = [u, v]
-        if self.use_rho:
-            out.append(rho)
-        return out
+        rho = blur_radius_px(camera, P, C, self.types) if self.use_rho or self.pupil_vignetting else None
+        return u, v, rho, C
 
-    def _vignetted(
-        self, camera: PlenopticCamera, u: FloatArray, v: FloatArray, rho: FloatArray, C: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
-        """(u, v) displaced radially within their micro-image by pupil vignetting, each (N,).
+    def _vignetting_inputs(
+        self, camera: PlenopticCamera, u: FloatArray, v: FloatArray, C: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Chief-ray offsets from the micro-image centres (N, 2), the centres (N, 2) (the MIC
+        projection of the rows' lenses), R_a (N,) and R_b (N,) of the rows.
 
-        Depends on Θ through the micro-image centres (O through C(k, l)), the radius law
-        m = ∓dF/(2D), q_i = Δ_C·d/(2 f_i) − Δc/2 and the fixed f-number N.
+        The shift depends on Θ through the micro-image centres and, without
+        :class:`MeasuredPupilRadii`, the radius law m = ∓dF/(2D), q_i = Δ_C·d/(2 f_i) − Δc/2 and
+        the fixed f-number N.
         """
-        s = camera.sensor.pixel_size_mm
-        u0, v0 = camera.sensor.principal_point_px
-        e = camera.main_lens.exit_pupil_mm
-        sc = (camera.sensor.distance_mm - e) / (-C[:, 2] - e)
-        mu, mv = u0 - C[:, 0] * sc / s, v0 - C[:, 1] * sc / s
-        m, q = radius_law(camera)
-        ra = abs(m) / camera.main_lens.f_number / s
-        rb = np.abs(np.asarray(q, dtype=np.float64))[self.types] / s
-        eu, ev = u - mu, v - mv
-        en = np.hypot(eu, ev)
-        eo = vignetted_offset(en, lens_radius_gain(rho, rb), ra, rb)
-        f = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
-        return mu + eu * f, mv + ev * f
+        mic = np.stack(self._mic_from_centres(camera, C), axis=-1)
+        if self._fixed_radii is not None:
+            ra, rb = self._fixed_radii
+        else:
+            s = camera.sensor.pixel_size_mm
+            m, q = radius_law(camera)
+            ra = np.full(u.shape, abs(m) / camera.main_lens.f_number / s)
+            rb = np.abs(np.asarray(q, dtype=np.float64))[self.types] / s
+        return np.stack([u, v], axis=-1) - mic, mic, ra, rb
 
-    def predict_mic(self, camera: PlenopticCamera) -> list[FloatArray]:
-        """Predicted micro-image centres (the exit-pupil centre through C(k, l) onto the sensor,
-        :func:`~plenocal.model.projection.micro_image_centres`), [u, v] each (M,)."""
-        C = self.lens_centres(camera, self.mic_gx, self.mic_gy)
+    @staticmethod
+    def _mic_from_centres(camera: PlenopticCamera, C: FloatArray) -> list[FloatArray]:
+        """Micro-image centres (the exit-pupil centre (0, 0, −e) through the lens centres C (n, 3)
+        onto the sensor, :func:`~plenocal.model.projection.micro_image_centres`), [u, v] each (n,)."""
         e = camera.main_lens.exit_pupil_mm
         scale = (camera.sensor.distance_mm - e) / (-C[:, 2] - e)
         s = camera.sensor.pixel_size_mm
         u0, v0 = camera.sensor.principal_point_px
         return [u0 - C[:, 0] * scale / s, v0 - C[:, 1] * scale / s]
 
+    def predict_mic(self, camera: PlenopticCamera) -> list[FloatArray]:
+        """Predicted micro-image centres (the exit-pupil centre through C(k, l) onto the sensor), [u, v] each (M,)."""
+        return self._mic_from_centres(camera, self.lens_centres(camera, self.mic_gx, self.mic_gy))
+
     def predict(self, x: FloatArray) -> FloatArray:
         """All predictions in row order, shape (n_rows,)."""
         camera = self.layout.unpack_camera(x)
         rv, tr = self.layout.pose_arrays(x)
-        return np.concatenate(self.predict_bap(camera, rv, tr) + self.predict_mic(camera))
+        self._shift_key = x.tobytes()
+        try:
+            bap = self.predict_bap(camera, rv, tr)
+        finally:
+            self._shift_key = None
+        return np.concatenate(bap + self.predict_mic(camera))
 
     def residuals(self, x: FloatArray) -> FloatArray:
         """e = observed − predicted at the full parameter vector ``x``, shape (n_rows,)."""
@@ -346,8 +355,8 @@ class Residuals:
     # --- Jacobian ------------------------------------------------------------------------
     @property
     def default_jacobian_method(self) -> str:
-        """``"analytic"``, or ``"fd"`` with pupil vignetting (which only finite differences model)."""
-        return "fd" if self.pupil_vignetting else "analytic"
+        """``"analytic"`` (with or without pupil vignetting)."""
+        return "analytic"
 
     def mic_columns(self) -> NDArray[np.int64]:
         """Free-intrinsic columns that move the micro-image centres (:data:`MIC_PARAMETERS`)."""
@@ -377,8 +386,7 @@ class Residuals:
             Full parameter vector, natural units.
         method : {"analytic", "fd"}, optional
             ``"analytic"``: exact derivatives by the chain rule (:mod:`plenocal.calib.jacobian`);
-            ``"fd"``: central finite differences (:meth:`jacobian_fd`). Default: analytic, except
-            with pupil vignetting, which only the finite differences model.
+            ``"fd"``: central finite differences (:meth:`jacobian_fd`). Default: analytic.
         """
         if method is None:
             method = self.default_jacobian_method
@@ -386,8 +394,6 @@ class Residuals:
             return self.jacobian_fd(x)
         if method != "analytic":
             raise ValueError(f"method must be 'analytic' or 'fd', got {method!r}")
-        if self.pupil_vignetting:
-            raise ValueError("the analytic Jacobian does not model pupil vignetting: use method='fd'")
         return self.jacobian_analytic(x)
 
     def analytic_state(self, x: FloatArray) -> AnalyticState:
@@ -399,13 +405,24 @@ class Residuals:
             rv, tr = lay.pose_arrays(x)
             vp = virtual_point_partials(camera, rv, tr, self.point_world, self.point_frame)
         columns, pose_scale, pose_free, mic_columns = self._column_layout
-        return AnalyticState(CameraState.of(camera), columns, vp, pose_scale, pose_free, mic_columns)
+        vig = None
+        if self.pupil_vignetting and self.n_bap:
+            key, e_uv, shift = self._shift_cache
+            if key != x.tobytes():  # not the last residuals' x
+                self.predict(x)
+                key, e_uv, shift = self._shift_cache
+            if self._fixed_radii is None:
+                d_ra, d_rb = radius_law_partials(camera, columns)
+            else:
+                d_ra, d_rb = np.zeros(columns.kind_a.size), np.zeros((camera.n_types, columns.kind_a.size))
+            vig = VignettingRows.of(e_uv, shift, d_ra, d_rb)
+        return AnalyticState(CameraState.of(camera), columns, vp, pose_scale, pose_free, mic_columns, vig)
 
     def jacobian_analytic(self, x: FloatArray) -> JacobianBlocks:
-        """Exact Jacobian (chain rule through eq:completemodel, :mod:`plenocal.calib.jacobian`).
+        """Exact Jacobian (chain rule through eq:completemodel and, with the option, the
+        pupil-vignetting shift, :mod:`plenocal.calib.jacobian`).
 
-        Same blocks as :meth:`jacobian_fd`; frozen pose entries have zero columns. Not valid with
-        pupil vignetting (the chief-ray model only).
+        Same blocks as :meth:`jacobian_fd`; frozen pose entries have zero columns.
         """
         st = self.analytic_state(x)
         N, M, nt = self.n_bap, self.n_mic, self.n_terms_bap
@@ -414,7 +431,7 @@ class Residuals:
         if N:
             assert st.points is not None
             bap_jacobian(st.camera, st.points, self.bap_rows, nt, st.columns, st.pose_scale, J[: nt * N],
-                         J_pose.reshape(nt * N, 6))
+                         J_pose.reshape(nt * N, 6), vignetting=st.vignetting)
         if M:
             mic_jacobian(st.camera, self.mic_offsets, st.columns, J[nt * N :])
         return JacobianBlocks(J, J_pose, st.pose_free, st.mic_columns)
@@ -424,7 +441,7 @@ class Residuals:
 
         Cost: two BAP evaluations per free intrinsic (plus two MIC evaluations for the ones in
         :data:`MIC_PARAMETERS`) and 12 BAP evaluations for all poses together. The reference for
-        the analytic Jacobian's tests, and the Jacobian of the pupil-vignetting option.
+        the analytic Jacobian's tests.
         """
         lay = self.layout
         free = lay.free_mask
@@ -472,3 +489,10 @@ class Residuals:
             for t in range(nt):
                 J_pose[t, :, c] = np.where(free_rows, f * (bp[t] - bm[t]), 0.0)
         return JacobianBlocks(J_int, J_pose, pose_free, self.mic_columns())
+
+
+def _radially_moved(e_uv: FloatArray, mic: FloatArray, eo: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(u, v) at offset ``eo`` (N,) from the centres ``mic`` (N, 2) along the offsets ``e_uv`` (N, 2)."""
+    en = np.hypot(e_uv[:, 0], e_uv[:, 1])
+    f = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
+    return mic[:, 0] + e_uv[:, 0] * f, mic[:, 1] + e_uv[:, 1] * f

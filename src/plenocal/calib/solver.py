@@ -271,7 +271,7 @@ def analytic_normal_equations(
             A = buf[: nt * (b - a)]
             idx = (np.arange(nt)[:, None] * N + np.arange(a, b)[None, :]).reshape(-1)
             bap_jacobian(st.camera, st.points, residuals.bap_rows, nt, st.columns, st.pose_scale, A[:, :p_i],
-                         A[:, p_i:], start=a, stop=b, row_weight=sw[idx])
+                         A[:, p_i:], start=a, stop=b, row_weight=sw[idx], vignetting=st.vignetting)
             blocks.add_frame_gram(f, A.T @ A, A.T @ swr[idx])
     if M:
         mc = st.mic_columns
@@ -298,10 +298,10 @@ def gauss_newton_system(
 
     ``jacobian`` (default: the residuals' :attr:`~Residuals.default_jacobian_method`):
     ``"analytic"`` uses :func:`analytic_normal_equations`, ``"fd"`` :func:`normal_equations` of the
-    finite-difference Jacobian (the only one that models pupil vignetting).
+    finite-difference Jacobian.
     """
     method = residuals.default_jacobian_method if jacobian is None else jacobian
-    if method == "analytic" and not residuals.pupil_vignetting:
+    if method == "analytic":
         return analytic_normal_equations(residuals, x, r, w)
     return normal_equations(residuals, residuals.jacobian(x, method=method), r, w)
 
@@ -398,8 +398,7 @@ def levenberg_marquardt(
         Initial damping (relative to the diagonal of JᵀWJ); e.g. the final damping of a previous
         stage (``SolverReport.damping``). Default 1e-4.
     jacobian : {"analytic", "fd"}, optional
-        Jacobian method (:meth:`Residuals.jacobian`); default the residuals' own (analytic unless
-        pupil vignetting is modelled).
+        Jacobian method (:meth:`Residuals.jacobian`); default the residuals' own (analytic).
     quasi_newton : bool
         Try the step of JᵀWJ + S, S the secant estimate of the residual curvature, before the
         Gauss–Newton step (False: Gauss–Newton / Levenberg–Marquardt only).

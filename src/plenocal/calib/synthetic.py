@@ -16,7 +16,13 @@ import numpy as np
 
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
-from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
+from plenocal.model.observations import (
+    POSITIONS_AS_SEEN,
+    POSITIONS_CHIEF_RAY,
+    BapFeatures,
+    MicroImageCentres,
+    Observations,
+)
 from plenocal.model.projection import micro_image_centres, project_bap
 from plenocal.model.target import Checkerboard
 from plenocal.model.white import radius_law
@@ -152,7 +158,8 @@ def synthetic_observations(
     k, l = camera.mla.lattice.all_indices()
     c = micro_image_centres(camera, k, l)
     mic = MicroImageCentres(k=k, l=l, u=c[:, 0], v=c[:, 1])
-    truth = Observations(bap, mic)
+    positions = POSITIONS_AS_SEEN if pupil_vignetting else POSITIONS_CHIEF_RAY
+    truth = Observations(bap, mic, positions)
     n, m = len(bap), len(mic)
     duv = rng.normal(0.0, noise.uv_px, size=(n, 2))
     drho = rng.normal(0.0, noise.rho_px, size=n)
@@ -166,7 +173,7 @@ def synthetic_observations(
         node=bap.node, cluster=bap.cluster,
     )
     noisy_mic = MicroImageCentres(k=k, l=l, u=c[:, 0] + dmic[:, 0], v=c[:, 1] + dmic[:, 1])
-    return Observations(noisy_bap, noisy_mic), truth
+    return Observations(noisy_bap, noisy_mic, positions), truth
 
 
 def add_gross_outliers(
@@ -194,7 +201,7 @@ def add_gross_outliers(
     v[rows] += mag * np.sin(ang)
     cols = bap.columns()
     cols.update(u=u, v=v)
-    return Observations(BapFeatures(**cols), observations.mic), rows
+    return Observations(BapFeatures(**cols), observations.mic, observations.positions), rows
 
 
 def perturbed_camera(

@@ -17,6 +17,15 @@ Inputs (everything is read and validated before anything is written):
      micro-image grid is the dataset camera's, else fitted to the MICs
      (:func:`plenocal.precalib.grid.fit_grid`).
 
+The (u, v) model follows what the observations' (u, v) are (``positions``, recorded in
+``observations.npz``; :data:`plenocal.model.observations.POSITIONS`): corners as plenocal's
+detector sees them (``detect --no-pupil-vignetting``: ``as-seen``) are calibrated with the
+pupil-vignetting shift, with its radii R_a, R_b from the white images (Ω) when known; chief-ray
+positions (plenocal's ``detect``, and files without the record) and libpleno's template-fit
+positions (``import-libpleno``; the shift does not describe them, docs/model.md) with the chief
+ray. ``--pupil-vignetting`` / ``--no-pupil-vignetting`` override; the choice and its reason are
+printed and kept in ``report.json`` and ``camera.json`` (``pupil``).
+
 Outputs: ``OUT/camera.json`` (with Ω, ``uncertainty`` {name: Jacobian σ, ``std_frames``: {name: jackknife σ}} and ``provenance``),
 ``OUT/poses.json``, ``OUT/report.json`` (``docs/formats.md``) and, with ``--ablation-table``,
 ``OUT/ablation.json`` and ``OUT/ablation.md`` (paper Table ablation: configurations 1–8 and
@@ -49,6 +58,7 @@ from plenocal.calib.calibrate import (
 from plenocal.calib.parameters import ParameterLayout
 from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, result_problems
 from plenocal.calib.priors import Prior, check_priors
+from plenocal.calib.residuals import MeasuredPupilRadii
 from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
@@ -58,7 +68,7 @@ from plenocal.io.observations import read_observations, validate_observations
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.poses import write_poses
 from plenocal.model.camera import MicroImageGrid, PlenopticCamera, RhoForm
-from plenocal.model.observations import Observations
+from plenocal.model.observations import POSITIONS_AS_SEEN, Observations
 from plenocal.model.white import InternalParameters
 
 HELP = "calibrate the intrinsics and poses from BAP features and micro-image centres (BAP, paper §5)"
@@ -126,8 +136,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="paper Table ablation configuration 1..8 (tilt/pitch/distortion kept or frozen)")
     p.add_argument("--ablation-table", action="store_true",
                    help="also run configurations 1..8 and NOUR; write ablation.json and ablation.md")
-    p.add_argument("--pupil-vignetting", action="store_true",
-                   help="model the main-aperture vignetting of the micro-lens pupil in (u, v) (beyond the paper)")
+    pupil = p.add_mutually_exclusive_group()
+    pupil.add_argument("--pupil-vignetting", dest="pupil_vignetting", action="store_true", default=None,
+                       help="model the main-aperture vignetting of the micro-lens pupil in (u, v) (beyond the paper; "
+                            "default: when the observations record as-seen positions)")
+    pupil.add_argument("--no-pupil-vignetting", dest="pupil_vignetting", action="store_false",
+                       help="chief-ray (u, v) whatever the observations record")
     p.add_argument("--no-mic", action="store_true", help="leave the micro-image-centre term out of Θ")
     p.add_argument("--allow-failed-checks", "--allow-unconverged", dest="allow_failed_checks", action="store_true",
                    help="write the result even when it is not converged or not physically plausible (d <= 0, F far "
@@ -225,7 +239,7 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
         initial_cam_path = args.initial / "camera.json" if args.initial.is_dir() else args.initial
         if args.initial.is_dir() and len(obs.mic) == 0 and (args.initial / "observations.npz").is_file():
             pre = read_observations(args.initial / "observations.npz")
-            obs = Observations(obs.bap, pre.mic)
+            obs = Observations(obs.bap, pre.mic, obs.positions)
             files["initial_observations"] = args.initial / "observations.npz"
     initial_file = read_camera_file(initial_cam_path) if initial_cam_path is not None else None
     ds_file = read_camera_file(dataset.camera_path) if dataset.camera_path is not None else None
@@ -274,9 +288,30 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
 
 
 # --- options -----------------------------------------------------------------------------------
-def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None = None) -> CalibrationOptions:
+VIGNETTED_POSITIONS = frozenset({POSITIONS_AS_SEEN})
+"""Observations whose (u, v) the pupil-vignetting model is chosen for when no option says
+otherwise: the corners plenocal's estimator reports where they appear. On PRISM's r12-b renders
+(exact truth), as-seen detections calibrated with the chief ray put d and f_i 29 % off (76σ); with
+the shift and the white images' radii d is 0.3 % and F 0.06 % off. Not libpleno's template fit:
+on the real R12-A observations the shift with the whites' radii raises the least-squares cost by
+17 % (docs/model.md)."""
+
+
+def pupil_choice(args: argparse.Namespace, positions: str) -> tuple[bool, str]:
+    """Whether to model the pupil vignetting, and why (an explicit option, else the observations'
+    recorded ``positions``: :data:`VIGNETTED_POSITIONS`)."""
+    explicit = getattr(args, "pupil_vignetting", None)
+    if explicit is not None:
+        return bool(explicit), "--pupil-vignetting" if explicit else "--no-pupil-vignetting"
+    on = positions in VIGNETTED_POSITIONS
+    return on, f"the observations' (u, v) are {positions} positions"
+
+
+def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None = None, *,
+                      positions: str = "chief-ray") -> CalibrationOptions:
     """Calibration options from the command line; with ``camera``, ``--freeze`` names are checked
-    against its parameters (one line naming the option)."""
+    against its parameters (one line naming the option); the pupil model from the options or the
+    observations' ``positions`` (:func:`pupil_choice`)."""
     freeze = [g.strip() for g in args.freeze.split(",") if g.strip()]
     if args.ablation is not None:
         freeze += list(ABLATION_CONFIGURATIONS[args.ablation])
@@ -311,7 +346,7 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
         loss=args.loss,
         weighting=getattr(args, "weighting", None) or ("noise" if args.pinhole else DEFAULT_WEIGHTING),
         use_mic=not args.no_mic,
-        pupil_vignetting=args.pupil_vignetting,
+        pupil_vignetting=pupil_choice(args, positions)[0],
         priors=priors,
         exit_pupil=exit_pupil,
     )
@@ -333,15 +368,30 @@ def _finite(x: Any) -> Any:
 
 
 def _run(obs: Observations, camera: PlenopticCamera, board: Any, frames: tuple[int, ...],
-         opt: CalibrationOptions, where: Path) -> CalibrationResult:
+         opt: CalibrationOptions, where: Path, *, pupil_radii: MeasuredPupilRadii | None = None) -> CalibrationResult:
     try:
-        return calibrate(obs, camera, board, options=opt, frames=frames)
+        return calibrate(obs, camera, board, options=opt, frames=frames, pupil_radii=pupil_radii)
     except (DataError, ModelError) as exc:
         raise DataError(f"{where}: {exc}") from None
 
 
-def ablation_rows(inputs: Inputs, base: CalibrationOptions) -> list[dict[str, Any]]:
-    """Configurations 1..8 of paper Table ablation and NOUR, each from the same initial camera."""
+def pupil_record(result: CalibrationResult, positions: str, reason: str) -> dict[str, Any]:
+    """What report.json and camera.json say of the (u, v) model: the observations' positions, the
+    model, why, and where the shift's radii came from."""
+    return {"positions": positions, "model": "pupil-vignetting" if result.pupil.get("vignetting") else "chief-ray",
+            "chosen_by": reason, **({"radii": result.pupil["radii"]} if "radii" in result.pupil else {})}
+
+
+def pupil_line(pupil: dict[str, Any]) -> str:
+    """One line for the console: the (u, v) model and why."""
+    radii = f"; shift radii from the {pupil['radii']}" if "radii" in pupil else ""
+    return f"(u, v) model: {pupil['model']} ({pupil['chosen_by']}{radii})"
+
+
+def ablation_rows(inputs: Inputs, base: CalibrationOptions, *,
+                  pupil_radii: MeasuredPupilRadii | None = None) -> list[dict[str, Any]]:
+    """Configurations 1..8 of paper Table ablation and NOUR, each from the same initial camera (and
+    the same (u, v) model)."""
     rows = []
     board = inputs.dataset.manifest.target
     configs: list[tuple[str, CalibrationOptions]] = [
@@ -357,7 +407,8 @@ def ablation_rows(inputs: Inputs, base: CalibrationOptions) -> list[dict[str, An
         if name == "NOUR":
             row.update({g: "kept" for g in _GROUP_NAMES})
         try:
-            r = _run(inputs.observations, inputs.camera, board, inputs.frames, opt, inputs.files["observations"])
+            r = _run(inputs.observations, inputs.camera, board, inputs.frames, opt, inputs.files["observations"],
+                     pupil_radii=pupil_radii)
         except DataError as exc:
             row.update(converged=False, error=str(exc))
             rows.append(row)
@@ -427,13 +478,18 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     check_output_folder(out, inputs=input_paths(args, inputs), owned=OUTPUTS)
     read_s = time.perf_counter() - t_start
-    opt = options_from_args(args, inputs.camera)
+    positions = inputs.observations.positions
+    opt = options_from_args(args, inputs.camera, positions=positions)
     board = inputs.dataset.manifest.target
-    result = _run(inputs.observations, inputs.camera, board, inputs.frames, opt, inputs.files["observations"])
+    radii = MeasuredPupilRadii(inputs.omega, inputs.camera.grid) \
+        if opt.pupil_vignetting and inputs.omega is not None and not opt.pinhole_micro_lenses else None
+    result = _run(inputs.observations, inputs.camera, board, inputs.frames, opt, inputs.files["observations"],
+                  pupil_radii=radii)
+    pupil = pupil_record(result, positions, pupil_choice(args, positions)[1])
     failed = checks(result, inputs, allow=args.allow_failed_checks)
     rows = ablation_rows(inputs, dataclasses.replace(opt, freeze=tuple(g for g in opt.freeze if g not in
-                                                                       ("tilt", "pitch", "distortion"))))\
-        if args.ablation_table else None
+                                                                       ("tilt", "pitch", "distortion"))),
+                         pupil_radii=radii) if args.ablation_table else None
     uncertainty = {p.name: p.std for p in result.parameters() if not p.frozen}
     frames_sd = {p.name: p.std_frames for p in result.parameters() if not p.frozen and p.std_frames is not None}
     if frames_sd:
@@ -445,9 +501,11 @@ def run(args: argparse.Namespace) -> int:
         "initial_camera": inputs.initial_source,
         "inputs": {k: {"path": str(v), "sha256": _sha256(v)} for k, v in inputs.files.items()},
     }
+    provenance["pupil"] = pupil
     if opt.priors:
         provenance["priors"] = _finite(result.prior_summary())
     report = build_report(result, inputs, wall_s=time.perf_counter() - t_start, read_s=read_s)
+    report["pupil"] = pupil
     report["checks"] = {"passed": not failed, "failed": failed, "written_anyway": bool(failed)}
     if failed:
         provenance["checks_failed"] = failed
@@ -465,6 +523,7 @@ def run(args: argparse.Namespace) -> int:
             from plenocal.io.atomic import atomic_write_text
 
             written.append(atomic_write_text(tmp / "ablation.md", ablation_markdown(rows)))
+    print(pupil_line(pupil))
     print(result.parameter_table())
     rm = result.rmse
     print(

@@ -39,7 +39,13 @@ from plenocal.io.observations import (
     write_observations,
 )
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder
-from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
+from plenocal.model.observations import (
+    POSITIONS_AS_SEEN,
+    POSITIONS_CHIEF_RAY,
+    BapFeatures,
+    MicroImageCentres,
+    Observations,
+)
 
 LINK_MAX_RMSE_FRACTION = 0.1
 LINK_MIN_CLUSTERS = 6
@@ -174,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
-    obs = Observations(linked.select(keep), mic)
+    obs = Observations(linked.select(keep), mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY)
     doc = {
         "format": "plenocal-detection",
         "version": 1,
@@ -182,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         "dataset": str(dataset.folder),
         "precalibration": str(cam_path),
         "pupil_vignetting": not args.no_pupil_vignetting,
-        "positions": "as-seen" if args.no_pupil_vignetting else "chief-ray",
+        "positions": obs.positions,
         "fit_rendered": not args.invert_estimator,
         "n_bap": len(obs.bap),
         "n_mic": len(obs.mic),

@@ -16,6 +16,8 @@ from plenocal.model.lattice import Lattice
 from plenocal.model.observations import (
     BAP_COLUMNS,
     MIC_COLUMNS,
+    POSITIONS,
+    POSITIONS_CHIEF_RAY,
     BapFeatures,
     MicroImageCentres,
     Observations,
@@ -32,7 +34,19 @@ MIC_CSV_HEADER = "k,l,u,v"
 def _arrays(obs: Observations) -> dict[str, np.ndarray]:
     out = {f"bap_{c}": getattr(obs.bap, c) for c in BAP_COLUMNS}
     out.update({f"mic_{c}": getattr(obs.mic, c) for c in MIC_COLUMNS})
+    out["positions"] = np.array(obs.positions)
     return out
+
+
+def _positions(p: Path, data: np.lib.npyio.NpzFile) -> str:
+    """The record of what the features' (u, v) are; chief-ray in files written before it existed."""
+    if "positions" not in data.files:
+        return POSITIONS_CHIEF_RAY
+    a = data["positions"]
+    value = str(a[()]) if a.dtype.kind == "U" and a.ndim == 0 else None
+    if value not in POSITIONS:
+        raise InputFileError(p, f"'positions' must be one of {list(POSITIONS)}, got {value or a!r}")
+    return value
 
 
 def write_observations(path: str | Path, observations: Observations) -> Path:
@@ -87,9 +101,10 @@ def read_observations(path: str | Path) -> Observations:
             bap = {c: _column(p, data, f"bap_{c}", n_bap) for c in BAP_COLUMNS}
             n_mic = _column(p, data, "mic_k", None).shape[0]
             mic = {c: _column(p, data, f"mic_{c}", n_mic) for c in MIC_COLUMNS}
+            positions = _positions(p, data)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
         raise InputFileError(p, f"not a readable .npz archive ({str(exc).splitlines()[0][:100]})") from None
-    obs = Observations(BapFeatures(**bap), MicroImageCentres(**mic))
+    obs = Observations(BapFeatures(**bap), MicroImageCentres(**mic), positions)
     validate_observations(obs, p)
     return obs
 

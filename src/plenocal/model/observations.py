@@ -15,6 +15,21 @@ from numpy.typing import ArrayLike, NDArray
 
 from plenocal.errors import DataError
 
+POSITIONS_CHIEF_RAY = "chief-ray"
+"""(u, v) where the chief ray through the micro-lens centre meets the sensor: the paper's model
+(plenocal's ``detect`` by default, simulated ground truth)."""
+POSITIONS_AS_SEEN = "as-seen"
+"""(u, v) where plenocal's corner estimator sees the corner (``detect --no-pupil-vignetting``):
+displaced towards the micro-image border by the pupil vignetting, as the shift of
+:mod:`plenocal.model.pupil` models it."""
+POSITIONS_TEMPLATE_FIT = "template-fit"
+"""(u, v) of libpleno/COMPOTE's affine corner-template fit (imported): apparent positions of
+another estimator, which the first-order pupil-vignetting shift does not describe (on the real
+R12-A observations, with the radii the white images measure, it raises the least-squares cost by
+17 %; docs/model.md)."""
+POSITIONS = (POSITIONS_CHIEF_RAY, POSITIONS_AS_SEEN, POSITIONS_TEMPLATE_FIT)
+"""What a BAP feature's (u, v) can be (:attr:`Observations.positions`)."""
+
 BAP_COLUMNS = ("frame", "k", "l", "u", "v", "rho", "node", "cluster")
 MIC_COLUMNS = ("k", "l", "u", "v")
 _INT_COLUMNS = {"frame", "k", "l", "node", "cluster"}
@@ -112,10 +127,20 @@ class MicroImageCentres:
 
 @dataclass(frozen=True, eq=False)
 class Observations:
-    """Everything the calibration consumes: BAP features and micro-image centres."""
+    """Everything the calibration consumes: BAP features and micro-image centres.
+
+    ``positions`` says what the features' (u, v) are (one of :data:`POSITIONS`): chief-ray
+    positions (the default, and what files without the record are taken to hold), as seen by
+    plenocal's estimator, or libpleno's template fit.
+    """
 
     bap: BapFeatures
     mic: MicroImageCentres
+    positions: str = POSITIONS_CHIEF_RAY
+
+    def __post_init__(self) -> None:
+        if self.positions not in POSITIONS:
+            raise DataError(f"positions must be one of {list(POSITIONS)}, got {self.positions!r}")
 
     @property
     def frames(self) -> NDArray[np.int32]:

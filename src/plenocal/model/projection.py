@@ -16,20 +16,19 @@ aperture: in image units the intersection of the lens disc (radius R_b = |q_i|/s
 aperture's preimage (radius R_a = |m|/(N·s)) centred e away — the same overlap that shapes white
 micro-images (disc ⊗ disc). The centroid of that lit part is off the lens centre, so a defocused
 feature is seen displaced radially: the observed offset e_o solves
-``e_o = e − ρ·g(e_o)/R_b`` with g the centroid offset of the lit part (:func:`pupil_shift`).
+``e_o = e − ρ·g(e_o)/R_b`` with g the centroid offset of the lit part (:func:`pupil_shift`;
+the numerics, smooth and single-valued, with their derivatives: :mod:`plenocal.model.pupil`).
 At the matched f-number (R_a ≈ R_b) this reaches ~1.5 px for |ρ| ≈ 3.5 px, and ray-traced
 images show it (see ``docs/detection.md``). ``project_bap(..., pupil_vignetting=True)`` adds it.
 """
 
 from __future__ import annotations
 
-import math
-
-import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from plenocal.model.camera import PlenopticCamera, RhoForm
+from plenocal.model.pupil import MIN_LENS_RADIUS_PX, centroid_offset, shifted_offset, unshifted_offset
 
 FloatArray = NDArray[np.float64]
 
@@ -174,81 +173,20 @@ def blur_radius_px(camera: PlenopticCamera, virtual: FloatArray, centres_mm: Flo
 def disc_intersection_centroid(e: ArrayLike, r1: ArrayLike, r2: ArrayLike) -> FloatArray:
     """Offset, along the line of centres, of the centroid of disc(0, r1) ∩ disc(e, r2) (e ≥ 0).
 
-    Two circular segments cut by the common chord at x0 = (e² + r1² − r2²)/(2e); a segment of a
-    disc of radius R cut at distance h has area R²·acos(h/R) − h·√(R² − h²) and centroid
-    (2/3)(R² − h²)^{3/2}/area from its centre. Where one disc holds the other, the centroid is
-    that disc's centre. Beyond r1 + r2 (no overlap) the value is r1 (the limit).
+    Two circular segments cut by the common chord at x0 = (e² + r1² − r2²)/(2e), each of area
+    R²·(θ − sin θ·cos θ) for its chord half-angle θ; the centroid is e·A2/(A1 + A2). Where one
+    disc holds the other, the centroid is that disc's centre. Beyond r1 + r2 (no overlap) the
+    value is r1 (the limit). Computed without cancellation up to the tangency
+    (:func:`plenocal.model.pupil.centroid_partials`).
     """
-    e = np.asarray(e, dtype=np.float64)
-    r1 = np.broadcast_to(np.asarray(r1, dtype=np.float64), e.shape)
-    r2 = np.broadcast_to(np.asarray(r2, dtype=np.float64), e.shape)
-    out = np.zeros(e.shape)
-    inside2 = e <= r1 - r2  # disc 2 inside disc 1
-    out[inside2] = e[inside2]
-    part = (e > np.abs(r1 - r2)) & (e < r1 + r2)
-    ee, a, b = e[part], r1[part], r2[part]
-    x0 = (ee**2 + a**2 - b**2) / (2.0 * ee)
-    s1 = np.clip(a * a - x0 * x0, 0.0, None)
-    A1 = a * a * np.arccos(np.clip(x0 / a, -1.0, 1.0)) - x0 * np.sqrt(s1)
-    h2 = ee - x0
-    s2 = np.clip(b * b - h2 * h2, 0.0, None)
-    A2 = b * b * np.arccos(np.clip(h2 / b, -1.0, 1.0)) - h2 * np.sqrt(s2)
-    m1 = (2.0 / 3.0) * s1**1.5
-    m2 = ee * A2 - (2.0 / 3.0) * s2**1.5
-    out[part] = (m1 + m2) / np.maximum(A1 + A2, 1e-300)
-    far = e >= r1 + r2
-    out[far] = r1[far]
-    return out
-
-
-@nb.njit(cache=True, inline="always")
-def _centroid_offset(e, r1, r2):  # pragma: no cover - compiled
-    """:func:`disc_intersection_centroid` of one disc pair (the same formulas)."""
-    if e <= r1 - r2:
-        return e
-    if e >= r1 + r2:
-        return r1
-    if e <= abs(r1 - r2):
-        return 0.0
-    x0 = (e * e + r1 * r1 - r2 * r2) / (2.0 * e)
-    s1 = max(r1 * r1 - x0 * x0, 0.0)
-    A1 = r1 * r1 * math.acos(min(max(x0 / r1, -1.0), 1.0)) - x0 * math.sqrt(s1)
-    h2 = e - x0
-    s2 = max(r2 * r2 - h2 * h2, 0.0)
-    A2 = r2 * r2 * math.acos(min(max(h2 / r2, -1.0), 1.0)) - h2 * math.sqrt(s2)
-    m1 = (2.0 / 3.0) * s1**1.5
-    m2 = e * A2 - (2.0 / 3.0) * s2**1.5
-    return (m1 + m2) / max(A1 + A2, 1e-300)
-
-
-@nb.njit(cache=True)
-def _pupil_shift_kernel(en, gain, rb, ra, iterations, tolerance):  # pragma: no cover - compiled
-    """The fixed point e_o = min(e + gain·g(e_o), R_a + R_b − 1e-6) per element (g the centroid
-    offset of the lens disc ∩ aperture disc), until no element moves by more than ``tolerance``."""
-    n = en.shape[0]
-    eo = en.copy()
-    for _ in range(iterations):
-        moved = 0.0
-        for i in range(n):
-            new = min(en[i] + gain[i] * _centroid_offset(eo[i], rb[i], ra[i]), ra[i] + rb[i] - 1e-6)
-            moved = max(moved, abs(new - eo[i]))
-            eo[i] = new
-        if moved <= tolerance:
-            break
-    return eo
-
-
-MIN_LENS_RADIUS_PX = 0.05
-"""Below this micro-lens disc radius R_b = |q_i|/s (unfocused cameras: q_i → 0; upc-s has
-R_b = 0.03 px) the shift is neglected: the aperture holds the whole pupil for every pixel but a
-strip R_b wide at the micro-image border, where nothing is detected, and the gain −ρ/R_b would
-make the fixed point of the shift ill-conditioned there."""
+    return centroid_offset(e, r1, r2)
 
 
 def lens_radius_gain(rho: ArrayLike, radius_lens_px: ArrayLike) -> FloatArray:
-    """−ρ/R_b, the gain of the pupil-vignetting shift e_o = e − (ρ/R_b)·g(e_o); 0 where
+    """−ρ/R_b, the gain γ of the pupil-vignetting shift e_o = e + γ·g(e_o); 0 where
     R_b < :data:`MIN_LENS_RADIUS_PX` (the R_b → 0 limit of the shift is 0: g(e_o) ≤ R_b and g = 0
-    unless e_o is within R_b of the aperture's edge)."""
+    unless e_o is within R_b of the aperture's edge). The shift uses it saturated below the fold
+    of the fixed point (:func:`plenocal.model.pupil.saturated_gain`)."""
     rho = np.asarray(rho, dtype=np.float64)
     rb = np.asarray(radius_lens_px, dtype=np.float64)
     rho, rb = np.broadcast_arrays(rho, rb)
@@ -264,7 +202,6 @@ def pupil_shift(
     l: ArrayLike,
     *,
     f_number: float | None = None,
-    iterations: int = 40,
 ) -> FloatArray:
     """Observed (u, v) of chief-ray features under pupil vignetting (module docstring).
 
@@ -285,7 +222,7 @@ def pupil_shift(
     types = camera.mla.types.type_of(k, l)
     rb = np.abs(np.asarray(q, dtype=np.float64))[types] / s
     mic = micro_image_centres(camera, k, l)
-    return pupil_shift_px(uv, rho, mic, abs(m) / N / s, rb, iterations=iterations)
+    return pupil_shift_px(uv, rho, mic, abs(m) / N / s, rb)
 
 
 def pupil_shift_px(
@@ -293,24 +230,16 @@ def pupil_shift_px(
     rho: FloatArray,
     mic_uv: FloatArray,
     radius_aperture_px: float | FloatArray,
-    radius_lens_px: FloatArray,
-    *,
-    iterations: int = 40,
-    tolerance_px: float = 0.0,
+    radius_lens_px: float | FloatArray,
 ) -> FloatArray:
     """:func:`pupil_shift` in image terms: chief-ray positions ``uv`` (N, 2) with blur ``rho`` in
     micro-images centred at ``mic_uv``, R_a = ``radius_aperture_px``, R_b = ``radius_lens_px``.
-    The fixed point stops after ``iterations`` or once no position moves by more than
-    ``tolerance_px`` (default 0: all iterations; the opt-in vignetting calibration is sensitive
-    to 1e-9 px differences in its synthetic observations, see tests/calib/test_vignetting.py)."""
-    rb = np.asarray(radius_lens_px, dtype=np.float64)
-    ra = np.asarray(radius_aperture_px, dtype=np.float64)
+
+    Each position moves radially to the root e_o of e_o = e + γ_s·g(e_o)
+    (:func:`plenocal.model.pupil.shifted_offset`: smooth and single-valued in every argument)."""
     e = np.asarray(uv, dtype=np.float64) - mic_uv
     en = np.hypot(e[:, 0], e[:, 1])
-    gain = lens_radius_gain(rho, rb)
-    shape = en.shape
-    eo = _pupil_shift_kernel(en, np.ascontiguousarray(np.broadcast_to(gain, shape)), np.ascontiguousarray(np.broadcast_to(rb, shape)),
-                             np.ascontiguousarray(np.broadcast_to(ra, shape)), int(iterations), float(tolerance_px))
+    eo = shifted_offset(en, np.asarray(rho, dtype=np.float64), radius_aperture_px, radius_lens_px)
     scale = np.where(en > 1e-12, eo / np.maximum(en, 1e-12), 1.0)
     return mic_uv + e * scale[:, None]
 
@@ -320,11 +249,12 @@ def pupil_unshift(
     rho: FloatArray,
     mic_uv: FloatArray,
     radius_aperture_px: float | FloatArray,
-    radius_lens_px: FloatArray,
+    radius_lens_px: float | FloatArray,
 ) -> FloatArray:
     """Chief-ray positions of observed (pupil-vignetted) features: the inverse of :func:`pupil_shift`.
 
-    ``e = e_o + ρ·g(e_o)/R_b`` is explicit in the observed offset e_o from the micro-image centre.
+    ``e = e_o − γ_s·g(e_o)`` is explicit in the observed offset e_o from the micro-image centre
+    (:func:`plenocal.model.pupil.unshifted_offset`).
 
     Parameters
     ----------
@@ -334,8 +264,7 @@ def pupil_unshift(
     """
     e = np.asarray(uv, dtype=np.float64) - mic_uv
     eo = np.hypot(e[:, 0], e[:, 1])
-    rb = np.broadcast_to(np.asarray(radius_lens_px, dtype=np.float64), eo.shape)
-    en = eo - lens_radius_gain(rho, rb) * disc_intersection_centroid(eo, rb, radius_aperture_px)
+    en = unshifted_offset(eo, np.asarray(rho, dtype=np.float64), radius_aperture_px, radius_lens_px)
     scale = np.where(eo > 1e-12, en / np.maximum(eo, 1e-12), 1.0)
     return mic_uv + e * scale[:, None]
 

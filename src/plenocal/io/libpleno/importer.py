@@ -571,7 +571,7 @@ def _observations(reads: list[_Read]) -> Observations | None:
             raise _disagree(p0, p, "micro-image centres", f"{len(m0)} centres", f"{len(m)} other centres")
     if len(parts) == 1:
         return first
-    return Observations(BapFeatures.concatenate([o.bap for _, o in parts]), first.mic)
+    return Observations(BapFeatures.concatenate([o.bap for _, o in parts]), first.mic, first.positions)
 
 
 # --- the import --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 from plenocal.errors import InputFileError
 from plenocal.io._csv import integer_column, read_numeric_csv
 from plenocal.io.atomic import atomic_write_bytes, atomic_write_text
-from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
+from plenocal.model.observations import POSITIONS_TEMPLATE_FIT, BapFeatures, MicroImageCentres, Observations
 
 CENTER_DTYPE = np.dtype([("k", "<i4"), ("l", "<i4"), ("u", "<f8"), ("v", "<f8")])
 CORNER_DTYPE = np.dtype([("k", "<i4"), ("l", "<i4"), ("u", "<f8"), ("v", "<f8"), ("cluster", "<i4"), ("frame", "<i4")])
@@ -193,8 +193,9 @@ def mic_to_centers(mic: MicroImageCentres) -> np.ndarray:
 
 
 def observations_from_linked(doc: LinkedObservations) -> Observations:
-    """Observations of a ``.bin.gz`` (``corners`` have no ρ and are not used)."""
-    return Observations(features_to_bap(doc.features), centers_to_mic(doc.centers))
+    """Observations of a ``.bin.gz`` (``corners`` have no ρ and are not used): positions of
+    libpleno's template fit."""
+    return Observations(features_to_bap(doc.features), centers_to_mic(doc.centers), POSITIONS_TEMPLATE_FIT)
 
 
 def linked_from_observations(obs: Observations) -> LinkedObservations:
@@ -204,10 +205,11 @@ def linked_from_observations(obs: Observations) -> LinkedObservations:
 
 
 def read_observations_csv(bap_path: str | Path, center_path: str | Path | None = None) -> Observations:
-    """Observations from a libpleno BAP CSV and, optionally, a centre CSV."""
+    """Observations from a libpleno BAP CSV and, optionally, a centre CSV (positions of libpleno's
+    template fit)."""
     bap = features_to_bap(read_bap_csv(bap_path))
     mic = centers_to_mic(read_center_csv(center_path)) if center_path is not None else MicroImageCentres.empty()
-    return Observations(bap, mic)
+    return Observations(bap, mic, POSITIONS_TEMPLATE_FIT)
 
 
 def read_observations_bin(path: str | Path) -> Observations:
