@@ -152,7 +152,7 @@ def test_fully_lit_micro_image_centre_renders_as_one(r12b_small):
     u0, v0 = cam.thin.sensor.principal_point_px
     mic = cam.micro_image_centres_px(4.0)
     c = mic[np.argmin(np.hypot(mic[:, 0] - u0, mic[:, 1] - v0))]
-    i, j = int(round(c[0])), int(round(c[1]))
+    i, j = round(c[0]), round(c[1])
     img = render_real(cam, WhiteDiffuser(), f_number=4.0, rays=1024, roi=(i - 1, j - 1, i + 2, j + 2), seed=4)
     assert img[j - 1:j + 2, i - 1:i + 2].mean() == pytest.approx(1.0, abs=0.01)
 

@@ -179,12 +179,11 @@ def render_real(
     i0, j0 = max(int(i0), 0), max(int(j0), 0)
     i1, j1 = min(int(i1), W), min(int(j1), H)
     white = isinstance(scene, WhiteDiffuser)
-    if white:
+    if isinstance(scene, WhiteDiffuser):
         plates = np.zeros((0, 24))
         texture = np.zeros((1, 1, 1), dtype=np.float32)
         channels, background, level = 1, 0.0, float(scene.level)
     else:
-        assert isinstance(scene, Scene)
         plates, texture, channels = pack_scene(scene)
         background, level = float(scene.background), 0.0
     table = sample_patterns(int(rays), seed=seed, image_id=image_id)
