@@ -14,7 +14,7 @@ import pytest
 from test_tracer import _moments
 
 from plenocal.model import micro_image_centres
-from plenocal.model.camera import Distortion
+from plenocal.model.camera import Distortion, MainLens
 from plenocal.model.geometry import Pose
 from plenocal.model.target import Checkerboard
 from plenocal.sim.optics._kernels import footprint_disc, surface_table, trace_rays
@@ -71,6 +71,28 @@ def test_thin_design_with_the_thin_tracers_weights_reproduces_the_thin_tracer(r1
         diff = np.abs(a - b)
         assert a.max() > 0.5
         assert np.mean(diff > 1e-4) < 0.001  # pixels with a ray decided differently
+        assert diff.max() <= 2.0 / 16 + 1e-4
+
+
+@pytest.mark.parametrize("name", ["ideal-stop-behind", "ideal-stop-front"])
+def test_ideal_lenses_with_offset_pupils_reproduce_the_exit_pupil_model(r12b_small, name):
+    """An aberration-free lens whose stop is behind it (exit pupil 10 mm behind H′, pupil
+    magnification 0.8) or in front (virtual exit pupil 21.4 mm before H′, 1.43) is the model's
+    exit-pupil main lens (MainLens.exit_pupil_mm = e, pupil magnification 1 − e/F): the thin
+    tracer with that e and this renderer draw the same images (measured: identical)."""
+    cam = real_optics_camera(r12b_small.camera, load_lens(name), lenslets=THIN_LENSLETS)
+    par = cam.paraxial(4.0)
+    e = par.exit_pupil_z - par.h_prime_z
+    F = r12b_small.camera.main_lens.focal_length_mm
+    assert par.pupil_magnification == pytest.approx(1.0 - e / F, rel=1e-12)
+    thin = r12b_small.camera.replace(distortion=Distortion(), main_lens=MainLens(F, 4.0, exit_pupil_mm=e))
+    roi = (350, 250, 650, 500)
+    for scene in (WhiteDiffuser(), _checker(thin)):
+        a = render(thin, scene, f_number=4.0, rays=16, roi=roi, seed=5)
+        b = render_real(cam, scene, f_number=4.0, rays=16, roi=roi, seed=5, natural_vignetting=False)
+        diff = np.abs(a - b)
+        assert a.max() > 0.5
+        assert np.mean(diff > 1e-4) < 0.001
         assert diff.max() <= 2.0 / 16 + 1e-4
 
 
