@@ -78,8 +78,9 @@ def bench_full(name: str, rays: int, runs: int) -> dict:
     return out
 
 
-def bench_real(name: str, lens: str, lenslets: str, rays: int, runs: int) -> dict:
-    """Full-scale real-optics renders: a white and a checkerboard frame at the board f-number."""
+def bench_real(name: str, lens: str, lenslets: str, rays: int, runs: int, f_number: float | None = None) -> dict:
+    """Full-scale real-optics renders: a white and a checkerboard frame at ``f_number`` (default:
+    the preset's board f-number)."""
     from plenocal.sim.optics import load_lens
     from plenocal.sim.optics.camera import real_optics_camera
     from plenocal.sim.optics.lenslets import LensletDesign, LensletKind
@@ -93,7 +94,7 @@ def bench_real(name: str, lens: str, lenslets: str, rays: int, runs: int) -> dic
     R = Pose.from_rotvec([0.3, -0.2, 0.1], [0, 0, 0]).rotation
     pose = Pose(R, np.array([0.0, 0.0, z]) - R @ centre)
     scene = Scene((CheckerboardPlate(board, pose),), background=0.3)
-    n = plan.checkerboard_f_number
+    n = plan.checkerboard_f_number if f_number is None else f_number
     t0 = time.perf_counter()
     cam = real_optics_camera(p.camera, load_lens(lens), lenslets=LensletDesign(LensletKind(lenslets)))
     optics = build_real_optics(cam, n)
@@ -204,6 +205,7 @@ def main() -> None:
     ap.add_argument("--lens", default=None, help="time the real-optics renderer with this design or file")
     ap.add_argument("--lenslets", choices=("real", "thin"), default="real")
     ap.add_argument("--preset", default="r12-b", help="preset of the real-optics benchmark (default r12-b)")
+    ap.add_argument("--f-number", type=float, default=None, help="real-optics f-number (default: the board's)")
     args = ap.parse_args()
     result = {
         "benchmark": "plenocal.sim ray tracer",
@@ -216,7 +218,7 @@ def main() -> None:
     }
     if args.lens is not None:
         result["benchmark"] = "plenocal.sim.optics real-optics renderer"
-        result["full_scale"] = [bench_real(args.preset, args.lens, args.lenslets, args.rays, args.runs)]
+        result["full_scale"] = [bench_real(args.preset, args.lens, args.lenslets, args.rays, args.runs, args.f_number)]
         result["machine"]["load_average_after"] = list(os.getloadavg())
         result["peak_memory_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
         print(json.dumps(result, indent=2))
