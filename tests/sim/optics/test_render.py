@@ -239,3 +239,20 @@ def test_same_bytes_for_any_thread_count_and_roi_windows(r12b_small):
     other = render_real(cam, scene, rays=8, seed=12, image_id=4, roi=roi)
     assert other.tobytes() != one.tobytes()
     assert math.isfinite(float(one.sum()))
+
+
+@pytest.mark.slow
+def test_full_scale_real_optics_frame_is_thread_count_independent(r12b):
+    """Full-scale R12-B checkerboard through the double-Gauss and real lenslets, 1 vs 2 threads:
+    byte-identical (benchmarks/bench_simulate.py --lens times it)."""
+    cam = real_optics_camera(r12b.camera, load_lens("double-gauss"))
+    scene = _checker(cam.thin)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = render_real(cam, scene, rays=16, seed=1)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = render_real(cam, scene, rays=16, seed=1)
+    finally:
+        numba.set_num_threads(before)
+    assert one.tobytes() == two.tobytes()
