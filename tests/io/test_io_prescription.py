@@ -69,6 +69,17 @@ def test_wrong_format_and_missing_file(tmp_path):
         load_lens(tmp_path / "nope.json")
 
 
+def test_aberration_terms_round_trip_and_belong_to_ideal_surfaces(tmp_path):
+    surfaces = [{"kind": "ideal", "focal_length_mm": 50.0, "thickness_mm": 50.0, "stop": True,
+                 "spherical": 2e-5, "field_curvature": 0.01, "distortion": -0.2}]
+    p = read_prescription(_write(tmp_path, surfaces))
+    assert (p.surfaces[0].spherical, p.surfaces[0].field_curvature, p.surfaces[0].distortion) == (2e-5, 0.01, -0.2)
+    write_prescription(tmp_path / "again.json", p)
+    assert read_prescription(tmp_path / "again.json") == p
+    with pytest.raises(InputFileError, match=r"key 'surfaces\[0\].distortion' is for ideal surfaces only"):
+        read_prescription(_write(tmp_path, [GOOD[0] | {"distortion": 0.1}, GOOD[1]]))
+
+
 def test_plane_and_unlimited_semi_diameter_are_null(tmp_path):
     p = read_prescription(_write(tmp_path, GOOD))
     assert math.isinf(p.surfaces[1].radius_mm) and math.isinf(p.surfaces[1].semi_diameter_mm)

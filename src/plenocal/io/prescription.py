@@ -12,7 +12,8 @@ A JSON object with ``format``, ``version``, ``name``, an optional ``description`
   from the f-number when a camera is built);
 - ``stop``: true on exactly one surface;
 - ``kind``: ``"sphere"`` (default) or ``"ideal"`` with ``focal_length_mm`` (a paraxial thin lens,
-  air on both sides).
+  air on both sides) and optional third-order terms ``spherical`` (mm⁻³), ``field_curvature``
+  (mm⁻¹), ``distortion`` (unitless), default 0 (``prescription.Surface``).
 
 Every problem is one :class:`~plenocal.errors.InputFileError` line naming the file and the key.
 """
@@ -30,7 +31,9 @@ from plenocal.sim.optics.prescription import MAX_INDEX, Prescription, Surface, S
 LENS_FORMAT = "plenocal-lens"
 MAX_LENGTH_MM = 1.0e5
 """Largest radius, thickness, focal length or semi-diameter accepted (100 m; a typo guard)."""
-_SURFACE_KEYS = {"thickness_mm", "radius_mm", "index", "glass", "semi_diameter_mm", "stop", "kind", "focal_length_mm"}
+_ABERRATIONS = ("spherical", "field_curvature", "distortion")
+_SURFACE_KEYS = {"thickness_mm", "radius_mm", "index", "glass", "semi_diameter_mm", "stop", "kind", "focal_length_mm",
+                 *_ABERRATIONS}
 
 
 def _surface(f: Fields, i: int) -> Surface:
@@ -52,8 +55,11 @@ def _surface(f: Fields, i: int) -> Surface:
             raise f.error("focal_length_mm", "must be non-zero")
         if f.has("radius_mm"):
             raise f.error("radius_mm", "must be absent on an ideal surface (it has a focal length)")
-    elif f.has("focal_length_mm"):
-        raise f.error("focal_length_mm", "is for ideal surfaces only (add \"kind\": \"ideal\")")
+    else:
+        for key in ("focal_length_mm", *_ABERRATIONS):
+            if f.has(key):
+                raise f.error(key, "is for ideal surfaces only (add \"kind\": \"ideal\")")
+    terms = {key: f.number(key, 0.0, minimum=-1e6, maximum=1e6) for key in _ABERRATIONS}
     semi = math.inf
     if f.has("semi_diameter_mm"):
         semi = f.number("semi_diameter_mm", positive=True, maximum=MAX_LENGTH_MM)
@@ -64,7 +70,7 @@ def _surface(f: Fields, i: int) -> Surface:
         raise f.error("semi_diameter_mm", f"({semi:g}) must not exceed |radius_mm| ({abs(radius):g})")
     return Surface(
         thickness_mm=thickness, index_after=index, kind=kind, radius_mm=radius, focal_length_mm=focal,
-        semi_diameter_mm=semi, is_stop=stop, glass=f.string("glass", ""),
+        semi_diameter_mm=semi, is_stop=stop, glass=f.string("glass", ""), **terms,
     )
 
 
@@ -100,6 +106,9 @@ def prescription_to_json(p: Prescription) -> dict[str, Any]:
         if s.kind is SurfaceKind.IDEAL:
             d["kind"] = "ideal"
             d["focal_length_mm"] = s.focal_length_mm
+            for key in _ABERRATIONS:
+                if getattr(s, key) != 0.0:
+                    d[key] = getattr(s, key)
         else:
             d["radius_mm"] = None if math.isinf(s.radius_mm) else s.radius_mm
         d["thickness_mm"] = s.thickness_mm

@@ -12,7 +12,7 @@ from optiland_twin import D_LINE_UM, optiland_optic
 from plenocal.sim.optics._kernels import surface_table, trace_rays
 from plenocal.sim.optics.library import DESIGN_NAMES, load_lens
 from plenocal.sim.optics.paraxial import paraxial_data
-from plenocal.sim.optics.prescription import Prescription, Surface
+from plenocal.sim.optics.prescription import Prescription, Surface, SurfaceKind
 
 optiland = pytest.importorskip("optiland")
 
@@ -97,3 +97,59 @@ def test_clipping_by_the_stop_and_total_internal_reflection():
     tilted = [[0.0, math.sin(angle * 0.99), math.cos(angle * 0.99)], [0.0, math.sin(angle * 1.01), math.cos(angle * 1.01)]]
     ok, _, _ = trace_rays(surface_table(slab)[1:], np.array([[0.0, 0.0, 0.5]] * 2), np.array(tilted), True)
     assert ok.tolist() == [True, False]
+
+
+def _ideal(**terms) -> Prescription:
+    return Prescription("aberrated", (
+        Surface(thickness_mm=50.0, kind=SurfaceKind.IDEAL, focal_length_mm=50.0, is_stop=True, **terms),
+    ))
+
+
+def test_each_third_order_term_is_its_aberration_alone():
+    """Distortion moves the chief ray's image height to f·t·(1 − T t²); spherical aberration makes
+    a ray from infinity at height y cross the axis at f/(1 + A f y²); field curvature focuses a
+    bundle at field tangent t at f/(1 + C f t²), the same for every height in it."""
+    f = 50.0
+    t = 0.2
+    table = surface_table(_ideal(distortion=0.3))
+    ok, p, d = trace_rays(table, np.array([[-t * 10.0, 0.0, -10.0]]), np.array([[t, 0.0, 1.0]]), True)
+    x = p[0, 0] + d[0, 0] / d[0, 2] * (f - p[0, 2])
+    assert ok[0] and x == pytest.approx(f * t * (1 - 0.3 * t * t), rel=1e-12)
+    A = 2e-5
+    table = surface_table(_ideal(spherical=A))
+    y = np.array([1.0, 3.0, 6.0])
+    start = np.stack([y, np.zeros(3), np.full(3, -5.0)], 1)
+    ok, p, d = trace_rays(table, start, np.tile([0.0, 0.0, 1.0], (3, 1)), True)
+    z_cross = p[:, 2] - p[:, 0] * d[:, 2] / d[:, 0]
+    np.testing.assert_allclose(z_cross, f / (1 + A * f * y**2), rtol=1e-12)
+    C = 0.05
+    table = surface_table(_ideal(field_curvature=C))
+    ys = np.array([-4.0, -1.0, 2.0, 5.0])
+    start = np.stack([ys - t * 10.0, np.zeros(4), np.full(4, -10.0)], 1)
+    ok, p, d = trace_rays(table, start, np.tile([t, 0.0, 1.0], (4, 1)), True)
+    z_focus = f / (1 + C * f * t * t)
+    x = p[:, 0] + d[:, 0] / d[:, 2] * (z_focus - p[:, 2])
+    assert ok.all() and np.ptp(x) < 1e-12 and x[0] == pytest.approx(z_focus * t, rel=1e-12)
+
+
+def test_aberrated_ideal_surface_is_reversible_and_paraxially_invisible():
+    p = _ideal(spherical=1e-5, field_curvature=0.02, distortion=0.1)
+    assert paraxial_data(p, 4.0) == paraxial_data(_ideal(), 4.0)
+    start, direction = _rays(p.with_stop_semi_diameter(6.0), 32, seed=3, max_field_deg=15.0)
+    table = surface_table(p.with_stop_semi_diameter(6.0))
+    ok, pts, dirs = trace_rays(table, start, direction, True)
+    back_ok, _, back_d = trace_rays(table, pts[ok], -dirs[ok], False)
+    assert back_ok.all()
+    np.testing.assert_allclose(back_d, -direction[ok], atol=1e-12)
+    # Scaling keeps the aberrations of the scaled rays (heights × k, angles unchanged).
+    big = p.with_stop_semi_diameter(6.0).scaled(2.0)
+    ok2, _, dirs2 = trace_rays(surface_table(big), start * 2.0, direction, True)
+    assert (ok2 == ok).all()
+    np.testing.assert_allclose(dirs2[ok], dirs[ok], atol=1e-12)
+
+
+def test_aberration_terms_only_on_ideal_surfaces():
+    from plenocal.errors import ModelError
+
+    with pytest.raises(ModelError, match="ideal surfaces only"):
+        Surface(thickness_mm=1.0, radius_mm=20.0, distortion=0.1)

@@ -9,6 +9,7 @@ Surface table (one row per surface, from the object side), float64, columns:
 
     0 z of the vertex      1 curvature c = 1/R (0: plane)     2 index before   3 index after
     4 clear semi-diameter² (inf: unlimited)   5 1 for an ideal surface   6 its power 1/f
+    7–9 an ideal surface's spherical, field-curvature and distortion terms
 
 Sphere: with w = z − z_vertex, the surface is c·(x² + y² + w²) − 2w = 0 (centre at w = R). The
 ray p + t·d meets it where c·t² − 2B·t + C = 0 with B = d_w − c·(p·d), C = c·|p|² − 2p_w; the
@@ -27,7 +28,9 @@ on one core of the 2-core test machine, 8× the scalar loop's.
 
 Ideal surface (a paraxial thin lens in air at the vertex plane): the ray's direction tangents
 along its propagation, (d_x, d_y)/|d_z|, lose (x, y)/f — exact imaging of planes by the
-thin-lens law, the same in both directions (optiland's ``paraxial`` surface does the same).
+thin-lens law, the same in both directions (optiland's ``paraxial`` surface does the same). Its
+optional third-order terms (``prescription.Surface``) are added to the image-side tangent in lens
+coordinates; backwards, the object-side tangent is found by fixed-point iteration.
 """
 
 from __future__ import annotations
@@ -45,7 +48,10 @@ from plenocal.sim.sampling import mix64 as mix64_
 from plenocal.sim.sampling import unit_float as unit_float_
 from plenocal.sim.tracer import _shade_rays as shade_rays_
 
-SURFACE_COLUMNS = 7
+SURFACE_COLUMNS = 10
+ABERRATION_ITERATIONS = 6
+"""Fixed-point iterations that invert an ideal surface's third-order terms for backward rays
+(each gains the factor |∂terms/∂t| ≲ 3·distortion·|t|², ~1e-2 for strong distortion)."""
 
 
 def surface_table(p: Prescription) -> NDArray[np.float64]:
@@ -56,7 +62,7 @@ def surface_table(p: Prescription) -> NDArray[np.float64]:
         ideal = s.kind is SurfaceKind.IDEAL
         rows.append([
             z[i], s.curvature, p.index_before(i), s.index_after, s.semi_diameter_mm**2,
-            1.0 if ideal else 0.0, s.power_ideal,
+            1.0 if ideal else 0.0, s.power_ideal, s.spherical, s.field_curvature, s.distortion,
         ])
     return np.ascontiguousarray(np.array(rows, dtype=np.float64).reshape(-1, SURFACE_COLUMNS))
 
@@ -161,6 +167,48 @@ def _ideal_soa(
         dz[r] = math.copysign(norm, ddz)
 
 
+@numba.njit(cache=True, fastmath=_FASTMATH, error_model="numpy", inline="always")
+def _ideal_aberrated_soa(
+    n: int, zv: float, phi: float, sd2: float, a_sph: float, a_fc: float, a_dist: float, forward: bool,
+    px: NDArray[np.float64], py: NDArray[np.float64], pz: NDArray[np.float64],
+    dx: NDArray[np.float64], dy: NDArray[np.float64], dz: NDArray[np.float64], alive: NDArray[np.float64],
+) -> None:  # pragma: no cover - compiled
+    """An ideal surface with third-order terms (module docstring): in lens-coordinate tangents,
+    t′ = t − y·φ − a_sph·|y|²y − a_fc·|t|²y − a_dist·|t|²t; backwards t is solved by fixed point."""
+    for r in range(n):
+        ddz = dz[r]
+        t0 = (zv - pz[r]) / ddz
+        x = px[r] + t0 * dx[r]
+        y = py[r] + t0 * dy[r]
+        # Lens-coordinate tangents (dx/dz) are the same for either direction of travel.
+        ux = dx[r] / ddz
+        uy = dy[r] / ddz
+        r2 = x * x + y * y
+        if forward:
+            q = ux * ux + uy * uy
+            vx = ux - x * phi - a_sph * r2 * x - a_fc * q * x - a_dist * q * ux
+            vy = uy - y * phi - a_sph * r2 * y - a_fc * q * y - a_dist * q * uy
+        else:
+            bx = ux + x * phi + a_sph * r2 * x
+            by = uy + y * phi + a_sph * r2 * y
+            vx = bx
+            vy = by
+            for _ in range(ABERRATION_ITERATIONS):
+                q = vx * vx + vy * vy
+                vx = bx + a_fc * q * x + a_dist * q * vx
+                vy = by + a_fc * q * y + a_dist * q * vy
+        norm = 1.0 / math.sqrt(vx * vx + vy * vy + 1.0)
+        sz = math.copysign(norm, ddz)
+        ok = r2 <= sd2
+        alive[r] = alive[r] if ok else 0.0
+        px[r] = x
+        py[r] = y
+        pz[r] = zv
+        dx[r] = vx * sz
+        dy[r] = vy * sz
+        dz[r] = sz
+
+
 @numba.njit(cache=True, fastmath=_FASTMATH, error_model="numpy")
 def trace_soa(
     table: NDArray[np.float64], forward: bool, n: int,
@@ -178,7 +226,11 @@ def trace_soa(
         c = table[i, 1]
         sd2 = table[i, 4]
         if table[i, 5] != 0.0:
-            _ideal_soa(n, zv, table[i, 6], sd2, px, py, pz, dx, dy, dz, alive)
+            if table[i, 7] == 0.0 and table[i, 8] == 0.0 and table[i, 9] == 0.0:
+                _ideal_soa(n, zv, table[i, 6], sd2, px, py, pz, dx, dy, dz, alive)
+            else:
+                _ideal_aberrated_soa(n, zv, table[i, 6], sd2, table[i, 7], table[i, 8], table[i, 9], forward,
+                                     px, py, pz, dx, dy, dz, alive)
         else:
             mu = table[i, 2] / table[i, 3] if forward else table[i, 3] / table[i, 2]
             if c != 0.0:

@@ -7,7 +7,8 @@ the sensor, each with
   thin-lens surface (``IDEAL``) of focal length f, which maps every ray exactly by the thin-lens
   law on direction tangents, tan′ = tan − y/f (perfect imaging of planes, no aberration), so that
   idealised systems — the paper's thin lens, an ideal thick lens, an ideal lens with its stop in
-  front or behind — are prescriptions too;
+  front or behind — are prescriptions too; optional third-order terms on an ideal surface add one
+  aberration at a time (:class:`Surface`: spherical, field curvature, distortion);
 - the radius of curvature R (mm, ``inf`` = plane; **R > 0: centre of curvature on the sensor
   side**), the thickness after it (mm, vertex to next vertex) and the refractive index after it
   (one wavelength, the d-line 587.56 nm); the medium before surface 1 is air (n = 1);
@@ -68,6 +69,19 @@ class Surface:
     is_stop : bool
     glass : str
         The glass's catalogue name (documentation only; the index is what is traced).
+    spherical, field_curvature, distortion : float
+        Third-order terms of an IDEAL surface, each alone an aberration of that kind. With y the
+        ray's height on the surface and t its object-side direction tangent (the field angle's
+        tangent for an object at infinity), the image-side tangent is
+
+            t′ = t − y/f − spherical·|y|²·y − field_curvature·|t|²·y − distortion·|t|²·t
+
+        (mm⁻³, mm⁻¹ and unitless): spherical aberration (a ray from infinity at height y crosses
+        the axis at f/(1 + spherical·f·y²), about spherical·f²·y² in front of the focus), a
+        defocus growing with the field angle squared, the same in every azimuth (a curved field
+        without astigmatism: a bundle at field tangent t focuses at f/(1 + field_curvature·f·|t|²)),
+        and radial distortion of the chief ray (image height f·t·(1 − distortion·|t|²) for an
+        object at infinity). No paraxial effect.
     """
 
     thickness_mm: float
@@ -78,9 +92,13 @@ class Surface:
     semi_diameter_mm: float = math.inf
     is_stop: bool = False
     glass: str = ""
+    spherical: float = 0.0
+    field_curvature: float = 0.0
+    distortion: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("thickness_mm", "index_after", "radius_mm", "focal_length_mm", "semi_diameter_mm"):
+        for name in ("thickness_mm", "index_after", "radius_mm", "focal_length_mm", "semi_diameter_mm",
+                     "spherical", "field_curvature", "distortion"):
             v = float(getattr(self, name))
             if math.isnan(v):
                 raise ModelError(f"surface {name} must be a number, got nan")
@@ -95,6 +113,11 @@ class Surface:
             raise ModelError("ideal surface focal_length_mm must be non-zero")
         if not self.semi_diameter_mm > 0.0:
             raise ModelError(f"surface semi_diameter_mm must be > 0, got {self.semi_diameter_mm}")
+        terms = (self.spherical, self.field_curvature, self.distortion)
+        if any(not math.isfinite(x) for x in terms):
+            raise ModelError("aberration terms must be finite")
+        if self.kind is not SurfaceKind.IDEAL and any(terms):
+            raise ModelError("aberration terms (spherical, field_curvature, distortion) are for ideal surfaces only")
 
     @property
     def curvature(self) -> float:
@@ -165,6 +188,9 @@ class Prescription:
                 radius_mm=s.radius_mm * factor,
                 focal_length_mm=s.focal_length_mm * factor,
                 semi_diameter_mm=s.semi_diameter_mm * factor,
+                # t′ − t is unitless: the |y|²y term scales as 1/length³, |t|²y as 1/length.
+                spherical=s.spherical / factor**3,
+                field_curvature=s.field_curvature / factor,
             )
             for s in self.surfaces
         )
