@@ -4,6 +4,12 @@ Writes a plenocal dataset folder (``docs/formats.md``): ``images/``, ``manifest.
 ``ground_truth/`` (true camera, poses, BAP features and MICs). Presets: ``r12-a``, ``r12-b``,
 ``r12-c``, ``r12-d``, ``upc-s``, ``kep-3`` (``plenocal.sim.presets``); ``--small`` renders a
 central crop of at most 1000 × 800 px with the same optics.
+
+``--lens DESIGN_OR_FILE`` traces the images through real optics instead (``plenocal.sim.optics``):
+a bundled design (double-gauss, tessar, telephoto, field-corrector, thin, thick-ideal,
+ideal-stop-front, ideal-stop-behind) or a ``plenocal-lens`` file, scaled to the preset's F and
+placed in its geometry, with real refractive lenslets (``--lenslets real``, default) or thin ones;
+the ground truth is then the thin-lens equivalent (``camera.json``) and ``optics.json``.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from plenocal.cli._args import bounded_int
+from plenocal.cli._args import bounded_float, bounded_int
 from plenocal.errors import DataError, UsageError
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.limits import MAX_RAYS, MAX_SEED
@@ -53,6 +59,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--tilt-scale", type=float, default=None,
         help="factor on the paper's MLA tilt θx, θy (default 0.01; 1 = the paper's, see plenocal.sim.presets)",
     )
+    real = p.add_argument_group("real optics (plenocal.sim.optics)")
+    real.add_argument(
+        "--lens", default=None, metavar="DESIGN_OR_FILE",
+        help="trace through this main lens: a bundled design (double-gauss, tessar, telephoto, field-corrector, "
+        "thin, thick-ideal, ideal-stop-front, ideal-stop-behind) or a plenocal-lens JSON file",
+    )
+    real.add_argument("--lenslets", choices=("real", "thin"), default=None,
+                      help="refractive plano-convex caps on a substrate (default) or thin ideal lenslets")
+    real.add_argument("--substrate-mm", type=bounded_float(0.0, 10.0), default=None, metavar="T",
+                      help="substrate thickness of real lenslets, mm (default 0.1)")
+    real.add_argument("--lenslet-index", type=bounded_float(1.0, 4.0, low_open=True), default=None, metavar="N",
+                      help="refractive index of real lenslets (default 1.45846, fused silica n_d)")
+    real.add_argument("--clear-radius-mm", type=bounded_float(0.0, 10.0, low_open=True), default=None, metavar="R",
+                      help="clear-aperture radius of the lenslets, mm, <= pitch/2 (default: 0.982 pitch/2 real, "
+                      "pitch/2 thin)")
+    real.add_argument("--no-natural-vignetting", action="store_true",
+                      help="weigh rays as fractions of the aperture (the thin tracer's) instead of cos·cos/r²")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -69,20 +92,54 @@ def frame_selection(spec: str | None) -> FrameSelection:
     return frames
 
 
+_REAL_ONLY = ("lenslets", "substrate_mm", "lenslet_index", "clear_radius_mm")
+
+
+def _renderer(args: argparse.Namespace, chosen: Any) -> Any:
+    """The real-optics renderer of ``--lens`` (None without it)."""
+    if args.lens is None:
+        used = [name for name in _REAL_ONLY if getattr(args, name) is not None]
+        if args.no_natural_vignetting:
+            used.append("no_natural_vignetting")
+        if used:
+            raise UsageError(f"--{used[0].replace('_', '-')} needs --lens (a real-optics main lens)")
+        return None
+    from plenocal.sim.optics import load_lens
+    from plenocal.sim.optics.camera import real_optics_camera
+    from plenocal.sim.optics.dataset import RealOpticsRenderer
+    from plenocal.sim.optics.lenslets import DEFAULT_SUBSTRATE_MM, FUSED_SILICA_ND, LensletDesign, LensletKind
+
+    design = LensletDesign(
+        LensletKind(args.lenslets or "real"),
+        index=FUSED_SILICA_ND if args.lenslet_index is None else args.lenslet_index,
+        substrate_mm=DEFAULT_SUBSTRATE_MM if args.substrate_mm is None else args.substrate_mm,
+        clear_radius_mm=args.clear_radius_mm,
+    )
+    camera = real_optics_camera(chosen.camera, load_lens(args.lens), lenslets=design)
+    return RealOpticsRenderer(camera, str(args.lens), chosen.plan.checkerboard_f_number,
+                              natural_vignetting=not args.no_natural_vignetting)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.tilt_scale is not None and not (math.isfinite(args.tilt_scale) and 0 <= args.tilt_scale <= 100):
         raise UsageError(f"--tilt-scale must be a number in 0..100 (1 = the paper's tilt), got {args.tilt_scale:g}")
     frames = frame_selection(args.frames)
-    check_output_folder(args.output, inputs=[], owned=DATASET_ENTRIES)
+    lens_file = None
+    if args.lens is not None:
+        from plenocal.sim.optics.library import DESIGN_NAMES
+
+        lens_file = None if args.lens in DESIGN_NAMES else Path(args.lens)
+    check_output_folder(args.output, inputs=[lens_file], owned=DATASET_ENTRIES)
     kwargs = {} if args.tilt_scale is None else {"tilt_scale": args.tilt_scale}
     chosen = preset(args.preset, small=args.small, **kwargs)
+    renderer = _renderer(args, chosen)
     response = SensorResponse(
         bit_depth=args.bit_depth, color=args.color,
         photon_noise=not args.no_noise, read_noise=not args.no_noise,
     )
     started = time.perf_counter()
     with atomic_folder(args.output, owned=DATASET_ENTRIES) as tmp:
-        manifest = _simulate(args, chosen, tmp, frames, response)
+        manifest = _simulate(args, chosen, tmp, frames, response, renderer)
     if not args.quiet:
         print(
             f"wrote {len(manifest.images)} images and ground truth to {args.output} "
@@ -91,10 +148,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulate(args: argparse.Namespace, chosen: Any, out: Path, frames: FrameSelection, response: SensorResponse) -> Any:
+def _simulate(
+    args: argparse.Namespace, chosen: Any, out: Path, frames: FrameSelection, response: SensorResponse, renderer: Any
+) -> Any:
     """Render into ``out`` (with a progress bar unless ``--quiet``); returns the manifest."""
     if args.quiet:
-        return simulate_dataset(chosen, out, seed=args.seed, rays=args.rays, frames=frames, response=response)
+        return simulate_dataset(chosen, out, seed=args.seed, rays=args.rays, frames=frames, response=response,
+                                renderer=renderer)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -108,5 +168,5 @@ def _simulate(args: argparse.Namespace, chosen: Any, out: Path, frames: FrameSel
 
         return simulate_dataset(
             chosen, out, seed=args.seed, rays=args.rays, frames=frames, response=response,
-            progress=progress,
+            progress=progress, renderer=renderer,
         )

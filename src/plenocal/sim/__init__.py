@@ -8,7 +8,11 @@
   :class:`Scene`, and the :class:`WhiteDiffuser` of white images.
 - :class:`SensorResponse`: photon and read noise, gain, 8/16 bits, grey/RGB/Bayer RGGB.
 - :func:`preset`: the paper's setups (r12-a/b/c/d, upc-s) and a Keplerian one (kep-3).
-- :func:`simulate_dataset`: a dataset folder like the paper's with ground truth.
+- :func:`simulate_dataset`: a dataset folder like the paper's with ground truth, rendered by the
+  thin tracer or by a pluggable renderer;
+- :mod:`plenocal.sim.optics`: real optics — main-lens prescriptions (exact spheres, ideal
+  surfaces), paraxial data, refractive lenslets, a real-optics camera placed from a preset with
+  its thin-lens-equivalent truth, and its renderer (``plenocal simulate --lens``).
 
 See ``docs/simulator.md``.
 """

@@ -4,6 +4,11 @@ Contents (``docs/formats.md``): white images at the paper's f-numbers, a devigne
 the checkerboard f-number, free-hand checkerboard frames (calibration 0.., evaluation 100..), a
 controlled translation along z (frames 200..), the manifest, and ``ground_truth/`` with the true
 camera (+ Ω), every pose, and the model's true BAP features and MICs of every frame.
+
+The renderer is pluggable (:class:`Renderer`): plenocal's thin tracer by default
+(:class:`ThinRenderer`), or the real-optics one (``plenocal.sim.optics.dataset``), which brings
+its own camera (the thin-lens equivalent: poses are generated and validated on it), extra ground
+truth, and may decline to write true observations it cannot compute exactly.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from plenocal import __version__
 from plenocal.errors import DataError
 from plenocal.io import write_camera, write_manifest, write_observations, write_poses, write_raw_image
 from plenocal.io.dataset import GroundTruth, ImageEntry, ImageFormat, ImageRole, Manifest
+from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
 from plenocal.model.observations import BapFeatures, Observations
 from plenocal.model.spec import CameraSpec
@@ -28,7 +36,7 @@ from plenocal.sim.poses import random_poses, translation_poses
 from plenocal.sim.presets import Preset
 from plenocal.sim.scene import CheckerboardPlate, Scene, WhiteDiffuser
 from plenocal.sim.sensor import SensorResponse
-from plenocal.sim.tracer import build_optics, render
+from plenocal.sim.tracer import TracerOptics, build_optics, render
 
 ROLES = ("white", "devignetting", "calibration", "evaluation", "translation")
 FIRST_FRAME = {"calibration": 0, "evaluation": 100, "translation": 200}
@@ -64,6 +72,55 @@ class FrameSelection:
         return default if c is None else int(c)
 
 
+class Renderer(Protocol):
+    """What :func:`simulate_dataset` needs from a renderer.
+
+    Attributes
+    ----------
+    camera : PlenopticCamera
+        The camera of the ground truth (``camera.json``), of the poses and of the true features
+        (for real optics: the thin-lens equivalent).
+    writes_observations : bool
+        Whether ``ground_truth/observations.npz`` (the model's BAP features of ``camera``) is exact
+        for these images, hence written.
+    pose_image_radius_px : float or None
+        Boards are kept within this radius of the principal point (a real lens's lit image
+        circle); None: the whole sensor.
+    """
+
+    camera: PlenopticCamera
+    writes_observations: bool
+    pose_image_radius_px: float | None
+
+    def render(self, scene: Scene | WhiteDiffuser, *, f_number: float, rays: int, seed: int, image_id: int) -> NDArray[np.float32]:
+        """A noise-free radiance image (1.0 = a fully lit micro-image under the white diffuser)."""
+        ...
+
+    def write_ground_truth(self, folder: Path, *, f_numbers: tuple[float, ...]) -> dict[str, Any]:
+        """Write extra ground-truth files into ``folder`` (``ground_truth/``); returns the
+        manifest provenance entries that describe the renderer."""
+        ...
+
+
+@dataclass
+class ThinRenderer:
+    """plenocal's thin-lens tracer (:mod:`plenocal.sim.tracer`) on ``camera``."""
+
+    camera: PlenopticCamera
+    writes_observations: bool = True
+    pose_image_radius_px: float | None = None
+    _optics: dict[float, TracerOptics] = field(default_factory=dict, repr=False)
+
+    def render(self, scene: Scene | WhiteDiffuser, *, f_number: float, rays: int, seed: int, image_id: int) -> NDArray[np.float32]:
+        if f_number not in self._optics:
+            self._optics[f_number] = build_optics(self.camera, f_number)
+        return render(self.camera, scene, f_number=f_number, rays=rays, seed=seed, image_id=image_id,
+                      optics=self._optics[f_number])
+
+    def write_ground_truth(self, folder: Path, *, f_numbers: tuple[float, ...]) -> dict[str, Any]:
+        return {}
+
+
 @dataclass(frozen=True)
 class _Job:
     entry: ImageEntry
@@ -77,11 +134,15 @@ def _f_label(n: float) -> str:
 
 
 def plan_images(
-    preset: Preset, *, seed: int, frames: FrameSelection, oracle: FeatureOracle
+    preset: Preset, *, seed: int, frames: FrameSelection, oracle: FeatureOracle,
+    camera: PlenopticCamera | None = None, image_radius_px: float | None = None,
 ) -> tuple[list[_Job], dict[int, Pose]]:
-    """Every image to render (with its pose) and the frame poses, deterministically from seed."""
+    """Every image to render (with its pose) and the frame poses, deterministically from seed.
+
+    ``camera``: the camera the poses are generated on (default: the preset's); ``image_radius_px``:
+    boards stay within this radius of the principal point."""
     plan = preset.plan
-    camera = preset.camera
+    camera = preset.camera if camera is None else camera
     jobs: list[_Job] = []
     whites = plan.white_f_numbers[: frames.count("white", len(plan.white_f_numbers))]
     for i, n in enumerate(whites):
@@ -97,7 +158,7 @@ def plan_images(
     if n_cal + n_eval > 0:
         free = random_poses(
             camera, plan.board, n_cal + n_eval, distance_range_mm=plan.calibration_range_mm,
-            max_tilt_rad=plan.max_tilt_rad, rng=rng, oracle=oracle,
+            max_tilt_rad=plan.max_tilt_rad, rng=rng, oracle=oracle, image_radius_px=image_radius_px,
         )
         for role, chunk in (("calibration", free[:n_cal]), ("evaluation", free[n_cal:])):
             prefix = "calib" if role == "calibration" else "eval"
@@ -146,6 +207,7 @@ def simulate_dataset(
     frames: FrameSelection | None = None,
     response: SensorResponse | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    renderer: Renderer | None = None,
 ) -> Manifest:
     """Render and write a dataset folder for ``preset``.
 
@@ -165,6 +227,8 @@ def simulate_dataset(
         Noise, bit depth, colour (default: 8-bit grey with photon and read noise).
     progress : callable(label, done, total), optional
         Called after each image.
+    renderer : Renderer, optional
+        Default: :class:`ThinRenderer` of the preset's camera.
 
     Returns
     -------
@@ -175,33 +239,36 @@ def simulate_dataset(
     out = Path(folder)
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "ground_truth").mkdir(parents=True, exist_ok=True)
-    camera = preset.camera
+    renderer = ThinRenderer(preset.camera) if renderer is None else renderer
+    camera = renderer.camera
     board = preset.plan.board
     oracle = FeatureOracle(camera)
-    jobs, poses = plan_images(preset, seed=seed, frames=frames, oracle=oracle)
-    optics_cache: dict[float, object] = {}
+    jobs, poses = plan_images(preset, seed=seed, frames=frames, oracle=oracle, camera=camera,
+                              image_radius_px=renderer.pose_image_radius_px)
     features: list[BapFeatures] = []
     for done, job in enumerate(jobs):
         n = job.f_number
-        if n not in optics_cache:
-            optics_cache[n] = build_optics(camera, n)
         if job.pose is None:
             scene: Scene | WhiteDiffuser = WhiteDiffuser()
         else:
             scene = Scene((CheckerboardPlate(board, job.pose),), background=BACKGROUND)
             assert job.entry.frame is not None
-            features.append(oracle.board_features(board, job.pose, frame=job.entry.frame))
-        radiance = render(camera, scene, f_number=n, rays=rays, seed=seed, image_id=job.image_id,
-                          optics=optics_cache[n])  # type: ignore[arg-type]
+            if renderer.writes_observations:
+                features.append(oracle.board_features(board, job.pose, frame=job.entry.frame))
+        radiance = renderer.render(scene, f_number=n, rays=rays, seed=seed, image_id=job.image_id)
         image = response.apply(radiance, seed=seed, image_id=job.image_id)
         write_raw_image(out / job.entry.path, image, response.bit_depth)
         if progress is not None:
             progress(job.entry.path, done + 1, len(jobs))
-    gt = GroundTruth("ground_truth/camera.json", "ground_truth/poses.json", "ground_truth/observations.npz")
-    write_camera(out / gt.camera, camera, internal_parameters=internal_parameters(camera),
+    truth_obs = "ground_truth/observations.npz" if renderer.writes_observations else None
+    gt = GroundTruth("ground_truth/camera.json", "ground_truth/poses.json", truth_obs)
+    write_camera(out / "ground_truth/camera.json", camera, internal_parameters=internal_parameters(camera),
                  provenance={"generator": "plenocal simulate", "preset": preset.name})
-    write_poses(out / gt.poses, poses)
-    write_observations(out / gt.observations, Observations(BapFeatures.concatenate(features), true_mics(camera)))
+    write_poses(out / "ground_truth/poses.json", poses)
+    if truth_obs is not None:
+        write_observations(out / truth_obs, Observations(BapFeatures.concatenate(features), true_mics(camera)))
+    f_numbers = tuple(sorted({j.f_number for j in jobs}))
+    extra = renderer.write_ground_truth(out / "ground_truth", f_numbers=f_numbers)
     manifest = Manifest(
         camera_spec=camera_spec(preset),
         target=board,
@@ -227,7 +294,7 @@ def simulate_dataset(
             "background_radiance": BACKGROUND,
             "checkerboard_f_number": preset.plan.checkerboard_f_number,
             "max_tilt_deg": math.degrees(preset.plan.max_tilt_rad),
-        },
+        } | extra,
     )
     write_manifest(out, manifest)
     return manifest

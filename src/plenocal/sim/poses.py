@@ -34,8 +34,11 @@ def board_outline(board: Checkerboard) -> np.ndarray:
     return np.array([[-e, -e, 0.0], [x1, -e, 0.0], [x1, y1, 0.0], [-e, y1, 0.0]])
 
 
-def _on_image(camera: PlenopticCamera, points_cam: np.ndarray, margin_px: float) -> bool:
-    """Central projection from O onto the sensor plane, inside the image with a margin."""
+def _on_image(
+    camera: PlenopticCamera, points_cam: np.ndarray, margin_px: float, image_radius_px: float | None = None
+) -> bool:
+    """Central projection from O onto the sensor plane, inside the image with a margin (and
+    within ``image_radius_px`` of the principal point when given)."""
     z = points_cam[:, 2]
     if np.any(z <= camera.main_lens.focal_length_mm * 1.05):
         return False
@@ -45,14 +48,20 @@ def _on_image(camera: PlenopticCamera, points_cam: np.ndarray, margin_px: float)
     u = u0 + points_cam[:, 0] * scale
     v = v0 + points_cam[:, 1] * scale
     W, H = camera.sensor.width_px, camera.sensor.height_px
-    return bool(np.all((u >= margin_px) & (u <= W - 1 - margin_px) & (v >= margin_px) & (v <= H - 1 - margin_px)))
+    inside = (u >= margin_px) & (u <= W - 1 - margin_px) & (v >= margin_px) & (v <= H - 1 - margin_px)
+    if image_radius_px is not None:
+        inside &= np.hypot(u - u0, v - v0) <= image_radius_px
+    return bool(np.all(inside))
 
 
 def is_valid_pose(
-    camera: PlenopticCamera, board: Checkerboard, cam_from_world: Pose, oracle: FeatureOracle, *, min_views: int = 2
+    camera: PlenopticCamera, board: Checkerboard, cam_from_world: Pose, oracle: FeatureOracle, *, min_views: int = 2,
+    image_radius_px: float | None = None,
 ) -> bool:
-    """Whole board visible and every node seen in >= ``min_views`` micro-images."""
-    if not _on_image(camera, cam_from_world.apply(board_outline(board)), camera.grid.diameter_px):
+    """Whole board visible (within ``image_radius_px`` of the principal point when given: a real
+    lens's lit image circle) and every node seen in >= ``min_views`` micro-images."""
+    outline = cam_from_world.apply(board_outline(board))
+    if not _on_image(camera, outline, camera.grid.diameter_px, image_radius_px):
         return False
     return bool(np.all(oracle.views_per_node(board, cam_from_world) >= min_views))
 
@@ -69,13 +78,15 @@ def random_poses(
     oracle: FeatureOracle | None = None,
     min_views: int = 2,
     max_attempts: int = 20000,
+    image_radius_px: float | None = None,
 ) -> list[Pose]:
     """``n`` random valid ``cam_from_world`` poses.
 
     The board centre's depth is uniform in ``distance_range_mm``; the board normal is tilted
     from the optical axis by an angle uniform in [0, max_tilt] about a random in-plane axis, and
     rolled by up to ``max_roll`` about its normal; its centre is placed uniformly where the
-    board's outline stays on the image.
+    board's outline stays on the image (and within ``image_radius_px`` of the principal point,
+    when given).
 
     Raises
     ------
@@ -101,7 +112,7 @@ def random_poses(
         x = rng.uniform((0 - u0) * k, (W - 1 - u0) * k)
         y = rng.uniform((0 - v0) * k, (H - 1 - v0) * k)
         pose = Pose(R, np.array([x, y, z]) - R @ centre)
-        if is_valid_pose(camera, board, pose, oracle, min_views=min_views):
+        if is_valid_pose(camera, board, pose, oracle, min_views=min_views, image_radius_px=image_radius_px):
             poses.append(pose)
     if len(poses) < n:
         raise DataError(
