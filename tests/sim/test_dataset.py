@@ -161,3 +161,31 @@ def test_presets_are_labelled_like_precalibration_indexes_them(name, small):
     truth = {tuple(np.round(p, 6)): (a, b) for p, a, b in zip(c[vis], k[vis], l[vis], strict=True)}
     wrong = sum(truth[tuple(np.round(p, 6))] != (a, b) for p, a, b in zip(fit.uv, fit.k, fit.l, strict=True))
     assert wrong == 0 and len(fit.uv) == vis.sum()
+
+
+def test_extrapolation_frames_lie_beyond_the_calibrated_depths():
+    """``FrameSelection.extrapolation`` (``simulate --extrapolation 0.7,1.5``): two held-out frames
+    at 0.7× the nearest and two at 1.5× the farthest calibration depth, each showing at least half
+    of its nodes in two micro-images or more."""
+    import dataclasses
+
+    from plenocal.sim.dataset import EXTRAPOLATION_DEPTH_SPREAD, plan_images
+    from plenocal.sim.poses import board_centre
+
+    p = preset("r12-a", tilt_scale=1.0)
+    frames = dataclasses.replace(FrameSelection.parse("calibration=6"), extrapolation=(0.7, 1.5))
+    oracle = FeatureOracle(p.camera)
+    jobs, poses = plan_images(p, seed=3, frames=frames, oracle=oracle)
+    depth = {f: float((q.translation + q.rotation @ board_centre(p.plan.board))[2]) for f, q in poses.items()}
+    cal = [depth[f] for f in range(6)]
+    assert sorted(f for f in poses if f >= 100) == [180, 181, 182, 183]
+    assert {j.entry.role.value for j in jobs if j.entry.frame in (180, 181, 182, 183)} == {"evaluation"}
+    for f, target in ((180, 0.7 * min(cal)), (181, 0.7 * min(cal)), (182, 1.5 * max(cal)), (183, 1.5 * max(cal))):
+        assert abs(depth[f] / target - 1.0) <= EXTRAPOLATION_DEPTH_SPREAD + 1e-9
+        assert np.mean(oracle.views_per_node(p.plan.board, poses[f]) >= 2) >= 0.5
+
+
+def test_cli_extrapolation_option_is_checked(tmp_path, capsys):
+    assert main(["simulate", "r12-a", "--small", "--extrapolation", "1.2,1.5", "-o", str(tmp_path / "s")]) == 2
+    assert "NEAR must be in 0.1..1" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

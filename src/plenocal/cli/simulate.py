@@ -15,6 +15,7 @@ the ground truth is then the thin-lens equivalent (``camera.json``) and ``optics
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -52,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="images to render, e.g. 'white,devignetting,calibration=4,evaluation=2,translation=3' "
         "(ROLE alone = the paper's count; roles not listed are skipped; default: everything)",
     )
+    p.add_argument("--extrapolation", default=None, metavar="NEAR,FAR",
+                   help="also 2 held-out frames at NEAR × the nearest and 2 at FAR × the farthest calibration frame's "
+                        "depth (frames 180..; e.g. 0.7,1.5: how the camera extrapolates beyond its calibrated volume)")
     p.add_argument("--bit-depth", type=int, choices=(8, 16), default=8, help="stored bit depth (default 8)")
     p.add_argument("--color", choices=COLORS, default="grey", help="grey, rgb or bayer-rggb (default grey)")
     p.add_argument("--no-noise", action="store_true", help="no photon or read noise (quantisation only)")
@@ -80,8 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def frame_selection(spec: str | None) -> FrameSelection:
-    """``--frames`` parsed, each count within [0, MAX_FRAMES_PER_ROLE]."""
+def frame_selection(spec: str | None, extrapolation: str | None = None) -> FrameSelection:
+    """``--frames`` parsed, each count within [0, MAX_FRAMES_PER_ROLE], with ``--extrapolation``."""
     try:
         frames = FrameSelection.parse(spec)
     except DataError as exc:
@@ -89,7 +93,16 @@ def frame_selection(spec: str | None) -> FrameSelection:
     for role, count in frames.counts.items():
         if count is not None and not 0 <= count <= MAX_FRAMES_PER_ROLE:
             raise UsageError(f"--frames: {role}={count} must be a count in 0..{MAX_FRAMES_PER_ROLE}")
-    return frames
+    if extrapolation is None:
+        return frames
+    try:
+        near, far = (float(x) for x in extrapolation.split(","))
+    except ValueError:
+        raise UsageError(f"--extrapolation {extrapolation}: expected NEAR,FAR, e.g. 0.7,1.5") from None
+    if not (0.1 <= near <= 1.0 <= far <= 10.0):
+        raise UsageError(f"--extrapolation {extrapolation}: NEAR must be in 0.1..1 and FAR in 1..10 (factors on the "
+                         "nearest and farthest calibration depths)")
+    return dataclasses.replace(frames, extrapolation=(near, far))
 
 
 _REAL_ONLY = ("lenslets", "substrate_mm", "lenslet_index", "clear_radius_mm")
@@ -123,7 +136,7 @@ def _renderer(args: argparse.Namespace, chosen: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     if args.tilt_scale is not None and not (math.isfinite(args.tilt_scale) and 0 <= args.tilt_scale <= 100):
         raise UsageError(f"--tilt-scale must be a number in 0..100 (1 = the paper's tilt), got {args.tilt_scale:g}")
-    frames = frame_selection(args.frames)
+    frames = frame_selection(args.frames, args.extrapolation)
     lens_file = None
     if args.lens is not None:
         from plenocal.sim.optics.library import DESIGN_NAMES

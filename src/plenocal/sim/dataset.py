@@ -32,7 +32,7 @@ from plenocal.model.observations import BapFeatures, Observations
 from plenocal.model.spec import CameraSpec
 from plenocal.model.white import internal_parameters
 from plenocal.sim.groundtruth import FeatureOracle, true_mics
-from plenocal.sim.poses import random_poses, translation_poses
+from plenocal.sim.poses import board_centre, random_poses, translation_poses
 from plenocal.sim.presets import Preset
 from plenocal.sim.scene import CheckerboardPlate, Scene, WhiteDiffuser
 from plenocal.sim.sensor import SensorResponse
@@ -40,6 +40,16 @@ from plenocal.sim.tracer import TracerOptics, build_optics, render
 
 ROLES = ("white", "devignetting", "calibration", "evaluation", "translation")
 FIRST_FRAME = {"calibration": 0, "evaluation": 100, "translation": 200}
+FIRST_EXTRAPOLATION_FRAME = 180
+"""Frame number of the first held-out frame beyond the calibrated depths (role evaluation)."""
+EXTRAPOLATION_FRAMES = 2
+"""Held-out frames at each end of the calibrated depths (:attr:`FrameSelection.extrapolation`)."""
+EXTRAPOLATION_DEPTH_SPREAD = 0.03
+"""Relative spread of those frames' board depths around their target depth."""
+EXTRAPOLATION_NODE_FRACTION = 0.5
+"""Those frames may show part of the board (nearer, it outgrows the image; nearer the MLA's
+conjugate plane, nodes fall in fewer micro-images): at least this fraction of its nodes seen in
+two micro-images or more."""
 BACKGROUND = 0.3
 """Radiance of the scene behind the board (a mid-grey wall)."""
 _NOMINAL_F = {"r12-d": 135.0, "upc-s": 10.0}
@@ -50,6 +60,9 @@ class FrameSelection:
     """Which images to simulate: role → count (None = the paper's number; 0 = none)."""
 
     counts: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(ROLES))
+    extrapolation: tuple[float, float] | None = None
+    """(near, far): also :data:`EXTRAPOLATION_FRAMES` held-out frames at ``near`` × the nearest and as
+    many at ``far`` × the farthest calibration frame's board depth (beyond the calibrated volume)."""
 
     @classmethod
     def parse(cls, spec: str | None) -> FrameSelection:
@@ -167,6 +180,20 @@ def plan_images(
                 entry = ImageEntry(f"images/{prefix}-{i:03d}.png", ImageRole(role), f_number=n_board, frame=frame)
                 jobs.append(_Job(entry, frame, n_board, pose))
                 poses[frame] = pose
+    if frames.extrapolation is not None and n_cal > 0:
+        depth = [float((p.translation + p.rotation @ board_centre(plan.board))[2]) for f, p in poses.items()
+                 if f < FIRST_FRAME["evaluation"]]
+        frame = FIRST_EXTRAPOLATION_FRAME
+        for label, z in (("near", frames.extrapolation[0] * min(depth)), ("far", frames.extrapolation[1] * max(depth))):
+            spread = (z * (1.0 - EXTRAPOLATION_DEPTH_SPREAD), z * (1.0 + EXTRAPOLATION_DEPTH_SPREAD))
+            for i, pose in enumerate(random_poses(camera, plan.board, EXTRAPOLATION_FRAMES, distance_range_mm=spread,
+                                                  max_tilt_rad=plan.max_tilt_rad, rng=rng, oracle=oracle,
+                                                  image_radius_px=image_radius_px,
+                                                  min_node_fraction=EXTRAPOLATION_NODE_FRACTION)):
+                entry = ImageEntry(f"images/eval-{label}-{i:03d}.png", ImageRole.EVALUATION, f_number=n_board, frame=frame)
+                jobs.append(_Job(entry, frame, n_board, pose))
+                poses[frame] = pose
+                frame += 1
     positions = plan.translation_positions_mm
     positions = positions[: frames.count("translation", len(positions))]
     if positions:

@@ -56,14 +56,21 @@ def _on_image(
 
 def is_valid_pose(
     camera: PlenopticCamera, board: Checkerboard, cam_from_world: Pose, oracle: FeatureOracle, *, min_views: int = 2,
-    image_radius_px: float | None = None,
+    image_radius_px: float | None = None, min_node_fraction: float = 1.0,
 ) -> bool:
     """Whole board visible (within ``image_radius_px`` of the principal point when given: a real
-    lens's lit image circle) and every node seen in >= ``min_views`` micro-images."""
+    lens's lit image circle) and every node seen in >= ``min_views`` micro-images; with
+    ``min_node_fraction`` < 1, a partial view: the board's centre on the image and at least that
+    fraction of its nodes seen so."""
+    views = oracle.views_per_node(board, cam_from_world)
+    if min_node_fraction < 1.0:
+        centre = cam_from_world.apply(board_centre(board)[None])
+        return (_on_image(camera, centre, camera.grid.diameter_px, image_radius_px)
+                and float(np.mean(views >= min_views)) >= min_node_fraction)
     outline = cam_from_world.apply(board_outline(board))
     if not _on_image(camera, outline, camera.grid.diameter_px, image_radius_px):
         return False
-    return bool(np.all(oracle.views_per_node(board, cam_from_world) >= min_views))
+    return bool(np.all(views >= min_views))
 
 
 def random_poses(
@@ -79,6 +86,7 @@ def random_poses(
     min_views: int = 2,
     max_attempts: int = 20000,
     image_radius_px: float | None = None,
+    min_node_fraction: float = 1.0,
 ) -> list[Pose]:
     """``n`` random valid ``cam_from_world`` poses.
 
@@ -86,7 +94,8 @@ def random_poses(
     from the optical axis by an angle uniform in [0, max_tilt] about a random in-plane axis, and
     rolled by up to ``max_roll`` about its normal; its centre is placed uniformly where the
     board's outline stays on the image (and within ``image_radius_px`` of the principal point,
-    when given).
+    when given), or with ``min_node_fraction`` < 1 where that fraction of its nodes is seen
+    (:func:`is_valid_pose`).
 
     Raises
     ------
@@ -112,7 +121,8 @@ def random_poses(
         x = rng.uniform((0 - u0) * k, (W - 1 - u0) * k)
         y = rng.uniform((0 - v0) * k, (H - 1 - v0) * k)
         pose = Pose(R, np.array([x, y, z]) - R @ centre)
-        if is_valid_pose(camera, board, pose, oracle, min_views=min_views, image_radius_px=image_radius_px):
+        if is_valid_pose(camera, board, pose, oracle, min_views=min_views, image_radius_px=image_radius_px,
+                         min_node_fraction=min_node_fraction):
             poses.append(pose)
     if len(poses) < n:
         raise DataError(

@@ -1,0 +1,212 @@
+"""plenocal on real optics: each real effect rendered alone and all together, calibrated from raw
+images as a user would, against the thin-lens-equivalent truth. Prints JSON (and writes it to
+WORK/real_optics.json).
+
+Usage::
+
+    python benchmarks/real_optics.py [--work DIR] [--cases A,B,...] [--preset r12-a] [--rays 16]
+                                     [--tilt-scale 1] [--reuse] [--models default,no-exit-pupil,...]
+
+Every case is a dataset rendered by ``plenocal simulate PRESET --lens ...`` (whites at the preset's
+f-numbers, the devignetting white, calibration, held-out and translation frames, and held-out
+frames beyond the calibrated depths: 30 % nearer than the nearest and 50 % farther than the
+farthest calibration frame, :data:`EXTRAPOLATION`), then ``plenocal run`` with default settings,
+then ``plenocal calibrate`` + ``plenocal evaluate`` again for each other model option. For each
+case and model:
+
+- every intrinsic's error against the thin-lens equivalent (``ground_truth/camera.json``; its exit
+  pupil e from ``ground_truth/optics.json``), in % (principal point and e in px / mm) and in units
+  of the larger of the Jacobian and frame-resampling σ;
+- ε_z over the translation frames, the held-out (u, v) RMSE and its ratio to calibration's, for the
+  frames inside the calibrated depths and for the extrapolation frames;
+- the stages' wall times.
+
+Cases (:data:`CASES`): the thin lens (the paper's camera, as plenocal's thin tracer draws it), each
+real effect alone — the stop behind / in front of an aberration-free lens (exit pupil off H′), an
+aberration-free thick lens, lenslets whose clear aperture is smaller than the pitch, refractive
+caps on their substrate, caps without substrate, the double-Gauss with thin lenslets (its
+aberrations and pupil without the lenslets') — and every bundled design with real lenslets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from independent import load, pct, sh  # noqa: E402
+
+CASES: dict[str, dict[str, Any]] = {
+    "thin": {"lens": "thin", "lenslets": "thin", "what": "the paper's idealisation (thin lens, stop in its plane, thin lenslets)"},
+    "pupil-behind": {"lens": "ideal-stop-behind", "lenslets": "thin", "what": "exit pupil behind H′, no aberration"},
+    "pupil-front": {"lens": "ideal-stop-front", "lenslets": "thin", "what": "exit pupil in front of H′, no aberration"},
+    "thick-lens": {"lens": "thick-ideal", "lenslets": "thin", "what": "H and H′ apart, no aberration"},
+    "clear-aperture": {"lens": "thin", "lenslets": "thin", "clear_fraction": 0.982,
+                       "what": "thin lenslets whose clear aperture is 98.2 % of the pitch"},
+    "lenslet-caps": {"lens": "thin", "lenslets": "real", "substrate_mm": 0.0,
+                     "what": "refractive plano-convex caps, no substrate"},
+    "lenslets": {"lens": "thin", "lenslets": "real", "what": "refractive caps on a 0.1 mm substrate"},
+    "double-gauss-lens": {"lens": "double-gauss", "lenslets": "thin", "what": "the double-Gauss with thin lenslets"},
+    "double-gauss": {"lens": "double-gauss", "lenslets": "real", "what": "double-Gauss, real lenslets: everything"},
+    "tessar": {"lens": "tessar", "lenslets": "real", "what": "Tessar, real lenslets"},
+    "telephoto": {"lens": "telephoto", "lenslets": "real", "what": "telephoto, real lenslets"},
+    "field-corrector": {"lens": "field-corrector", "lenslets": "real", "what": "Cooke triplet + field corrector, real lenslets"},
+}
+MODELS = {
+    "default": [],
+    "no-exit-pupil": ["--no-exit-pupil"],
+    "exit-pupil": ["--exit-pupil"],
+    "legacy": ["--legacy-model"],
+}
+FRAMES = "white,devignetting,calibration=10,evaluation=4,translation"
+EXTRAPOLATION = (0.7, 1.5)
+"""Held-out frames at 0.7× the nearest and 1.5× the farthest calibration depth."""
+KEYS = ("F_mm", "D_mm", "d_mm")
+
+
+def simulate(case: dict[str, Any], ds: Path, *, preset: str, rays: int, tilt_scale: float, seed: int) -> tuple[int, str, float]:
+    args = ["simulate", preset, "--lens", case["lens"], "--lenslets", case["lenslets"], "--rays", str(rays),
+            "--tilt-scale", str(tilt_scale), "--seed", str(seed), "--quiet", "--frames", FRAMES,
+            "--extrapolation", f"{EXTRAPOLATION[0]},{EXTRAPOLATION[1]}", "-o", str(ds)]
+    if "substrate_mm" in case:
+        args += ["--substrate-mm", str(case["substrate_mm"])]
+    if "clear_fraction" in case:
+        from plenocal.sim.presets import preset as get_preset
+
+        pitch = float(np.mean(get_preset(preset).camera.mla.pitch_mm))
+        args += ["--clear-radius-mm", repr(case["clear_fraction"] * pitch / 2.0)]
+    return sh(args)
+
+
+def parameters(cal: Path) -> dict[str, dict[str, float]]:
+    """name → value, Jacobian σ, frame-resampling σ of a calibration folder's camera."""
+    rep = load(cal / "report.json") or {}
+    return {name: {"value": p["value"], "std": p.get("std"), "std_frames": p.get("std_frames")}
+            for name, p in (rep.get("parameters") or {}).items()}
+
+
+def errors(params: dict[str, dict[str, float]], truth: dict[str, Any]) -> dict[str, Any]:
+    """Every intrinsic against the thin-lens-equivalent truth: % (or px, mm) and z of the larger σ."""
+    t = truth["thin"]
+    ref = {"F_mm": t["main_lens"]["focal_length_mm"], "D_mm": -t["mla"]["translation_mm"][2],
+           "u0_px": t["sensor"]["principal_point_px"][0], "v0_px": t["sensor"]["principal_point_px"][1]}
+    ref["d_mm"] = t["sensor"]["distance_mm"] - ref["D_mm"]
+    for i, f in enumerate(t["mla"]["focal_lengths_mm"]):
+        ref[f"f{i + 1}_mm"] = f
+    if truth.get("exit_pupil_mm") is not None:
+        ref["exit_pupil_mm"] = truth["exit_pupil_mm"]
+    out: dict[str, Any] = {}
+    for name, r in ref.items():
+        p = params.get(name)
+        if p is None:
+            continue
+        sig = max(s for s in (p["std"], p["std_frames"]) if s is not None and np.isfinite(s))
+        err = p["value"] - r
+        absolute = name.endswith("_px") or name == "exit_pupil_mm"
+        out[name] = {"value": p["value"], "truth": r, ("error" if absolute else "error_percent"): err if absolute else pct(p["value"], r),
+                     "z": err / sig if sig > 0 else None, "std": p["std"], "std_frames": p["std_frames"]}
+    return out
+
+
+def evaluation(ev: Path, cal: Path) -> dict[str, Any]:
+    e = load(ev / "report.json") or {}
+    c = load(cal / "report.json") or {}
+    cal_uv = (c.get("rmse") or {}).get("uv_px")
+    out: dict[str, Any] = {"calibration_uv_px": cal_uv}
+    tr = e.get("translation") or {}
+    if tr.get("epsilon_z_percent"):
+        out["epsilon_z_percent"] = tr["epsilon_z_percent"]
+    held = e.get("holdout") or {}
+    if held.get("rmse"):
+        out["held_out_uv_px"] = held["rmse"].get("uv_px")
+        out["held_out_ratio"] = held["rmse"]["uv_px"] / cal_uv if cal_uv else None
+        per = held.get("per_frame") or {}
+        out["held_out_per_frame_uv_px"] = {f: v.get("uv_px") for f, v in per.items()}
+    return out
+
+
+def run_case(name: str, case: dict[str, Any], work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    ds, run = work / name / "dataset", work / name / "run"
+    res: dict[str, Any] = {"case": name, "what": case["what"], "lens": case["lens"], "lenslets": case["lenslets"]}
+    if not (args.reuse and (ds / "manifest.json").is_file()):
+        shutil.rmtree(work / name, ignore_errors=True)
+        (work / name).mkdir(parents=True)
+        code, text, wall = simulate(case, ds, preset=args.preset, rays=args.rays, tilt_scale=args.tilt_scale, seed=args.seed)
+        res["simulate_wall_s"] = wall
+        if code:
+            return res | {"error": f"simulate: {text.splitlines()[-1] if text else code}"}
+    truth = {"thin": load(ds / "ground_truth" / "camera.json"), "optics": load(ds / "ground_truth" / "optics.json")}
+    truth["exit_pupil_mm"] = (truth["optics"] or {}).get("exit_pupil_from_h_prime_mm")
+    res["truth_exit_pupil_mm"] = truth["exit_pupil_mm"]
+    if not (args.reuse and (run / "report.html").is_file()):
+        code, text, wall = sh(["run", str(ds), "-o", str(run)])
+        res["run_wall_s"] = wall
+        if code:
+            res["run_error"] = text.splitlines()[-1] if text else str(code)
+    pre = load(run / "precalibration" / "precalibration.json") or {}
+    det = load(run / "detection" / "detection.json") or {}
+    res["precalibration"] = {"grid_rms_px": (pre.get("grid") or {}).get("rms_px"),
+                             "type_confidence": (pre.get("types") or {}).get("confidence")}
+    res["detection"] = {"n_bap": det.get("n_bap"), "frames_linked": det.get("n_frames_linked"), "frames": det.get("n_frames")}
+    res["models"] = {}
+    for model in args.models:
+        if model == "default":
+            cal, ev = run / "calibration", run / "evaluation"
+        else:
+            cal, ev = work / name / f"calibration-{model}", work / name / f"evaluation-{model}"
+            if not (args.reuse and (ev / "report.json").is_file()):
+                shutil.rmtree(cal, ignore_errors=True)
+                shutil.rmtree(ev, ignore_errors=True)
+                code, text, _ = sh(["calibrate", str(ds), "-o", str(cal), "--observations", str(run / "detection" / "observations.npz"),
+                                    "--initial", str(run / "precalibration"), *MODELS[model]])
+                if code:
+                    res["models"][model] = {"error": text.splitlines()[-1] if text else str(code)}
+                    continue
+                code, text, _ = sh(["evaluate", str(ds), "--camera", str(cal / "camera.json"), "--poses", str(cal / "poses.json"),
+                                    "--observations", str(run / "detection" / "observations.npz"), "-o", str(ev)])
+                if code:
+                    res["models"][model] = {"error": f"evaluate: {text.splitlines()[-1] if text else code}"}
+                    continue
+        params = parameters(cal)
+        rep = load(cal / "report.json") or {}
+        res["models"][model] = {"converged": rep.get("converged"), "errors": errors(params, truth),
+                                "evaluation": evaluation(ev, cal), "rmse": rep.get("rmse"),
+                                "warnings": rep.get("uncertainty_warnings")}
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/plenocal-real-optics"))
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--preset", default="r12-a")
+    ap.add_argument("--rays", type=int, default=16)
+    ap.add_argument("--tilt-scale", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--models", default="default,no-exit-pupil")
+    ap.add_argument("--reuse", action="store_true")
+    args = ap.parse_args()
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    args.work.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"preset": args.preset, "rays": args.rays, "tilt_scale": args.tilt_scale, "cases": {}}
+    t0 = time.perf_counter()
+    for name in (c.strip() for c in args.cases.split(",") if c.strip()):
+        out["cases"][name] = run_case(name, CASES[name], args.work, args)
+        (args.work / "real_optics.json").write_text(json.dumps(out, indent=1, default=float))
+    out["wall_s"] = time.perf_counter() - t0
+    text = json.dumps(out, indent=1, default=float)
+    (args.work / "real_optics.json").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
