@@ -113,6 +113,22 @@ def assert_matches_fd(res: Residuals, x: np.ndarray, J_dense: np.ndarray,
 
 
 @pytest.mark.parametrize("rho_form", list(RhoForm))
+def test_depth_distortion_columns_match_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board, rho_form):
+    """With the depth distortion Z1, Z2 (a curved field) non-zero and free: every column, including
+    ∂/∂Z1, ∂/∂Z2 through z_u and every other column's new path through ∂z_u/∂(x′, y′)."""
+    import dataclasses
+
+    bap, mic, frames = subproblem
+    camera = r12a_camera.replace(rho_form=rho_form,
+                                 distortion=dataclasses.replace(r12a_camera.distortion, z1=0.0034, z2=-2e-6))
+    lay = ParameterLayout(camera, frames, two_pitches=True, depth_distortion=True, exit_pupil=True)
+    assert {"z1", "z2"} <= set(lay.names)
+    res = Residuals(lay, bap, mic, r12a_board)
+    x = _start(lay, camera, r12a_poses)
+    assert_matches_fd(res, x, dense(res, res.jacobian(x, method="analytic")))
+
+
+@pytest.mark.parametrize("rho_form", list(RhoForm))
 @pytest.mark.parametrize("exit_pupil_mm", [9.35, -7.3])
 def test_exit_pupil_column_matches_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board, rho_form,
                                                       exit_pupil_mm):

@@ -93,7 +93,10 @@ def test_camera_exit_pupil_round_trip_and_default(tmp_path: Path, r12a_camera):
     reads as 0."""
     from plenocal.model.camera import MainLens
 
-    cam = r12a_camera.replace(main_lens=MainLens(50.0, 4.0, -7.3))
+    import dataclasses
+
+    cam = r12a_camera.replace(main_lens=MainLens(50.0, 4.0, -7.3),
+                              distortion=dataclasses.replace(r12a_camera.distortion, z1=0.0034, z2=-1e-6))
     path = write_camera(tmp_path / "c.json", cam)
     assert read_camera_file(path).camera == cam
     doc = json.loads(path.read_text())

@@ -132,6 +132,23 @@ def test_mic_is_the_central_projection_from_the_exit_pupil(e_mm):
     np.testing.assert_allclose(with_e[:, 2], without[:, 2], rtol=2e-5)
 
 
+def test_depth_distortion_bends_the_virtual_space_and_back_projects():
+    """Z1·r′² + Z2·r′⁴ moves virtual points along the axis only (a curved field: off axis the image
+    of a plane comes nearer the lens), and back-projection inverts it."""
+    cam0 = make_camera(Configuration.GALILEAN, LatticeKind.HEX_ROWS)
+    dist = dataclasses.replace(cam0.distortion, z1=0.0034, z2=-2e-6)
+    cam = cam0.replace(distortion=dist)
+    pts = np.array([[0.0, 0.0, 300.0], [40.0, -25.0, 320.0]])
+    v0, v1 = virtual_points(cam0, pts), virtual_points(cam, pts)
+    np.testing.assert_array_equal(v1[:, :2], v0[:, :2])
+    r2 = (pts[:, 0] ** 2 + pts[:, 1] ** 2) * (cam.main_lens.focal_length_mm / (pts[:, 2] - 50.0)) ** 2
+    np.testing.assert_allclose(v1[:, 2] - v0[:, 2], 0.0034 * r2 - 2e-6 * r2 * r2, rtol=1e-12, atol=1e-15)
+    assert v1[1, 2] > v0[1, 2]  # z′ < 0 behind the lens: nearer the lens
+    k, l = np.array([20, 21]), np.array([15, 16])
+    feats = project_bap(cam, pts, k, l)
+    np.testing.assert_allclose(back_project_bap(cam, feats, k, l), pts, atol=1e-8)
+
+
 def test_exit_pupil_magnification_and_bad_values():
     """m_p = 1 − e/F (conjugate pupils of an aberration-free lens), exit-pupil radius (F − e)/(2N);
     e ≥ F (no real pupil) and a pupil behind the MLA are refused with the field named."""

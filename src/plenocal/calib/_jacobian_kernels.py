@@ -14,9 +14,13 @@ kind  quantity  kind  quantity  kind  quantity  kind  quantity
 0     F         5     P2        10    θy        15    pitch p0
 1     Q1        6     u0        11    θz        16    pitch p1
 2     Q2        7     v0        12    t_x       17    e (exit pupil)
-3     Q3        8     d         13    t_y       18+i  f_(i+1)
-4     P1        9     θx        14    D
+3     Q3        8     d         13    t_y       18    Z1 (depth distortion)
+4     P1        9     θx        14    D         19    Z2
+                                                20+i  f_(i+1)
 ====  ========  ====  ========  ====  ========  ====  ========
+
+Per (frame, node) point, ``point_d`` (3, 14) holds ∂p_u/∂(F, Q1, Q2, Q3, P1, P2, Z1, Z2) and the 6
+pose derivatives (:data:`POINT_POSE`).
 
 A column of the Jacobian is one kind or the sum of two (one shared pitch = p0 + p1).
 """
@@ -26,8 +30,11 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-N_BASE_KINDS = 18
+N_BASE_KINDS = 20
 KIND_EXIT_PUPIL = 17
+KIND_Z1 = 18
+POINT_POSE = 8
+"""Column of ``point_d`` where the pose derivatives start."""
 RHO_LEGACY, RHO_HEAD, RHO_VIRTUAL_DEPTH = 0, 1, 2
 
 
@@ -67,16 +74,21 @@ def _kind_values(vals, gP, gC, gS, term, aperture, d_ref, focal, lens_type, orig
     ``ge``: the row's direct derivative with respect to the exit pupil's distance e (micro-image
     centres); ``dA_de``: ∂A/∂e of the micro-lens aperture A = Δc·(D − e)/(D + d − e).
 
-    ``point_d[p]`` (3, 12): ∂p_u/∂(F, Q1, Q2, Q3, P1, P2, pose) of the row's point, ``p`` < 0 for
+    ``point_d[p]`` (3, 14): ∂p_u/∂(F, Q1, Q2, Q3, P1, P2, Z1, Z2, pose) of the row's point, ``p`` < 0 for
     rows that do not depend on p_u (micro-image centres); ``cd`` (5, 3): the lens'
     :func:`_centre_directions`; ``dn`` (3, 3): ∂n/∂θ of the MLA normal (legacy ρ).
     """
     if p >= 0:
         for j in range(6):
             vals[j] = _dot3(gP[0], gP[1], gP[2], point_d[p, 0, j], point_d[p, 1, j], point_d[p, 2, j])
+        for j in range(2):
+            vals[KIND_Z1 + j] = _dot3(gP[0], gP[1], gP[2], point_d[p, 0, 6 + j], point_d[p, 1, 6 + j],
+                                      point_d[p, 2, 6 + j])
     else:
         for j in range(6):
             vals[j] = 0.0
+        vals[KIND_Z1] = 0.0
+        vals[KIND_Z1 + 1] = 0.0
     vals[6] = 1.0 if term == 0 else 0.0
     vals[7] = 1.0 if term == 1 else 0.0
     vals[8] = gS + aperture * dA_dS + d_ref
@@ -112,7 +124,7 @@ def bap_jacobian_kernel(points, point_d, point_of_row, frame_index, ax, ay, type
 
     Parameters
     ----------
-    points : (n_points, 3) distorted virtual points p_u; point_d : (n_points, 3, 12) their
+    points : (n_points, 3) distorted virtual points p_u; point_d : (n_points, 3, 14) their
     derivatives; point_of_row, frame_index, types : (N,) per row; ax, ay : (N,) lens offsets
     (pitch units); R, dR : MLA rotation (3, 3) and its θ derivatives (3, 3, 3); t_m : (3,) MLA
     origin; pitch : (p0, p1); S : D + d; s : pixel size; A : micro-lens aperture λ·Δc and its
@@ -198,8 +210,9 @@ def bap_jacobian_kernel(points, point_d, point_of_row, frame_index, ax, ay, type
             wr = row_weight[row]
             _write_columns(out_int, row, vals, kind_a, kind_b, col_scale, wr)
             for c6 in range(6):
-                out_pose[row, c6] = wr * pose_scale[f_row, c6] * _dot3(gP[0], gP[1], gP[2], point_d[p, 0, 6 + c6],
-                                                                      point_d[p, 1, 6 + c6], point_d[p, 2, 6 + c6])
+                out_pose[row, c6] = wr * pose_scale[f_row, c6] * _dot3(
+                    gP[0], gP[1], gP[2], point_d[p, 0, POINT_POSE + c6], point_d[p, 1, POINT_POSE + c6],
+                    point_d[p, 2, POINT_POSE + c6])
 
 
 @nb.njit(cache=True)
@@ -213,7 +226,7 @@ def mic_jacobian_kernel(ax, ay, R, dR, t_m, pitch, S, e, s, n_types, kind_a, kin
     gP = np.zeros(3)
     gC = np.zeros(3)
     zero3 = np.zeros(3)
-    no_point = np.zeros((0, 3, 12))
+    no_point = np.zeros((0, 3, 14))
     cd = np.zeros((5, 3))
     dn = np.zeros((3, 3))
     for i in range(start, stop):

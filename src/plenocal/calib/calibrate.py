@@ -157,6 +157,9 @@ class CalibrationOptions:
     priors : tuple of Prior
         Gaussian priors on intrinsics or the focus distance (:mod:`plenocal.calib.priors`; none
         by default), in every joint stage, the covariance and the jackknife.
+    depth_distortion : bool
+        Estimate the depth distortion Z1, Z2 of the virtual space (a real main lens's curved field,
+        :class:`plenocal.model.camera.Distortion`; beyond the paper).
     exit_pupil : bool
         Estimate the main lens's exit-pupil distance e behind H′ (``exit_pupil_mm``): the
         micro-image centres are projected from the exit pupil, not from the lens plane
@@ -181,6 +184,7 @@ class CalibrationOptions:
     frame_resampling: bool = True
     priors: tuple[Prior, ...] = ()
     exit_pupil: bool = False
+    depth_distortion: bool = False
 
     def __post_init__(self) -> None:
         if self.loss not in ("huber", "linear"):
@@ -581,7 +585,7 @@ def _calibrate(
         opt = dataclasses.replace(opt, priors=(*opt.priors, exit_pupil_prior(camera0.main_lens.focal_length_mm)))
     mic = observations.mic if opt.use_mic else MicroImageCentres.empty()
     layout = ParameterLayout(camera0, frames_t, two_pitches=opt.two_pitches, frozen=frozenset(opt.freeze),
-                             exit_pupil=opt.exit_pupil)
+                             exit_pupil=opt.exit_pupil, depth_distortion=opt.depth_distortion)
     check_priors(layout, opt.priors)
     x = layout.pack(camera0, poses0)
 
@@ -590,6 +594,7 @@ def _calibrate(
     mla_free = [n for n in ("theta_z_rad", "tx_mm", "ty_mm", *layout.groups["pitch"]) if layout.free_mask[layout.index[n]]]
     if len(mic) and mla_free:  # nothing to fit when --freeze holds the MLA's in-plane pose and pitch
         lay_m = ParameterLayout(camera0, (), two_pitches=opt.two_pitches, exit_pupil=opt.exit_pupil,
+                                depth_distortion=opt.depth_distortion,
                                 frozen=frozenset(set(layout.intrinsic_names) - set(mla_free)))
         res_m = Residuals(lay_m, BapFeatures.empty(), mic, board, use_rho=False)
         xm, rep_m = levenberg_marquardt(res_m, x[: layout.n_intrinsics], sigma={"uv": 1.0, "rho": 1.0, "mic": 1.0}, ftol=1e-10)

@@ -166,8 +166,8 @@ class VirtualPointPartials:
     Attributes
     ----------
     points : ndarray, shape (n, 3)
-    d_params : ndarray, shape (n, 3, 12)
-        ∂p_u/∂(F, Q1, Q2, Q3, P1, P2, r_x, r_y, r_z, t_x, t_y, t_z) (own frame's pose).
+    d_params : ndarray, shape (n, 3, 14)
+        ∂p_u/∂(F, Q1, Q2, Q3, P1, P2, Z1, Z2, r_x, r_y, r_z, t_x, t_y, t_z) (own frame's pose).
     """
 
     points: FloatArray
@@ -178,7 +178,8 @@ def virtual_point_partials(
     camera: PlenopticCamera, rotvecs: FloatArray, translations: FloatArray, points_world: FloatArray,
     point_frame: NDArray[np.int64],
 ) -> VirtualPointPartials:
-    """p_u = distortion(thin lens(R·p_w + t)) (eq:thinlens, eq:distortion) with its derivatives.
+    """p_u = distortion(thin lens(R·p_w + t)) (eq:thinlens, eq:distortion, and the depth distortion
+    z_u = z′ + Z1·r′² + Z2·r′⁴) with its derivatives.
 
     Parameters
     ----------
@@ -198,18 +199,26 @@ def virtual_point_partials(
     )
     virt, d_lens_pc, d_lens_F = thin_lens_partials(pc, camera.main_lens.focal_length_mm)
     x, y = virt[:, 0], virt[:, 1]
-    xu, yu = camera.distortion.apply(x, y)
-    d_xy, d_coef = distortion_partials(camera.distortion, x, y)
-    # ∂p_u/∂p' : distortion on (x', y'), z' unchanged.
+    dist = camera.distortion
+    xu, yu = dist.apply(x, y)
+    d_xy, d_coef = distortion_partials(dist, x, y)
+    r2 = x * x + y * y
+    # ∂p_u/∂p' : distortion on (x', y'); z_u = z' + Z1·r'² + Z2·r'⁴.
     d_pu_pv = np.zeros((x.size, 3, 3))
     d_pu_pv[:, :2, :2] = d_xy
+    g = 2.0 * dist.z1 + 4.0 * dist.z2 * r2  # ∂Δz/∂(r'²)·2
+    d_pu_pv[:, 2, 0] = g * x
+    d_pu_pv[:, 2, 1] = g * y
     d_pu_pv[:, 2, 2] = 1.0
-    d = np.empty((x.size, 3, 12))
+    d = np.empty((x.size, 3, 14))
     d[:, :, 0] = np.einsum("nij,nj->ni", d_pu_pv, d_lens_F)
     d[:, :2, 1:6] = d_coef
     d[:, 2, 1:6] = 0.0
-    d[:, :, 6:] = d_pu_pv @ d_lens_pc @ d_pc_pose
-    return VirtualPointPartials(np.stack([xu, yu, virt[:, 2]], axis=-1), d)
+    d[:, :2, 6:8] = 0.0
+    d[:, 2, 6] = r2
+    d[:, 2, 7] = r2 * r2
+    d[:, :, 8:] = d_pu_pv @ d_lens_pc @ d_pc_pose
+    return VirtualPointPartials(np.stack([xu, yu, virt[:, 2] + dist.depth(x, y)], axis=-1), d)
 
 
 def euler_xyz_derivatives(angles_rad: Sequence[float]) -> FloatArray:
@@ -241,7 +250,7 @@ _KINDS: dict[str, tuple[int, ...]] = {
     "F_mm": (0,), "q1": (1,), "q2": (2,), "q3": (3,), "p1": (4,), "p2": (5,), "u0_px": (6,), "v0_px": (7,),
     "d_mm": (8,), "theta_x_rad": (9,), "theta_y_rad": (10,), "theta_z_rad": (11,), "tx_mm": (12,), "ty_mm": (13,),
     "D_mm": (14,), "pitch0_mm": (15,), "pitch1_mm": (16,), "pitch_mm": (15, 16),
-    "exit_pupil_mm": (kernels.KIND_EXIT_PUPIL,),
+    "exit_pupil_mm": (kernels.KIND_EXIT_PUPIL,), "z1": (kernels.KIND_Z1,), "z2": (kernels.KIND_Z1 + 1,),
 }
 _RHO_FORM_CODES = {RhoForm.LEGACY: kernels.RHO_LEGACY, RhoForm.HEAD: kernels.RHO_HEAD,
                    RhoForm.VIRTUAL_DEPTH: kernels.RHO_VIRTUAL_DEPTH}

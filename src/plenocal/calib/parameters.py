@@ -16,6 +16,7 @@ name                meaning                                    unit
 ``tx_mm ty_mm``     MLA translation (lens (0,0) frame origin)  mm
 ``D_mm``            main lens–MLA distance D (t_z = −D)        mm
 ``exit_pupil_mm``   exit pupil e behind H′ (optional, see below) mm
+``z1 z2``           depth distortion Z1, Z2 (optional, see below) mm⁻¹, mm⁻³
 ``pitch_mm``        MLA pitch Δ_C (or ``pitch0_mm pitch1_mm``)  mm
 ``f1_mm … fI_mm``   micro-lens focal lengths (paper i = 1..I)   mm
 ==================  =========================================  ==========================
@@ -24,6 +25,10 @@ name                meaning                                    unit
 exit pupil e behind its rear principal plane: the micro-image centres are projected from it
 (:func:`~plenocal.model.projection.micro_image_centres`) and λ = (D − e)/(D + d − e). Without it
 e is held at the template's value (0: the paper).
+
+``z1``, ``z2`` (beyond the paper; ``ParameterLayout(depth_distortion=True)``) move every virtual
+point along the axis by Z1·r′² + Z2·r′⁴ (:class:`~plenocal.model.camera.Distortion`): a real main
+lens's curved field. Without them they are held at the template's values (0).
 
 The sensor distance D + d is parametrised by d rather than by D + d: D and D + d are
 correlated to 1 − 1e-6 and the (D, d) pair keeps the normal equations well conditioned; the
@@ -94,6 +99,8 @@ _SCALES: dict[str, float] = {
     "ty_mm": 1e-3,
     "D_mm": 0.1,
     "exit_pupil_mm": 0.1,
+    "z1": 1e-4,
+    "z2": 1e-6,
     "pitch": 1e-5,
     "f": 1e-3,
     "r": 1e-3,
@@ -117,7 +124,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "D": ("D_mm",),
     "mla_pose": ("theta_x_rad", "theta_y_rad", "theta_z_rad", "tx_mm", "ty_mm", "D_mm"),
 }
-_OPTIONAL_GROUPS: dict[str, tuple[str, ...]] = {"exit_pupil": ("exit_pupil_mm",)}
+_OPTIONAL_GROUPS: dict[str, tuple[str, ...]] = {"exit_pupil": ("exit_pupil_mm",), "depth_distortion": ("z1", "z2")}
 
 # Parameters whose change moves the micro-image centres (MIC residuals, paper §5.2).
 MIC_PARAMETERS = frozenset(
@@ -154,6 +161,9 @@ class ParameterLayout:
     exit_pupil : bool
         Optimise the exit pupil's distance e behind H′ (``exit_pupil_mm``); otherwise it is held at
         the template's value.
+    depth_distortion : bool
+        Optimise the depth distortion Z1, Z2 (``z1``, ``z2``); otherwise they are held at the
+        template's values.
     """
 
     template: PlenopticCamera
@@ -161,6 +171,7 @@ class ParameterLayout:
     two_pitches: bool = False
     frozen: frozenset[str] = frozenset()
     exit_pupil: bool = False
+    depth_distortion: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "frames", tuple(int(f) for f in self.frames))
@@ -182,7 +193,8 @@ class ParameterLayout:
         pitch = ("pitch0_mm", "pitch1_mm") if self.two_pitches else ("pitch_mm",)
         focal = tuple(f"f{i + 1}_mm" for i in range(self.n_types))
         pupil = ("exit_pupil_mm",) if self.exit_pupil else ()
-        return _BASE_INTRINSICS + pupil + pitch + focal
+        depth = ("z1", "z2") if self.depth_distortion else ()
+        return _BASE_INTRINSICS + pupil + depth + pitch + focal
 
     @property
     def n_intrinsics(self) -> int:
@@ -205,8 +217,11 @@ class ParameterLayout:
     @property
     def groups(self) -> dict[str, tuple[str, ...]]:
         g = dict(_GROUPS)
-        if self.exit_pupil:
-            g.update(_OPTIONAL_GROUPS)
+        for flag, group in ((self.exit_pupil, "exit_pupil"), (self.depth_distortion, "depth_distortion")):
+            if flag:
+                g[group] = _OPTIONAL_GROUPS[group]
+        if self.depth_distortion:
+            g["distortion"] = (*g["distortion"], "z1", "z2")
         g["pitch"] = ("pitch0_mm", "pitch1_mm") if self.two_pitches else ("pitch_mm",)
         g["focal_lengths"] = tuple(f"f{i + 1}_mm" for i in range(self.n_types))
         g["intrinsics"] = self.intrinsic_names
@@ -266,6 +281,7 @@ class ParameterLayout:
             th[0], th[1], th[2],
             tx, ty, camera.D_mm,
             *([camera.main_lens.exit_pupil_mm] if self.exit_pupil else []),
+            *([dist.z1, dist.z2] if self.depth_distortion else []),
             *pitch,
             *mla.focal_lengths_mm,
         ]
@@ -307,7 +323,8 @@ class ParameterLayout:
         )
         return PlenopticCamera(
             main_lens=MainLens(v["F_mm"], t.main_lens.f_number, v.get("exit_pupil_mm", t.main_lens.exit_pupil_mm)),
-            distortion=Distortion(v["q1"], v["q2"], v["q3"], v["p1"], v["p2"]),
+            distortion=Distortion(v["q1"], v["q2"], v["q3"], v["p1"], v["p2"],
+                                  v.get("z1", t.distortion.z1), v.get("z2", t.distortion.z2)),
             mla=mla,
             sensor=sensor,
             mia=t.grid,

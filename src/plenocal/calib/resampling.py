@@ -79,7 +79,8 @@ def without_frame(res: Residuals, x: FloatArray, active: FloatArray, i: int) -> 
     f = lay.frames[i]
     keep = res.bap.frame != f
     lay_f = ParameterLayout(lay.template, tuple(fr for fr in lay.frames if fr != f), two_pitches=lay.two_pitches,
-                            frozen=lay.frozen, exit_pupil=lay.exit_pupil)
+                            frozen=lay.frozen, exit_pupil=lay.exit_pupil,
+                            depth_distortion=lay.depth_distortion)
     res_f = Residuals(lay_f, res.bap.select(keep), res.mic, res.board, use_rho=res.use_rho,
                       pupil_vignetting=res.pupil_vignetting, pupil_radii=res.pupil_radii)
     n_int = lay.n_intrinsics

@@ -120,6 +120,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "micro-image centres are images of the exit-pupil centre (a real lens)")
     pupil.add_argument("--no-exit-pupil", dest="exit_pupil", action="store_false",
                        help="the aperture in the main-lens plane (the paper's thin lens): e held at the initial camera's")
+    depth = model.add_mutually_exclusive_group()
+    depth.add_argument("--depth-distortion", dest="depth_distortion", action="store_true", default=None,
+                       help="estimate the depth distortion Z1·r² + Z2·r⁴ of the virtual space (a real lens's curved field)")
+    depth.add_argument("--no-depth-distortion", dest="depth_distortion", action="store_false",
+                       help="no depth distortion (the paper's model): Z1, Z2 held at the initial camera's")
     model.add_argument("--legacy-model", action="store_true",
                        help="the paper's model: one pitch, the legacy ρ and the aperture in the lens plane "
                             "(reproduces the paper's R12-A numbers)")
@@ -325,10 +330,15 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
     if legacy and exit_pupil:
         raise UsageError("--legacy-model has the aperture in the lens plane: it cannot go with --exit-pupil")
     exit_pupil = (not legacy and CalibrationOptions.exit_pupil) if exit_pupil is None else exit_pupil
+    depth_distortion = getattr(args, "depth_distortion", None)
+    if legacy and depth_distortion:
+        raise UsageError("--legacy-model has no depth distortion: it cannot go with --depth-distortion")
+    depth_distortion = (not legacy and CalibrationOptions.depth_distortion) if depth_distortion is None else depth_distortion
     if camera is not None and freeze:
         template = as_pinhole(camera) if args.pinhole else camera
         try:
-            lay = ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze), exit_pupil=exit_pupil)
+            lay = ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze), exit_pupil=exit_pupil,
+                                  depth_distortion=depth_distortion)
         except ModelError as exc:
             raise UsageError(f"--freeze {args.freeze}: {exc}") from None
         if "poses" in freeze and not lay.free_mask.any():
@@ -337,7 +347,7 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
     if camera is not None and priors:
         template = as_pinhole(camera) if args.pinhole else camera
         check_priors(ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze),
-                                     exit_pupil=exit_pupil), priors)
+                                     exit_pupil=exit_pupil, depth_distortion=depth_distortion), priors)
     return CalibrationOptions(
         freeze=tuple(dict.fromkeys(freeze)),
         two_pitches=two_pitches,
@@ -349,6 +359,7 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
         pupil_vignetting=pupil_choice(args, positions)[0],
         priors=priors,
         exit_pupil=exit_pupil,
+        depth_distortion=depth_distortion,
     )
 
 

@@ -132,9 +132,14 @@ class MainLens:
 
 @dataclass(frozen=True)
 class Distortion:
-    """Brown–Conrady lateral distortion applied in the virtual space (paper eq:distortion).
+    """Distortion of the virtual space: Brown–Conrady lateral distortion (paper eq:distortion) and,
+    beyond the paper, a radial depth distortion.
 
-    Q1, Q2, Q3 in mm⁻², mm⁻⁴, mm⁻⁶; P1, P2 in mm⁻¹.
+    Q1, Q2, Q3 in mm⁻², mm⁻⁴, mm⁻⁶; P1, P2 in mm⁻¹. The depth distortion moves a virtual point
+    along the axis by Δz′ = Z1·r′² + Z2·r′⁴, r′² = x′² + y′² of the (undistorted) virtual point
+    (Z1 in mm⁻¹, Z2 in mm⁻³): a real main lens's curved field (its image of a plane bends towards
+    the lens off axis, Z1 > 0 in the camera frame whose z points to the scene), libpleno's
+    Heinze depth-distortion model with D0 = 0 (``docs/model.md``, "Field curvature").
     """
 
     q1: float = 0.0
@@ -142,6 +147,18 @@ class Distortion:
     q3: float = 0.0
     p1: float = 0.0
     p2: float = 0.0
+    z1: float = 0.0
+    z2: float = 0.0
+
+    def depth(self, x: FloatArray, y: FloatArray) -> FloatArray:
+        """Δz′ = Z1·r² + Z2·r⁴ of virtual points at lateral (x, y), mm."""
+        r2 = x * x + y * y
+        return self.z1 * r2 + self.z2 * r2 * r2
+
+    @property
+    def has_depth(self) -> bool:
+        """Whether the depth distortion is not zero."""
+        return self.z1 != 0.0 or self.z2 != 0.0
 
     def apply(self, x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Distorted (x_u, y_u) of virtual-space (x, y) in mm (paper eq:distortion)."""
@@ -162,6 +179,7 @@ class Distortion:
 
     @property
     def is_zero(self) -> bool:
+        """Whether the lateral (Brown–Conrady) distortion is zero (the depth terms are not looked at)."""
         return self.q1 == self.q2 == self.q3 == self.p1 == self.p2 == 0.0
 
 

@@ -85,7 +85,8 @@ project_mic = micro_image_centres
 def virtual_points(camera: PlenopticCamera, points_cam: ArrayLike) -> FloatArray:
     """Images of camera-frame points through the thin main lens, distorted (eq:distortion).
 
-    ``p' = −F/(z − F) · p`` (eq:thinlens) then Brown–Conrady on (x', y').
+    ``p' = −F/(z − F) · p`` (eq:thinlens) then Brown–Conrady on (x', y') and the depth distortion
+    Δz′ = Z1·r′² + Z2·r′⁴ on z′ (:class:`~plenocal.model.camera.Distortion`).
 
     Parameters
     ----------
@@ -99,8 +100,9 @@ def virtual_points(camera: PlenopticCamera, points_cam: ArrayLike) -> FloatArray
     F = camera.main_lens.focal_length_mm
     factor = -F / (p[..., 2] - F)
     x, y, z = p[..., 0] * factor, p[..., 1] * factor, p[..., 2] * factor
-    xu, yu = camera.distortion.apply(x, y)
-    return np.stack([xu, yu, z], axis=-1)
+    dist = camera.distortion
+    xu, yu = dist.apply(x, y)
+    return np.stack([xu, yu, z + dist.depth(x, y) if dist.has_depth else z], axis=-1)
 
 
 def depth_in_mla(camera: PlenopticCamera, virtual: FloatArray) -> FloatArray:
@@ -365,7 +367,7 @@ def back_project_bap(
     t = (a - depth_P) / (depth_C - depth_P)
     pu = P + t[..., None] * (C - P)
     x, y = camera.distortion.invert(pu[..., 0], pu[..., 1])
-    zp = pu[..., 2]
+    zp = pu[..., 2] - camera.distortion.depth(x, y)
     F = camera.main_lens.focal_length_mm
     # p' = −F/(z − F)·p  <=>  p = F/(z' + F)·p'  (thin lens inverse)
     factor = F / (zp + F)

@@ -159,6 +159,9 @@ def build_optics(camera: PlenopticCamera, f_number: float | None = None) -> Trac
     """
     if camera.n_types == 0:
         raise ModelError("the ray tracer needs micro-lens focal lengths (I >= 1), got I = 0")
+    if camera.distortion.has_depth:
+        raise ModelError("the thin-lens tracer does not render a depth distortion (distortion.z1, z2); "
+                         "render a curved field with the real-optics tracer (plenocal simulate --lens)")
     N = camera.main_lens.f_number if f_number is None else float(f_number)
     if not N > 0:
         raise ModelError(f"f-number must be > 0, got {f_number}")
