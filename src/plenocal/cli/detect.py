@@ -27,6 +27,7 @@ from plenocal import __version__
 from plenocal.calib.extrinsics import initial_extrinsics
 from plenocal.cli._args import bounded_int
 from plenocal.detect.pipeline import detect_frame
+from plenocal.detect.view import SceneView
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     per_frame: list[dict[str, Any]] = []
     t_all = time.perf_counter()
     overlays: list[tuple[int, np.ndarray, BapFeatures]] = []
+    views: dict[int, SceneView] = {}  # frame -> the scene through the barycentre pinhole, for linking
     with Progress(transient=True) as progress, ThreadPoolExecutor(max_workers=1) as reader:
         task = progress.add_task("detecting", total=len(frames))
         # The next image is read (PNG decoding releases the GIL) while this one is detected.
@@ -130,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator,
             )
             parts.append(det.features)
+            if det.view is not None:
+                views[entry.frame] = det.view
             per_frame.append(
                 {
                     "frame": entry.frame,
@@ -148,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"{dataset.folder}: no corners found in any checkerboard image; check the devignetting white and the f-numbers")
     # A correct linking reprojects the cluster barycentres to ~2 px; a wrong labelling of a
     # symmetric board to tens of px: reject above 10 % of the node spacing (not linked > wrong).
-    ext = initial_extrinsics(camera, bap, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION)
+    ext = initial_extrinsics(camera, bap, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
     linked = ext.bap if ext.bap is not None else bap
     keep = linked.node >= 0
     status = {r.frame: r for r in ext.frames}

@@ -24,6 +24,7 @@ from plenocal.detect.clusters import (
     virtual_depths,
 )
 from plenocal.detect.corners import CornerFit, chief_ray_corners, classify, devignette, locate_corners, refine_rendered
+from plenocal.detect.view import SceneView, scene_view
 from plenocal.model.camera import MicroImageGrid
 from plenocal.model.lattice import TypeLayout
 from plenocal.model.observations import BapFeatures
@@ -72,6 +73,8 @@ class FrameDetection:
     virtual_depth: NDArray[np.float64]
     """(K,) per cluster."""
     counts: dict[str, int] = field(default_factory=dict)
+    view: SceneView | None = None
+    """The scene as the barycentre pinhole sees it (:mod:`plenocal.detect.view`), for linking."""
 
 
 def detect_frame(
@@ -269,7 +272,7 @@ def detect_frame(
         cluster=labels[keep],
     )
     counts["features"] = n
-    return FrameDetection(feats, v_cluster, counts)
+    return FrameDetection(feats, v_cluster, counts, scene_view(dv, weight, pitch_px=grid.diameter_px))
 
 
 def unsettled_by_blur_change(
