@@ -20,7 +20,7 @@ from plenocal.calib.robust import robust_sigma
 from plenocal.detect.clusters import (
     blur_radii_px,
     cluster_observations,
-    plenoptic_point_fit,
+    plenoptic_point_fits,
     validate_clusters,
     virtual_depths,
 )
@@ -348,42 +348,57 @@ class MicroImages:
 
 
 def predicted_views(
-    a: float, K: NDArray[np.float64], v: float, *, micro: MicroImages, slack_px: float = 0.0
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Micro-images in which the virtual point ``p_j = a·c_j + K`` (a = λ(1 − 1/υ)) appears.
+    a: NDArray[np.float64], K: NDArray[np.float64], v: NDArray[np.float64], *, micro: MicroImages, slack_px: float = 0.0
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """Micro-images in which virtual points ``p_j = a·c_j + K`` (a = λ(1 − 1/υ)) appear.
 
-    Its chief-ray image is inside the micro-image's acceptance disc (usable radius −
+    A point's chief-ray image is inside the micro-image's acceptance disc (usable radius −
     :data:`BORDER_MARGIN_PX`) and, with pupil vignetting, its appearing (pupil-shifted) position
     within that disc + ``slack_px``. ``p_j − c_j = (a − 1)·(c_j − K/(1 − a))``: the micro-images
     lie within (largest usable radius)/|1 − a| of the fixed point K/(1 − a).
 
+    Parameters
+    ----------
+    a : (C,); K : (C, 2); v : (C,) virtual depths — one virtual point each.
+
     Returns
     -------
-    index : (n,) micro-image indices (into ``micro.centres``), ascending;
-    appear : (n, 2) where the corner appears in each, px.
+    owner : (n,) the point (index into ``a``) of each view, ascending;
+    index : (n,) its micro-image (into ``micro.centres``), ascending within a point;
+    appear : (n, 2) where the corner appears, px.
     """
     from plenocal.model.projection import pupil_shift_px
 
     centres, usable = micro.centres, micro.usable
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    K = np.asarray(K, dtype=np.float64).reshape(-1, 2)
+    v = np.asarray(v, dtype=np.float64).reshape(-1)
     one = 1.0 - a
-    empty = np.zeros(0, dtype=np.int64), np.zeros((0, 2))
-    if not (np.isfinite(one) and abs(one) > 1e-12 and np.all(np.isfinite(K))) or not len(micro.on_idx):
-        return empty
-    fixed = np.asarray(K, dtype=np.float64) / one
-    reach = micro.max_usable_px / abs(one)
+    ok = np.isfinite(one) & (np.abs(one) > 1e-12) & np.all(np.isfinite(K), axis=1) & np.isfinite(v)
+    z = np.zeros(0, dtype=np.int64)
+    if not np.any(ok) or not len(micro.on_idx):
+        return z, z, np.zeros((0, 2))
+    pts = np.flatnonzero(ok)
+    fixed = K[pts] / one[pts, None]
     diag = float(np.hypot(*micro.weight.shape))
-    if np.hypot(*(fixed - centres[micro.on_idx].mean(axis=0))) > reach + diag:
-        return empty
-    near = micro.on_idx[np.sort(np.asarray(micro.tree.query_ball_point(fixed, min(reach, 2.0 * diag)), dtype=np.int64))]
-    pred = a * centres[near] + K
+    reach = np.minimum(micro.max_usable_px / np.abs(one[pts]), 2.0 * diag)
+    lists = micro.tree.query_ball_point(fixed, reach)
+    n = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+    if not n.sum():
+        return z, z, np.zeros((0, 2))
+    owner = np.repeat(pts, n)
+    near = micro.on_idx[np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])]
+    order = np.lexsort((near, owner))
+    owner, near = owner[order], near[order]
+    pred = a[owner, None] * centres[near] + K[owner]
     inside = np.hypot(*(pred - centres[near]).T) <= usable[near] - BORDER_MARGIN_PX
-    near, pred = near[inside], pred[inside]
+    owner, near, pred = owner[inside], near[inside], pred[inside]
     if micro.vignetted and len(near):
-        rho = blur_radii_px(np.full(len(near), v), micro.types[near], micro.omega) + micro.blur_offset[near]
+        rho = blur_radii_px(v[owner], micro.types[near], micro.omega) + micro.blur_offset[near]
         pred = pupil_shift_px(pred, rho, centres[near], micro.radius_aperture_px[near], micro.radius_lens_px[near])
         reach_ok = np.hypot(*(pred - centres[near]).T) <= usable[near] - BORDER_MARGIN_PX + slack_px
-        near, pred = near[reach_ok], pred[reach_ok]
-    return near, pred
+        owner, near, pred = owner[reach_ok], near[reach_ok], pred[reach_ok]
+    return owner, near, pred
 
 
 def view_coverage(
@@ -406,18 +421,24 @@ def view_coverage(
     K = len(v_cluster)
     predicted = np.zeros(K, dtype=np.int64)
     found = np.zeros(K, dtype=np.int64)
+    on = labels >= 0
+    if not K or not np.any(on):
+        return predicted, found
+    a_fit, K_fit, _ = plenoptic_point_fits(chief, micro.centres[sel], labels)
+    a, Kc = np.full(K, np.nan), np.full((K, 2), np.nan)
+    a[: len(a_fit)], Kc[: len(a_fit)] = a_fit, K_fit
+    n_obs = np.bincount(labels[on], minlength=K)[:K]
+    a = np.where((n_obs >= 2) & np.isfinite(v_cluster), a, np.nan)
+    owner, near, appear = predicted_views(a, Kc, v_cluster, micro=micro)
     H, W = micro.weight.shape
-    for c in np.flatnonzero(np.isfinite(v_cluster)):  # over clusters (tens), not observations
-        members = np.flatnonzero(labels == c)
-        if len(members) < 2:
-            continue
-        a, Kc, _ = plenoptic_point_fit(chief[members], micro.centres[sel[members]])
-        near, appear = predicted_views(a, Kc, float(v_cluster[c]), micro=micro)
-        iu = np.clip(np.rint(appear[:, 0]).astype(np.int64), 0, W - 1)
-        iv = np.clip(np.rint(appear[:, 1]).astype(np.int64), 0, H - 1)
-        near = near[micro.weight[iv, iu] > 0.0]
-        predicted[c] = len(near)
-        found[c] = int(np.isin(sel[members], near).sum())
+    iu = np.clip(np.rint(appear[:, 0]).astype(np.int64), 0, W - 1)
+    iv = np.clip(np.rint(appear[:, 1]).astype(np.int64), 0, H - 1)
+    lit = micro.weight[iv, iu] > 0.0
+    owner, near = owner[lit], near[lit]
+    M = len(micro.centres)
+    held = np.isin(owner * M + near, labels[on].astype(np.int64) * M + sel[on])
+    predicted += np.bincount(owner, minlength=K)
+    found += np.bincount(owner[held], minlength=K)
     return predicted, found
 
 
@@ -476,31 +497,40 @@ def _guided(dv, weight, *, micro, sel, chief, angles, labels, v_cluster, rms_bou
     ``dv``, ``weight``: the devignetted image and its weights; ``micro``: the micro-images
     (:class:`MicroImages`); per detected corner: ``sel`` (micro-image), ``chief``, ``angles``,
     ``labels``; per cluster ``v_cluster``; ``rms_bound`` the frame's residual-outlier bound."""
-    taken = set(sel.tolist())
-    cand_idx, cand_pred, cand_ang, cand_lab = [], [], [], []
     centres = micro.centres
-    for c in np.unique(labels[labels >= 0]):  # one prediction per target corner
-        members = np.flatnonzero(labels == c)
-        if len(members) < 2 or not np.isfinite(v_cluster[c]):
-            continue
-        a, K, _ = plenoptic_point_fit(chief[members], centres[sel[members]])
-        # Where the corner appears: a fit is kept only within GUIDED_TOLERANCE_PX of this and
-        # BORDER_MARGIN_PX inside the usable disc, so a prediction farther out cannot pass
-        # (on PRISM frames, half the candidates: vignetting pushes corners outwards).
-        near, pred = predicted_views(a, K, float(v_cluster[c]), micro=micro, slack_px=GUIDED_TOLERANCE_PX)
-        fresh = np.array([j not in taken for j in near], dtype=bool)
-        near, pred = near[fresh], pred[fresh]
-        if not len(near):
-            continue
-        # Line angles of the most central member (least vignetted): the angles are defined
-        # modulo π, so they are not averaged.
-        ref = members[np.argmin(np.hypot(*(chief[members] - centres[sel[members]]).T))]
-        th = angles[ref]
-        cand_idx.append(near)
-        cand_pred.append(pred)
-        cand_ang.append(np.repeat(th[None], len(near), axis=0))
-        cand_lab.append(np.full(len(near), c))
-        taken.update(near.tolist())
+    K = len(v_cluster)
+    on = labels >= 0
+    z = np.zeros(0, dtype=np.int64)
+    if not K or not np.any(on):
+        return z, np.zeros((0, 2)), CornerFit.empty(), z
+    a, Kc, _ = plenoptic_point_fits(chief, centres[sel], labels)
+    n_obs = np.bincount(labels[on], minlength=K)[:K]
+    usable_cluster = (n_obs >= 2) & np.isfinite(v_cluster[:K])
+    a = np.where(usable_cluster[: len(a)], a, np.nan)
+    # Where the corner appears: a fit is kept only within GUIDED_TOLERANCE_PX of this and
+    # BORDER_MARGIN_PX inside the usable disc, so a prediction farther out cannot pass
+    # (on PRISM frames, half the candidates: vignetting pushes corners outwards).
+    owner, near, pred = predicted_views(a, Kc, v_cluster[: len(a)], micro=micro, slack_px=GUIDED_TOLERANCE_PX)
+    # Micro-images without a corner yet; one predicted by several clusters goes to the first.
+    fresh = ~np.isin(near, sel)
+    owner, near, pred = owner[fresh], near[fresh], pred[fresh]
+    by_image = np.lexsort((owner, near))
+    first = np.ones(len(near), dtype=bool)
+    first[by_image[1:]] = near[by_image[1:]] != near[by_image[:-1]]
+    owner, near, pred = owner[first], near[first], pred[first]
+    cand_idx, cand_pred, cand_ang, cand_lab = [], [], [], []
+    if len(owner):
+        # Line angles of each cluster's most central member (least vignetted): the angles are
+        # defined modulo π, so they are not averaged.
+        member = np.flatnonzero(on)
+        dist = np.hypot(*(chief[member] - centres[sel[member]]).T)
+        order = np.lexsort((dist, labels[member]))
+        lab_sorted = labels[member][order]
+        first_of = np.r_[True, lab_sorted[1:] != lab_sorted[:-1]]
+        ref = np.full(K, -1, dtype=np.int64)
+        ref[lab_sorted[first_of]] = member[order][first_of]
+        cand_idx, cand_pred = [near], [pred]
+        cand_ang, cand_lab = [angles[ref[owner]]], [owner]
     if not cand_idx:
         z = np.zeros(0, dtype=np.int64)
         return z, np.zeros((0, 2)), CornerFit.empty(), z

@@ -19,6 +19,8 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from plenocal.detect._kernels import weighted_block_means_kernel
+
 FloatArray = NDArray[np.float64]
 
 MIN_LIT_FRACTION = 0.25
@@ -64,8 +66,8 @@ class SceneView:
 def scene_view(devignetted: NDArray, weight: NDArray, *, pitch_px: float, min_lit_fraction: float = MIN_LIT_FRACTION) -> SceneView:
     """The :class:`SceneView` of one devignetted raw image.
 
-    Normalised convolution at the scale of the micro-image pitch: area-averaged to steps of
-    about half a pitch, then a Gaussian of σ = one pitch, of ``devignetted · weight`` divided by
+    Normalised convolution at the scale of the micro-image pitch: summed over blocks of about
+    half a pitch, then a Gaussian of σ = one pitch, of ``devignetted · weight`` divided by
     that of ``weight`` (the white's own light: dark gaps between micro-images and unlit pixels
     count for nothing).
 
@@ -76,13 +78,13 @@ def scene_view(devignetted: NDArray, weight: NDArray, *, pitch_px: float, min_li
     pitch_px : float
         Micro-image pitch.
     """
-    dv = np.asarray(devignetted, dtype=np.float32)
-    w = np.asarray(weight, dtype=np.float32)
+    dv = np.ascontiguousarray(devignetted)
+    w = np.ascontiguousarray(weight)
     H, W = dv.shape
     step = max(1, round(0.5 * pitch_px))
     h, wd = max(1, H // step), max(1, W // step)
-    num = cv2.resize(dv[: h * step, : wd * step] * w[: h * step, : wd * step], (wd, h), interpolation=cv2.INTER_AREA)
-    den = cv2.resize(w[: h * step, : wd * step], (wd, h), interpolation=cv2.INTER_AREA)
+    num, den = weighted_block_means_kernel(dv, w, int(step), int(min(h, H // step)), int(min(wd, W // step)))
+    num, den = num.astype(np.float32), den.astype(np.float32)
     sigma = max(pitch_px / step, 0.5)
     num = cv2.GaussianBlur(num, (0, 0), sigma)
     den = cv2.GaussianBlur(den, (0, 0), sigma)
