@@ -437,3 +437,57 @@ def test_180_degree_symmetric_view_with_the_image(camera, board):
     truth, uv = barycentres(camera, board, board_pose(board, z=500.0), seed=8)
     link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, board_pose(board, z=500.0)))
     assert "upright convention" in link.note
+
+
+@pytest.mark.parametrize("centre_x_mm", [100.0, 120.0, 140.0])
+def test_partial_views_of_a_long_board_are_decided_by_the_image(camera, centre_x_mm):
+    """6, 5 and 4 of a 9 × 5 board's columns in view (the rest beyond the image border): the
+    barycentres fit several placements equally; the image leaves the right one, and says the
+    image decided (plenocal detect then links the frame although it sees under 60 % of the
+    nodes)."""
+    board = Checkerboard(9, 5, 20.0)
+    pose = board_pose(board, z=550.0, tilt_deg=15.0, tilt_axis_deg=80.0, roll_deg=2.0, centre_xy=(centre_x_mm, 0.0))
+    uv_all = project_pinhole(camera, pose, board.node_points())
+    inside = (uv_all[:, 0] >= 0) & (uv_all[:, 0] < camera.sensor.width_px) & (uv_all[:, 1] >= 0) & (uv_all[:, 1] < camera.sensor.height_px)
+    truth, uv = barycentres(camera, board, pose, seed=3, drop=np.flatnonzero(~inside))
+    assert 20 <= len(truth) <= 30
+    assert not link_barycentres(camera, board, uv).ok
+    link = link_barycentres(camera, board, uv, view=BoardView(camera, board, pose, lit_board_x=(-1e9, -1e9)))
+    assert not link.ok and not link.image_decided  # no light, no decision
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert link.image_decided
+
+
+def test_an_unlit_view_decides_nothing(camera, board):
+    """A view with no light anywhere: linking is what the barycentres say, and the image is not
+    said to have decided."""
+    pose = board_pose(board, **POSES["tilted"])
+    truth, uv = barycentres(camera, board, pose, seed=3)
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose, lit_board_x=(1e9, 1e9)))
+    assert not link.image_decided and "printed extent" not in link.note
+
+
+def test_board_symmetric_nodes():
+    from plenocal.calib.extrinsics import board_symmetric_nodes
+
+    nodes = np.array([0, 1, 3, -1])
+    images = board_symmetric_nodes(nodes, columns=4, rows=2)
+    assert len(images) == 4
+    np.testing.assert_array_equal(images[0], nodes)
+    np.testing.assert_array_equal(images[1], [7, 6, 4, -1])  # 180°
+    np.testing.assert_array_equal(images[2], [3, 2, 0, -1])  # columns mirrored
+    assert len(board_symmetric_nodes(nodes, columns=3, rows=3)) == 8
+
+
+def test_a_turned_placement_running_out_of_the_image_leaves_the_image_undecided(camera):
+    """Closer (450 mm), the board's bottom ring is beyond the image: a placement turned by 90°
+    that runs the 9 columns down out of view explains the visible cells as well. The upright
+    convention still links the frame right, but the image is not said to have decided (so
+    plenocal detect keeps its 60 %-of-the-nodes rule for it)."""
+    board = Checkerboard(9, 5, 20.0)
+    pose = board_pose(board, z=450.0, tilt_deg=15.0, tilt_axis_deg=80.0, roll_deg=2.0, centre_xy=(100.0, 0.0))
+    uv_all = project_pinhole(camera, pose, board.node_points())
+    inside = (uv_all[:, 0] >= 0) & (uv_all[:, 0] < camera.sensor.width_px) & (uv_all[:, 1] >= 0) & (uv_all[:, 1] < camera.sensor.height_px)
+    truth, uv = barycentres(camera, board, pose, seed=3, drop=np.flatnonzero(~inside))
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert not link.image_decided and "88°" in link.note

@@ -103,3 +103,11 @@ def test_the_cut_board_is_ambiguous_without_the_image(detected):
     cam, out = detected
     ext = _link(cam, [out["cut"]], with_views=False)
     assert not ext.frames[0].ok and "ambiguous" in ext.frames[0].reason
+
+
+def test_frames_decided_by_the_image_need_fewer_nodes():
+    from plenocal.cli.detect import LINK_MIN_CLUSTERS, nodes_needed
+
+    assert nodes_needed(45, image_decided=False) == 27
+    assert nodes_needed(45, image_decided=True) == LINK_MIN_CLUSTERS == 6
+    assert nodes_needed(8, image_decided=False) == 6

@@ -76,9 +76,8 @@ MIN_IMAGE_LOG_LIKELIHOOD_RATIO = 10.0
 over the view's cells (:func:`plenocal.calib.linking.image_support`) exceeds the best one's by
 this log-likelihood ratio, ΔRSS / (2σ²), with σ² the best placement's residual variance per cell
 (odds e¹⁰ ≈ 2·10⁴ under Gaussian cell noise; misfit that is not noise only inflates σ²). On the
-real-optics r12-b and PRISM r12-b frames the right placement and its 180° turn tie at 0 and the
-nearest wrong one (a shifted board, one of whose edge lines or outer squares the image shows
-elsewhere) is at 25–3300 (median ≈ 200)."""
+real-optics r12-b frames (16) the right placement and its 180° turn tie at 0 and the nearest
+ruled-out one is at 165–4250 (median ≈ 1000), on PRISM r12-b (13) at 1800–8100."""
 
 VIEW_NOISE_FLOOR = 0.02
 """Smallest σ of a view cell for :data:`MIN_IMAGE_LOG_LIKELIHOOD_RATIO`, in units of the white
@@ -102,6 +101,8 @@ class FramePoseInit:
     n_clusters: int = 0
     note: str = ""
     """How the linking chose among labellings the barycentres fit equally (empty if unique)."""
+    image_decided: bool = False
+    """The image decided which part of the board the linked nodes are (:attr:`Linking.image_decided`)."""
 
 
 @dataclass
@@ -123,7 +124,7 @@ class ExtrinsicsInit:
             "n_initialised": len(self.poses),
             "frames": [
                 {"frame": f.frame, "ok": f.ok, "reason": f.reason, "note": f.note, "rmse_px": f.rmse_px,
-                 "n_points": f.n_points, "n_clusters": f.n_clusters}
+                 "n_points": f.n_points, "n_clusters": f.n_clusters, "image_decided": f.image_decided}
                 for f in self.frames
             ],
         }
@@ -217,10 +218,26 @@ class Linking:
     """Why the frame could not be linked (empty on success)."""
     note: str = ""
     """How a choice between labellings the barycentres fit equally was made (empty if unique)."""
+    image_decided: bool = False
+    """The image ruled out every placement but the chosen one and those that put the same
+    points on the same corners of the board turned or mirrored (:func:`board_symmetric_nodes`):
+    which part of the board is seen is the image's answer, not the barycentres' count."""
 
     @property
     def ok(self) -> bool:
         return not self.reason
+
+
+def board_symmetric_nodes(nodes: NDArray[np.int64], *, columns: int, rows: int) -> list[NDArray[np.int64]]:
+    """``nodes`` (−1 kept) under every symmetry of the board's corner grid: itself, turned by
+    180°, mirrored along each axis, and, for a square grid, the 90° turns and the diagonal mirrors
+    (the same corner positions: no observation can tell them apart from the corners alone)."""
+    n = np.asarray(nodes, dtype=np.int64)
+    row, col = np.divmod(np.clip(n, 0, None), columns)
+    maps = [(col, row), (columns - 1 - col, rows - 1 - row), (columns - 1 - col, row), (col, rows - 1 - row)]
+    if columns == rows:
+        maps += [(row, col), (rows - 1 - row, columns - 1 - col), (rows - 1 - row, col), (row, columns - 1 - col)]
+    return [np.where(n >= 0, r * columns + c, -1) for c, r in maps]
 
 
 def board_roll_deg(camera: PlenopticCamera, board: Checkerboard, pose: Pose, nodes: NDArray[np.integer]) -> float:
@@ -325,11 +342,13 @@ def link_barycentres(
     if len(nodes) == 0:
         return Linking(unlinked, reason=f"only {ij.shape[0]} barycentres on a lattice (need >= {min_linked_nodes} on the board)")
     notes: list[str] = []
+    image_ruled = False
     if view is not None:
         keep, image_note = image_plausible(lat, view, sym, off, columns=C, rows=R,
                                            min_log_likelihood_ratio=min_image_log_likelihood_ratio)
         nodes, sym, off = nodes[keep], sym[keep], off[keep]
         notes += [image_note] if image_note else []
+        image_ruled = bool(image_note)
     support = placement_support(
         lat, nodes, sym, off, columns=C, rows=R, image_size=(camera.sensor.width_px, camera.sensor.height_px),
         min_border_distance_fraction=min_border_distance_fraction,
@@ -368,7 +387,9 @@ def link_barycentres(
         notes.append(f"upright convention: node 0 top-left chosen among {len(survivors)} labellings fitting equally (|roll| {rolls})")
     node_of = unlinked.copy()
     node_of[idx] = nodes[best]
-    return Linking(node_of, pose, note="; ".join(notes))
+    same = board_symmetric_nodes(nodes[best], columns=C, rows=R)
+    decided = image_ruled and all(any(np.array_equal(nodes[p], g) for g in same) for p in range(len(nodes)))
+    return Linking(node_of, pose, note="; ".join(notes), image_decided=decided)
 
 
 def image_plausible(
@@ -444,6 +465,7 @@ def init_frame(
     uid, bary = cluster_barycentres(np.asarray(ids), u, v)
     n_cl = int(uid.size)
     note = ""
+    decided = False
     if n_cl < 4:
         return FramePoseInit(frame, False, f"only {n_cl} clusters (need >= 4)", n_clusters=n_cl), {}
     if linked:
@@ -456,7 +478,7 @@ def init_frame(
         link = link_barycentres(camera, board, bary, view=view)
         if not link.ok:
             return FramePoseInit(frame, False, link.reason, n_clusters=n_cl), {}
-        pose, node_of, note = link.pose, link.node, link.note
+        pose, node_of, note, decided = link.pose, link.node, link.note, link.image_decided
         ok = node_of >= 0
         mapping = {int(uid[i]): int(node_of[i]) for i in np.flatnonzero(ok)}
         pts_w, pts_i = board.node_points(node_of[ok]), bary[ok]
@@ -472,7 +494,7 @@ def init_frame(
             frame, False, f"barycentre reprojection RMSE {rmse:.2f} px > {max_rmse_fraction} × spacing {spacing:.1f} px",
             pose, rmse, len(pts_w), n_cl, note,
         ), {}
-    return FramePoseInit(frame, True, "", pose, rmse, len(pts_w), n_cl, note), mapping
+    return FramePoseInit(frame, True, "", pose, rmse, len(pts_w), n_cl, note, decided), mapping
 
 
 def initial_extrinsics(
@@ -625,6 +647,7 @@ __all__ = [
     "FramePoseInit",
     "Linking",
     "board_roll_deg",
+    "board_symmetric_nodes",
     "cluster_barycentres",
     "initial_extrinsics",
     "link_barycentres",

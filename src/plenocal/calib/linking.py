@@ -573,10 +573,14 @@ IMAGE_CELL_SAMPLES = 5
 MIN_VALID_CELL_FRACTION = 0.6
 """A cell counts where at least this fraction of its samples is in the image and lit."""
 
-IMAGE_GROUPS = 7
+IMAGE_RINGS = 3
+"""Rings of cells beyond the pattern that get levels of their own (farther cells join the last)."""
+
+IMAGE_GROUPS = 2 + 5 * IMAGE_RINGS
 """Groups of cells a placement predicts, each with its own level: checker squares of even and of
-odd lattice parity, the ring of cells beyond each of the pattern's four sides, and everything
-farther (ring corners included)."""
+odd lattice parity; beyond the pattern, each ring (one cell wide, 1 to :data:`IMAGE_RINGS`) of
+each of the four sides, and of the corner regions beyond two sides (a border, then the
+background, is uniform along a side, whatever their widths)."""
 
 
 def image_cells(lat: LatticeFit, view: ViewSampler, *, reach: int = IMAGE_CELL_REACH,
@@ -612,12 +616,13 @@ def image_support(
 ) -> FloatArray:
     """Residual sum of squares of the view's cells under each placement of the lattice.
 
-    A placement says which cells are the board's (columns + 1) × (rows + 1) checker squares,
-    which lie in the ring just beyond each of its four sides (the border, if any, or the
-    background) and which farther out. It predicts: checker squares alternate (one level for
-    each lattice parity of the cell, whichever colour the board's corner square is), each side's
-    ring is uniform (a border or a background does not alternate), and so is everything
-    farther. Each group's level is its mean: the residual is what the placement cannot explain.
+    A placement says which cells are the board's (columns + 1) × (rows + 1) checker squares
+    and how far beyond which of its sides the others lie. It predicts: checker squares
+    alternate (one level for each lattice parity of the cell, whichever colour the board's
+    corner square is); beyond the pattern, each ring of cells along a side is uniform (a border,
+    then the background, does not alternate along the side), as is each ring of the corner
+    regions (:data:`IMAGE_GROUPS`). Each group's level is its mean: the residual is what the
+    placement cannot explain.
     Placements differ where their patterns differ — the outer squares of a shifted board, a row
     of nodes beyond the observed ones — and there the image decides which edge of the board is
     seen.
@@ -648,13 +653,13 @@ def image_support(
         sel = np.flatnonzero(symmetry == s)
         col = m[None, :, 0] + offset[sel, 0, None]
         row = m[None, :, 1] + offset[sel, 1, None]
-        in_c, in_r = (col > -1) & (col < columns), (row > -1) & (row < rows)
-        g = np.full(col.shape, 6, dtype=np.int64)
-        g[in_r & (np.abs(col + 1.5) < 0.25)] = 2
-        g[in_r & (np.abs(col - columns - 0.5) < 0.25)] = 3
-        g[in_c & (np.abs(row + 1.5) < 0.25)] = 4
-        g[in_c & (np.abs(row - rows - 0.5) < 0.25)] = 5
-        g = np.where(in_c & in_r, parity[None, :], g)
+        # Rings beyond the pattern (cell centres at half-integers; the pattern spans −1 … n).
+        dc = np.where(col < -1, np.ceil(-1 - col), np.where(col > columns, np.ceil(col - columns), 0)).astype(np.int64)
+        dr = np.where(row < -1, np.ceil(-1 - row), np.where(row > rows, np.ceil(row - rows), 0)).astype(np.int64)
+        side = np.where(dr == 0, np.where(col < 0, 0, 1), np.where(dc == 0, np.where(row < 0, 2, 3), 4))
+        ring = np.minimum(np.maximum(dc, dr), IMAGE_RINGS) - 1
+        g = 2 + side * IMAGE_RINGS + ring
+        g = np.where((dc == 0) & (dr == 0), parity[None, :], g)
         group[sel] = g
     key = (np.arange(P)[:, None] * IMAGE_GROUPS + group).ravel()
     x = np.broadcast_to(values, (P, M)).ravel()

@@ -51,6 +51,15 @@ MAX_OVERLAYS = 10_000
 HELP = "detect BAP features (corners, clusters, virtual depth, blur radius) in the checkerboard images"
 
 
+def nodes_needed(n_nodes: int, *, image_decided: bool) -> int:
+    """Fewest linked nodes for a frame to be kept: :data:`LINK_MIN_CLUSTERS`, and
+    :data:`LINK_MIN_NODE_FRACTION` of the board's unless the image decided which part of the
+    board they are (:attr:`plenocal.calib.extrinsics.FramePoseInit.image_decided`)."""
+    if image_decided:
+        return LINK_MIN_CLUSTERS
+    return max(LINK_MIN_CLUSTERS, int(np.ceil(LINK_MIN_NODE_FRACTION * n_nodes)))
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("detect", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
     p.add_argument("dataset", type=Path, metavar="DATASET", help="plenocal dataset folder")
@@ -157,13 +166,15 @@ def run(args: argparse.Namespace) -> int:
     keep = linked.node >= 0
     status = {r.frame: r for r in ext.frames}
     # With few clusters a wrong labelling of a symmetric board fits as well as the right one
-    # (PnP has the freedom): do not link frames that see too few of the board's nodes.
-    min_clusters = max(LINK_MIN_CLUSTERS, int(np.ceil(LINK_MIN_NODE_FRACTION * board.n_nodes)))
+    # (PnP has the freedom): do not link frames that see too few of the board's nodes, unless
+    # the image decided which part of the board they are.
+    min_clusters = nodes_needed(board.n_nodes, image_decided=False)
     too_few: dict[int, int] = {}
     for frame in np.unique(linked.frame):
         rows = linked.frame == frame
         n_clusters = len(np.unique(linked.node[rows & keep]))
-        if n_clusters and n_clusters < min_clusters:
+        r = status.get(int(frame))
+        if n_clusters and n_clusters < nodes_needed(board.n_nodes, image_decided=r is not None and r.image_decided):
             too_few[int(frame)] = n_clusters
             keep &= ~rows
     for rec in per_frame:
@@ -172,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
         few = too_few.get(rec["frame"])
         rec["linking"] = {
             "ok": bool(r.ok) and few is None if r else False,
-            "reason": (f"only {few} linked clusters (need >= {min_clusters})" if few is not None else r.reason) if r else "no features",
+            "reason": (f"only {few} linked clusters (need >= {min_clusters} unless the image decides which part of the board they are)"
+                       if few is not None else r.reason) if r else "no features",
+            "image_decided": bool(r.image_decided) if r else False,
             "note": r.note if r else "",
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
             "linked_features": int((rows & keep).sum()),
