@@ -361,6 +361,20 @@ class BoardView:
         self.size = (camera.sensor.width_px, camera.sensor.height_px)
         self.noise, self.lit_x, self.rng = noise, lit_board_x, np.random.default_rng(seed)
 
+    def covers(self, uv):
+        """Where the board's plate (squares and border) is seen."""
+        x, y, lam = self._board_xy(uv)
+        s, C, Rw, b = self.board.square_mm, self.board.columns, self.board.rows, self.border
+        return (lam > 0) & (x >= -s - b) & (x < C * s + b) & (y >= -s - b) & (y < Rw * s + b)
+
+    def _board_xy(self, uv):
+        uv = np.asarray(uv, dtype=np.float64)
+        d = np.einsum("ij,...j->...i", self.Kinv, np.concatenate([uv, np.ones((*uv.shape[:-1], 1))], axis=-1))
+        R, t = self.pose.rotation, self.pose.translation
+        lam = (R[:, 2] @ t) / (d @ R[:, 2])
+        xw = np.einsum("ji,...j->...i", R, lam[..., None] * d - t)
+        return xw[..., 0], xw[..., 1], lam
+
     def sample(self, uv):
         uv = np.asarray(uv, dtype=np.float64)
         d = np.einsum("ij,...j->...i", self.Kinv, np.concatenate([uv, np.ones((*uv.shape[:-1], 1))], axis=-1))
@@ -491,3 +505,31 @@ def test_a_turned_placement_running_out_of_the_image_leaves_the_image_undecided(
     truth, uv = barycentres(camera, board, pose, seed=3, drop=np.flatnonzero(~inside))
     link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
     assert not link.image_decided and "88°" in link.note
+
+
+class TwoBoardView:
+    """Two boards in the scene: the nearer one's plate (squares and border) hides the other."""
+
+    def __init__(self, near: BoardView, far: BoardView):
+        self.near, self.far = near, far
+
+    def sample(self, uv):
+        a, b = self.near.sample(uv), self.far.sample(uv)
+        on_near = self.near.covers(uv)
+        return np.where(on_near, a, b)
+
+
+def test_a_second_board_in_view_is_left_unlinked(camera, board):
+    """A second, smaller board (5 × 4 nodes, 15 mm, turned by 25°, farther) beside the 8 × 5 one,
+    whose column 0 was not detected: its clusters are off the first board's lattice and stay
+    unlinked, and the image still decides which edge of the first board is seen."""
+    pose = board_pose(board, z=600.0, tilt_deg=10.0, roll_deg=3.0, centre_xy=(-40.0, 0.0))
+    other = Checkerboard(5, 4, 15.0)
+    pose2 = board_pose(other, z=750.0, tilt_deg=20.0, tilt_axis_deg=30.0, roll_deg=25.0, centre_xy=(150.0, 10.0))
+    truth, uv = barycentres(camera, board, pose, seed=21, drop=column(board, 0))
+    _, uv2 = barycentres(camera, other, pose2, seed=22)
+    inside2 = (uv2[:, 0] > 0) & (uv2[:, 0] < camera.sensor.width_px) & (uv2[:, 1] > 0) & (uv2[:, 1] < camera.sensor.height_px)
+    assert inside2.sum() >= 12  # the premise: the second board is in view
+    view = TwoBoardView(BoardView(camera, board, pose), BoardView(camera, other, pose2, border_mm=10.0, seed=1))
+    link = assert_links(camera, board, np.r_[truth, np.full(int(inside2.sum()), -1)], np.vstack([uv, uv2[inside2]]), view=view)
+    assert "printed extent" in link.note
