@@ -344,3 +344,192 @@ def test_initial_extrinsics_reports_unlinkable_frames(camera, board):
     for f, (truth, _) in frames.items():
         got = ext.bap.node[ext.bap.frame == f].reshape(-1, 5)[:, 0]
         np.testing.assert_array_equal(got, truth if f != 1 else -1)
+
+
+# --- the board's printed extent in the image -------------------------------------------------------
+
+
+class BoardView:
+    """The scene through the barycentre pinhole: the board's squares (black 0.05, white 1 relative
+    to the white), a white border ``border_mm`` wide, a black background, ``noise`` per sample;
+    NaN outside the image and where the board's x is outside ``lit_board_x`` (mm). Stands in for
+    :class:`plenocal.detect.view.SceneView`."""
+
+    def __init__(self, camera, board, pose, *, border_mm=20.0, noise=0.03, lit_board_x=None, seed=0):
+        self.Kinv = np.linalg.inv(pinhole_matrix(camera))
+        self.board, self.pose, self.border = board, pose, border_mm
+        self.size = (camera.sensor.width_px, camera.sensor.height_px)
+        self.noise, self.lit_x, self.rng = noise, lit_board_x, np.random.default_rng(seed)
+
+    def covers(self, uv):
+        """Where the board's plate (squares and border) is seen."""
+        x, y, lam = self._board_xy(uv)
+        s, C, Rw, b = self.board.square_mm, self.board.columns, self.board.rows, self.border
+        return (lam > 0) & (x >= -s - b) & (x < C * s + b) & (y >= -s - b) & (y < Rw * s + b)
+
+    def _board_xy(self, uv):
+        uv = np.asarray(uv, dtype=np.float64)
+        d = np.einsum("ij,...j->...i", self.Kinv, np.concatenate([uv, np.ones((*uv.shape[:-1], 1))], axis=-1))
+        R, t = self.pose.rotation, self.pose.translation
+        lam = (R[:, 2] @ t) / (d @ R[:, 2])
+        xw = np.einsum("ji,...j->...i", R, lam[..., None] * d - t)
+        return xw[..., 0], xw[..., 1], lam
+
+    def sample(self, uv):
+        uv = np.asarray(uv, dtype=np.float64)
+        d = np.einsum("ij,...j->...i", self.Kinv, np.concatenate([uv, np.ones((*uv.shape[:-1], 1))], axis=-1))
+        R, t = self.pose.rotation, self.pose.translation
+        lam = (R[:, 2] @ t) / (d @ R[:, 2])
+        xw = np.einsum("ji,...j->...i", R, lam[..., None] * d - t)
+        s, C, Rw = self.board.square_mm, self.board.columns, self.board.rows
+        x, y = xw[..., 0], xw[..., 1]
+        pattern = (x >= -s) & (x < C * s) & (y >= -s) & (y < Rw * s)
+        border = (x >= -s - self.border) & (x < C * s + self.border) & (y >= -s - self.border) & (y < Rw * s + self.border)
+        black = (np.floor(x / s) + np.floor(y / s)) % 2 == 0
+        val = np.where(pattern, np.where(black, 0.05, 1.0), np.where(border, 1.0, 0.0))
+        val = val + self.rng.normal(0.0, self.noise, val.shape)
+        W, H = self.size
+        out = (uv[..., 0] < 0) | (uv[..., 0] > W - 1) | (uv[..., 1] < 0) | (uv[..., 1] > H - 1) | (lam <= 0)
+        if self.lit_x is not None:
+            out |= (x < self.lit_x[0]) | (x > self.lit_x[1])
+        return np.where(out, np.nan, val)
+
+
+def test_missing_edge_column_in_view_is_decided_by_the_image(camera, board):
+    """Column 0 undetected although the whole board is in view: from the barycentres alone the
+    7 × 5 nodes fit columns 0–6 or 1–7; the image shows checker squares where column 0's squares
+    are and the border beyond them, so the nodes are columns 1–7."""
+    pose = board_pose(board, z=550.0, tilt_deg=20.0, roll_deg=5.0)
+    truth, uv = barycentres(camera, board, pose, seed=7, drop=column(board, 0))
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert "printed extent" in link.note
+
+
+def test_partial_board_cut_by_the_image_edge_is_decided_by_the_image(camera, board):
+    """Column 7 beyond the right image border (the barycentres of a board whose column 0 was
+    lost, shifted): the border and background left of column 0's squares decide."""
+    pose = cut_board_pose(board, 28.0)
+    truth, uv = barycentres(camera, board, pose, seed=6, drop=[*column(board, 7), 10, 27])
+    assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+
+
+def test_edge_column_lost_near_the_image_border_is_decided_by_the_image(camera, board):
+    """Column 0 lost inside the image while column 7 is near the right border: counting absent
+    edge lines takes it for the cut board one column off; the image does not."""
+    pose = cut_board_pose(board, 18.0)
+    truth, uv = barycentres(camera, board, pose, seed=15, drop=column(board, 0))
+    assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose, border_mm=0.0), absent_edge_lines_are_evidence=True)
+
+
+def test_spurious_clusters_where_the_pattern_meets_the_border_are_left_off(camera, board):
+    """A column lost at the board's edge and clusters on the lattice one step beyond the other
+    edges (the L-junctions where the outer squares meet the white border): the image puts the
+    pattern where it is and leaves them off the board."""
+    pose = board_pose(board, **POSES["tilted"])
+    truth, uv = barycentres(camera, board, pose, seed=10, drop=column(board, 7))
+    sq = board.square_mm
+    beyond = project_pinhole(camera, pose, np.array([[-sq, 2 * sq, 0.0], [3 * sq, -sq, 0.0], [5 * sq, 5 * sq, 0.0]]))
+    link = assert_links(camera, board, np.r_[truth, -1, -1, -1], np.vstack([uv, beyond]), view=BoardView(camera, board, pose))
+    assert np.all(link.node[-3:] == -1)
+
+
+def test_unseen_edge_stays_ambiguous_where_the_image_is_dark(camera, board):
+    """The same missing column 0, but the image is unlit beyond column 0's line and beyond the
+    squares right of column 7 (outside an image circle): the two placements differ only there,
+    the image cannot tell, and the frame is reported."""
+    pose = board_pose(board, z=550.0, tilt_deg=20.0, roll_deg=5.0)
+    _, uv = barycentres(camera, board, pose, seed=7, drop=column(board, 0))
+    sq = board.square_mm
+    link = link_barycentres(camera, board, uv, view=BoardView(camera, board, pose, lit_board_x=(0.0, board.columns * sq)))
+    assert not link.ok and "ambiguous" in link.reason and "2 offsets" in link.reason
+
+
+def test_180_degree_symmetric_view_with_the_image(camera, board):
+    """The image does not tell a board from its 180° turn when its pattern is the same both ways
+    round; the upright convention still decides, as without the image."""
+    truth, uv = barycentres(camera, board, board_pose(board, z=500.0), seed=8)
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, board_pose(board, z=500.0)))
+    assert "upright convention" in link.note
+
+
+@pytest.mark.parametrize("centre_x_mm", [100.0, 120.0, 140.0])
+def test_partial_views_of_a_long_board_are_decided_by_the_image(camera, centre_x_mm):
+    """6, 5 and 4 of a 9 × 5 board's columns in view (the rest beyond the image border): the
+    barycentres fit several placements equally; the image leaves the right one, and says the
+    image decided (plenocal detect then links the frame although it sees under 60 % of the
+    nodes)."""
+    board = Checkerboard(9, 5, 20.0)
+    pose = board_pose(board, z=550.0, tilt_deg=15.0, tilt_axis_deg=80.0, roll_deg=2.0, centre_xy=(centre_x_mm, 0.0))
+    uv_all = project_pinhole(camera, pose, board.node_points())
+    inside = (uv_all[:, 0] >= 0) & (uv_all[:, 0] < camera.sensor.width_px) & (uv_all[:, 1] >= 0) & (uv_all[:, 1] < camera.sensor.height_px)
+    truth, uv = barycentres(camera, board, pose, seed=3, drop=np.flatnonzero(~inside))
+    assert 20 <= len(truth) <= 30
+    assert not link_barycentres(camera, board, uv).ok
+    link = link_barycentres(camera, board, uv, view=BoardView(camera, board, pose, lit_board_x=(-1e9, -1e9)))
+    assert not link.ok and not link.image_decided  # no light, no decision
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert link.image_decided
+
+
+def test_an_unlit_view_decides_nothing(camera, board):
+    """A view with no light anywhere: linking is what the barycentres say, and the image is not
+    said to have decided."""
+    pose = board_pose(board, **POSES["tilted"])
+    truth, uv = barycentres(camera, board, pose, seed=3)
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose, lit_board_x=(1e9, 1e9)))
+    assert not link.image_decided and "printed extent" not in link.note
+
+
+def test_board_symmetric_nodes():
+    from plenocal.calib.extrinsics import board_symmetric_nodes
+
+    nodes = np.array([0, 1, 3, -1])
+    images = board_symmetric_nodes(nodes, columns=4, rows=2)
+    assert len(images) == 4
+    np.testing.assert_array_equal(images[0], nodes)
+    np.testing.assert_array_equal(images[1], [7, 6, 4, -1])  # 180°
+    np.testing.assert_array_equal(images[2], [3, 2, 0, -1])  # columns mirrored
+    assert len(board_symmetric_nodes(nodes, columns=3, rows=3)) == 8
+
+
+def test_a_turned_placement_running_out_of_the_image_leaves_the_image_undecided(camera):
+    """Closer (450 mm), the board's bottom ring is beyond the image: a placement turned by 90°
+    that runs the 9 columns down out of view explains the visible cells as well. The upright
+    convention still links the frame right, but the image is not said to have decided (so
+    plenocal detect keeps its 60 %-of-the-nodes rule for it)."""
+    board = Checkerboard(9, 5, 20.0)
+    pose = board_pose(board, z=450.0, tilt_deg=15.0, tilt_axis_deg=80.0, roll_deg=2.0, centre_xy=(100.0, 0.0))
+    uv_all = project_pinhole(camera, pose, board.node_points())
+    inside = (uv_all[:, 0] >= 0) & (uv_all[:, 0] < camera.sensor.width_px) & (uv_all[:, 1] >= 0) & (uv_all[:, 1] < camera.sensor.height_px)
+    truth, uv = barycentres(camera, board, pose, seed=3, drop=np.flatnonzero(~inside))
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert not link.image_decided and "88°" in link.note
+
+
+class TwoBoardView:
+    """Two boards in the scene: the nearer one's plate (squares and border) hides the other."""
+
+    def __init__(self, near: BoardView, far: BoardView):
+        self.near, self.far = near, far
+
+    def sample(self, uv):
+        a, b = self.near.sample(uv), self.far.sample(uv)
+        on_near = self.near.covers(uv)
+        return np.where(on_near, a, b)
+
+
+def test_a_second_board_in_view_is_left_unlinked(camera, board):
+    """A second, smaller board (5 × 4 nodes, 15 mm, turned by 25°, farther) beside the 8 × 5 one,
+    whose column 0 was not detected: its clusters are off the first board's lattice and stay
+    unlinked, and the image still decides which edge of the first board is seen."""
+    pose = board_pose(board, z=600.0, tilt_deg=10.0, roll_deg=3.0, centre_xy=(-40.0, 0.0))
+    other = Checkerboard(5, 4, 15.0)
+    pose2 = board_pose(other, z=750.0, tilt_deg=20.0, tilt_axis_deg=30.0, roll_deg=25.0, centre_xy=(150.0, 10.0))
+    truth, uv = barycentres(camera, board, pose, seed=21, drop=column(board, 0))
+    _, uv2 = barycentres(camera, other, pose2, seed=22)
+    inside2 = (uv2[:, 0] > 0) & (uv2[:, 0] < camera.sensor.width_px) & (uv2[:, 1] > 0) & (uv2[:, 1] < camera.sensor.height_px)
+    assert inside2.sum() >= 12  # the premise: the second board is in view
+    view = TwoBoardView(BoardView(camera, board, pose), BoardView(camera, other, pose2, border_mm=10.0, seed=1))
+    link = assert_links(camera, board, np.r_[truth, np.full(int(inside2.sum()), -1)], np.vstack([uv, uv2[inside2]]), view=view)
+    assert "printed extent" in link.note

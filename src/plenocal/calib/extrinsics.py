@@ -11,13 +11,14 @@ Per frame:
 2. linking, when node ids are unknown (:func:`link_barycentres`; no barycentre is assumed to be a
    board corner, so partial boards, missing nodes and spurious clusters are fine): integer
    lattice coordinates of the barycentres (:mod:`plenocal.calib.linking`), then every placement
-   of them in the board (8 lattice symmetries × offsets); the placements that best explain
-   which nodes were seen and put the board in front of the camera, facing it, remain. The
-   barycentres cannot tell a 180° (square boards: 90°) in-plane rotation of the labels, nor a
-   shift of a partial board, from the truth: the rotation is decided by the datasets'
-   convention (node 0 top-left in the image, when one labelling is clearly the most upright)
-   and said in the report's ``note``; anything else is reported as ambiguous and the frame is
-   not linked;
+   of them in the board (8 lattice symmetries × offsets); with the frame's scene view, those
+   the image rules out (the board's printed extent is elsewhere) go; the placements that best
+   explain which nodes were seen and put the board in front of the camera, facing it, remain.
+   The barycentres cannot tell a 180° (square boards: 90°) in-plane rotation of the labels, nor
+   a shift of a partial board, from the truth; the image tells the shift where the board's
+   edge is in view: the rotation is decided by the datasets' convention (node 0 top-left in
+   the image, when one labelling is clearly the most upright) and said in the report's
+   ``note``; anything else is reported as ambiguous and the frame is not linked;
 3. PnP (OpenCV SQPnP, then Levenberg–Marquardt refinement) over all linked barycentres;
 4. a check: finite pose, board in front of the camera, reprojection RMSE below
    ``max_rmse_fraction`` × the inter-node spacing. Frames that fail are reported and skipped.
@@ -25,6 +26,7 @@ Per frame:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import cv2
@@ -32,11 +34,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.calib.linking import (
+    IMAGE_GROUPS,
     MAX_GAP_SITES,
     MAX_SITE_DISTANCE_FRACTION,
     MIN_BORDER_DISTANCE_FRACTION,
     SYMMETRIES,
+    ViewSampler,
     board_placements,
+    image_cells,
+    image_support,
     lattice_coordinates,
     placement_support,
 )
@@ -65,6 +71,23 @@ smaller than every alternative's by at least this much (0°/180°: rolls up to 6
 alternatives of square views: up to 15°)."""
 
 
+MIN_IMAGE_LOG_LIKELIHOOD_RATIO = 10.0
+"""A placement of the observed lattice is ruled out by the image when its residual sum of squares
+over the view's cells (:func:`plenocal.calib.linking.image_support`) exceeds the best one's by
+this log-likelihood ratio, ΔRSS / (2σ²), with σ² the best placement's residual variance per cell
+(odds e¹⁰ ≈ 2·10⁴ under Gaussian cell noise; misfit that is not noise only inflates σ²). On the
+real-optics r12-b frames (16) the right placement and its 180° turn tie at 0 and the nearest
+ruled-out one is at 165–4250 (median ≈ 1000), on PRISM r12-b (13) at 1800–8100."""
+
+VIEW_NOISE_FLOOR = 0.02
+"""Smallest σ of a view cell for :data:`MIN_IMAGE_LOG_LIKELIHOOD_RATIO`, in units of the white
+(noise-free renders fit to 0.001, which would turn any small misfit into certainty)."""
+
+MIN_IMAGE_CELLS = 12
+"""Fewest view cells for the image to take part in the choice (a level per group of
+:data:`plenocal.calib.linking.IMAGE_GROUPS` leaves too few otherwise)."""
+
+
 @dataclass(frozen=True)
 class FramePoseInit:
     """Outcome of one frame's initialisation."""
@@ -78,6 +101,8 @@ class FramePoseInit:
     n_clusters: int = 0
     note: str = ""
     """How the linking chose among labellings the barycentres fit equally (empty if unique)."""
+    image_decided: bool = False
+    """The image decided which part of the board the linked nodes are (:attr:`Linking.image_decided`)."""
 
 
 @dataclass
@@ -99,7 +124,7 @@ class ExtrinsicsInit:
             "n_initialised": len(self.poses),
             "frames": [
                 {"frame": f.frame, "ok": f.ok, "reason": f.reason, "note": f.note, "rmse_px": f.rmse_px,
-                 "n_points": f.n_points, "n_clusters": f.n_clusters}
+                 "n_points": f.n_points, "n_clusters": f.n_clusters, "image_decided": f.image_decided}
                 for f in self.frames
             ],
         }
@@ -193,10 +218,26 @@ class Linking:
     """Why the frame could not be linked (empty on success)."""
     note: str = ""
     """How a choice between labellings the barycentres fit equally was made (empty if unique)."""
+    image_decided: bool = False
+    """The image ruled out every placement but the chosen one and those that put the same
+    points on the same corners of the board turned or mirrored (:func:`board_symmetric_nodes`):
+    which part of the board is seen is the image's answer, not the barycentres' count."""
 
     @property
     def ok(self) -> bool:
         return not self.reason
+
+
+def board_symmetric_nodes(nodes: NDArray[np.int64], *, columns: int, rows: int) -> list[NDArray[np.int64]]:
+    """``nodes`` (−1 kept) under every symmetry of the board's corner grid: itself, turned by
+    180°, mirrored along each axis, and, for a square grid, the 90° turns and the diagonal mirrors
+    (the same corner positions: no observation can tell them apart from the corners alone)."""
+    n = np.asarray(nodes, dtype=np.int64)
+    row, col = np.divmod(np.clip(n, 0, None), columns)
+    maps = [(col, row), (columns - 1 - col, rows - 1 - row), (columns - 1 - col, row), (col, rows - 1 - row)]
+    if columns == rows:
+        maps += [(row, col), (rows - 1 - row, columns - 1 - col), (rows - 1 - row, col), (row, columns - 1 - col)]
+    return [np.where(n >= 0, r * columns + c, -1) for c, r in maps]
 
 
 def board_roll_deg(camera: PlenopticCamera, board: Checkerboard, pose: Pose, nodes: NDArray[np.integer]) -> float:
@@ -223,12 +264,22 @@ def link_barycentres(
     min_support_margin: int = MIN_SUPPORT_MARGIN,
     absent_edge_lines_are_evidence: bool = False,
     min_upright_roll_gap_deg: float = MIN_UPRIGHT_ROLL_GAP_DEG,
+    view: ViewSampler | None = None,
+    min_image_log_likelihood_ratio: float = MIN_IMAGE_LOG_LIKELIHOOD_RATIO,
 ) -> Linking:
     """Node ids of one frame's cluster barycentres, without assuming any is a board corner.
 
     1. Integer lattice coordinates (:func:`plenocal.calib.linking.lattice_coordinates`);
        barycentres off the lattice stay unlinked.
     2. Every placement of them in the board (:func:`plenocal.calib.linking.board_placements`).
+       With the frame's ``view`` (the scene through the barycentre pinhole,
+       :mod:`plenocal.detect.view`), only the placements the image cannot rule out remain: each
+       predicts which cells around the observed nodes are checker squares (alternating), the
+       border or the background beyond each side (uniform), and those whose residual exceeds
+       the best one's by ``min_image_log_likelihood_ratio`` go
+       (:func:`plenocal.calib.linking.image_support`): the printed extent of the board decides
+       which edge of a partial view is unseen, and spurious clusters just beyond the board
+       (where the pattern meets the border) are left off it.
     3. Keep those that agree best with the observations, within ``min_support_margin``
        (:func:`plenocal.calib.linking.placement_support`: barycentres linked − barycentres left
        off the board − board nodes without a barycentre although in view, inside the bounding
@@ -267,6 +318,10 @@ def link_barycentres(
         line inside the image when its other edge is at the image border.
     min_upright_roll_gap_deg : float
         See :data:`MIN_UPRIGHT_ROLL_GAP_DEG`.
+    view : ViewSampler, optional
+        The frame's :class:`plenocal.detect.view.SceneView` (step 2).
+    min_image_log_likelihood_ratio : float
+        See :data:`MIN_IMAGE_LOG_LIKELIHOOD_RATIO`.
 
     Returns
     -------
@@ -286,6 +341,14 @@ def link_barycentres(
     nodes, sym, off = board_placements(ij, columns=C, rows=R, min_linked=min_linked_nodes)
     if len(nodes) == 0:
         return Linking(unlinked, reason=f"only {ij.shape[0]} barycentres on a lattice (need >= {min_linked_nodes} on the board)")
+    notes: list[str] = []
+    image_ruled = False
+    if view is not None:
+        keep, image_note = image_plausible(lat, view, sym, off, columns=C, rows=R,
+                                           min_log_likelihood_ratio=min_image_log_likelihood_ratio)
+        nodes, sym, off = nodes[keep], sym[keep], off[keep]
+        notes += [image_note] if image_note else []
+        image_ruled = bool(image_note)
     support = placement_support(
         lat, nodes, sym, off, columns=C, rows=R, image_size=(camera.sensor.width_px, camera.sensor.height_px),
         min_border_distance_fraction=min_border_distance_fraction,
@@ -307,7 +370,7 @@ def link_barycentres(
     survivors.sort(key=lambda s: s[0])
     roll, best, pose = survivors[0]
     w, h = np.ptp(ij @ SYMMETRIES[sym[best]].T, axis=0) + 1  # observed extent, as the board's columns × rows
-    notes = [f"{n_rejected} labellings linking as many rejected: they leave nodes in view undetected"] if n_rejected else []
+    notes += [f"{n_rejected} labellings linking as many rejected: they leave nodes in view undetected"] if n_rejected else []
     if len(survivors) > 1:
         rolls = ", ".join(f"{s[0]:.0f}°" for s in survivors)
         if survivors[1][0] - roll < min_upright_roll_gap_deg:
@@ -324,7 +387,52 @@ def link_barycentres(
         notes.append(f"upright convention: node 0 top-left chosen among {len(survivors)} labellings fitting equally (|roll| {rolls})")
     node_of = unlinked.copy()
     node_of[idx] = nodes[best]
-    return Linking(node_of, pose, note="; ".join(notes))
+    same = board_symmetric_nodes(nodes[best], columns=C, rows=R)
+    decided = image_ruled and all(any(np.array_equal(nodes[p], g) for g in same) for p in range(len(nodes)))
+    return Linking(node_of, pose, note="; ".join(notes), image_decided=decided)
+
+
+def image_plausible(
+    lat, view: ViewSampler, symmetry: NDArray[np.int64], offset: NDArray[np.int64], *, columns: int, rows: int,
+    min_log_likelihood_ratio: float = MIN_IMAGE_LOG_LIKELIHOOD_RATIO, noise_floor: float = VIEW_NOISE_FLOOR,
+    min_cells: int = MIN_IMAGE_CELLS,
+) -> tuple[NDArray[np.bool_], str]:
+    """Placements the view does not rule out, and a note saying what the image decided.
+
+    Parameters
+    ----------
+    lat : LatticeFit
+    view : ViewSampler
+    symmetry, offset
+        Placements (:func:`plenocal.calib.linking.board_placements`).
+    columns, rows : int
+    min_log_likelihood_ratio : float
+        See :data:`MIN_IMAGE_LOG_LIKELIHOOD_RATIO`.
+    noise_floor : float
+        See :data:`VIEW_NOISE_FLOOR`.
+    min_cells : int
+        See :data:`MIN_IMAGE_CELLS`.
+
+    Returns
+    -------
+    keep : ndarray of bool, shape (P,)
+    note : str
+        Empty when the image ruled nothing out.
+    """
+    keep = np.ones(len(symmetry), dtype=bool)
+    cells, values = image_cells(lat, view)
+    if len(cells) < min_cells or not len(symmetry):
+        return keep, ""
+    rss = image_support(lat, cells, values, symmetry, offset, columns=columns, rows=rows)
+    sigma2 = max(float(rss.min()) / max(len(cells) - IMAGE_GROUPS, 1), noise_floor**2)
+    llr = (rss - rss.min()) / (2.0 * sigma2)
+    keep = llr < min_log_likelihood_ratio
+    n_out = int((~keep).sum())
+    if not n_out:
+        return keep, ""
+    nearest = float(llr[~keep].min())
+    return keep, (f"the board's printed extent in the image rules out {n_out} of {len(keep)} placements "
+                  f"(log-likelihood ratio ≥ {nearest:.0f} over {len(cells)} cells)")
 
 
 def init_frame(
@@ -337,6 +445,7 @@ def init_frame(
     frame: int,
     linked: bool,
     max_rmse_fraction: float = 0.25,
+    view: ViewSampler | None = None,
 ) -> tuple[FramePoseInit, dict[int, int]]:
     """Initialise one frame's pose from its features.
 
@@ -344,6 +453,8 @@ def init_frame(
     ----------
     ids : ndarray of int, shape (N,)
         Node ids (``linked=True``) or detector cluster ids of the frame's features.
+    view : ViewSampler, optional
+        The frame's scene view, for linking (:func:`link_barycentres`).
 
     Returns
     -------
@@ -354,6 +465,7 @@ def init_frame(
     uid, bary = cluster_barycentres(np.asarray(ids), u, v)
     n_cl = int(uid.size)
     note = ""
+    decided = False
     if n_cl < 4:
         return FramePoseInit(frame, False, f"only {n_cl} clusters (need >= 4)", n_clusters=n_cl), {}
     if linked:
@@ -363,10 +475,10 @@ def init_frame(
         mapping = {int(i): int(i) for i in nodes}
         pts_w, pts_i = board.node_points(nodes), bary[valid]
     else:
-        link = link_barycentres(camera, board, bary)
+        link = link_barycentres(camera, board, bary, view=view)
         if not link.ok:
             return FramePoseInit(frame, False, link.reason, n_clusters=n_cl), {}
-        pose, node_of, note = link.pose, link.node, link.note
+        pose, node_of, note, decided = link.pose, link.node, link.note, link.image_decided
         ok = node_of >= 0
         mapping = {int(uid[i]): int(node_of[i]) for i in np.flatnonzero(ok)}
         pts_w, pts_i = board.node_points(node_of[ok]), bary[ok]
@@ -382,7 +494,7 @@ def init_frame(
             frame, False, f"barycentre reprojection RMSE {rmse:.2f} px > {max_rmse_fraction} × spacing {spacing:.1f} px",
             pose, rmse, len(pts_w), n_cl, note,
         ), {}
-    return FramePoseInit(frame, True, "", pose, rmse, len(pts_w), n_cl, note), mapping
+    return FramePoseInit(frame, True, "", pose, rmse, len(pts_w), n_cl, note, decided), mapping
 
 
 def initial_extrinsics(
@@ -391,12 +503,14 @@ def initial_extrinsics(
     board: Checkerboard,
     *,
     max_rmse_fraction: float = 0.25,
+    views: Mapping[int, ViewSampler] | None = None,
 ) -> ExtrinsicsInit:
     """Initial pose of every frame (paper §5.1), linking clusters to nodes when needed.
 
     Features whose ``node`` is set (>= 0) are used as linked; frames whose features carry only
-    ``cluster`` ids are linked here. Frames that cannot be initialised are reported in
-    ``frames`` (``ok=False`` with a reason) and left out of ``poses``.
+    ``cluster`` ids are linked here, with the frame's scene view from ``views`` when given
+    (:func:`link_barycentres`). Frames that cannot be initialised are reported in ``frames``
+    (``ok=False`` with a reason) and left out of ``poses``.
 
     Returns
     -------
@@ -411,7 +525,7 @@ def initial_extrinsics(
         ids = bap.node[rows] if linked else bap.cluster[rows]
         res, mapping = init_frame(
             camera, board, ids, bap.u[rows], bap.v[rows], frame=int(frame), linked=linked,
-            max_rmse_fraction=max_rmse_fraction,
+            max_rmse_fraction=max_rmse_fraction, view=None if views is None else views.get(int(frame)),
         )
         out.frames.append(res)
         if res.ok:
@@ -533,6 +647,7 @@ __all__ = [
     "FramePoseInit",
     "Linking",
     "board_roll_deg",
+    "board_symmetric_nodes",
     "cluster_barycentres",
     "initial_extrinsics",
     "link_barycentres",

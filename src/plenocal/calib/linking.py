@@ -16,7 +16,8 @@ board corner:
    board (points off the board are left unlinked).
 
 :func:`undetected_in_view` says which nodes a placement predicts in the image without a
-barycentre. Choosing among the placements needs the camera (image size, facing); see
+barycentre; :func:`image_support` scores placements against the image itself (the board's
+printed extent in a :class:`ViewSampler`, e.g. :class:`plenocal.detect.view.SceneView`). Choosing among the placements needs the camera (image size, facing); see
 :func:`plenocal.calib.extrinsics.link_barycentres`. Every distance threshold is a fraction of the
 local lattice step, from the homography fitted to the barycentres.
 """
@@ -24,6 +25,7 @@ local lattice step, from the homography fitted to the barycentres.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import cv2
 import numpy as np
@@ -553,6 +555,120 @@ def placement_support(
     return support
 
 
+class ViewSampler(Protocol):
+    """What :func:`image_support` reads the scene from (:class:`plenocal.detect.view.SceneView`)."""
+
+    def sample(self, uv: FloatArray) -> FloatArray:
+        """Intensity at image positions, shape (..., 2) -> (...); NaN where unknown."""
+        ...
+
+
+IMAGE_CELL_REACH = 3
+"""Cells of the observed lattice examined beyond its extent on every side: a placement that puts
+one undetected line of nodes there, its outer squares and the ring beyond them."""
+
+IMAGE_CELL_SAMPLES = 5
+"""Samples per cell side over the cell's central half (their median is the cell's value)."""
+
+MIN_VALID_CELL_FRACTION = 0.6
+"""A cell counts where at least this fraction of its samples is in the image and lit."""
+
+IMAGE_RINGS = 3
+"""Rings of cells beyond the pattern that get levels of their own (farther cells join the last)."""
+
+IMAGE_GROUPS = 2 + 5 * IMAGE_RINGS
+"""Groups of cells a placement predicts, each with its own level: checker squares of even and of
+odd lattice parity; beyond the pattern, each ring (one cell wide, 1 to :data:`IMAGE_RINGS`) of
+each of the four sides, and of the corner regions beyond two sides (a border, then the
+background, is uniform along a side, whatever their widths)."""
+
+
+def image_cells(lat: LatticeFit, view: ViewSampler, *, reach: int = IMAGE_CELL_REACH,
+                samples: int = IMAGE_CELL_SAMPLES, min_valid_fraction: float = MIN_VALID_CELL_FRACTION) -> tuple[IntArray, FloatArray]:
+    """Lattice cells around the observed nodes and their intensity in the view.
+
+    Cell (i, j) is the square between sites (i, j) and (i + 1, j + 1); its value is the median of
+    the view over ``samples`` × ``samples`` points of its central half, mapped by the lattice
+    homography.
+
+    Returns
+    -------
+    cells : ndarray of int, shape (M, 2)
+        (i, j) of the cells with a value.
+    values : ndarray, shape (M,)
+    """
+    ij = lat.ij[lat.on_lattice]
+    lo, hi = ij.min(axis=0) - reach, ij.max(axis=0) + reach - 1
+    gi, gj = np.meshgrid(np.arange(lo[0], hi[0] + 1), np.arange(lo[1], hi[1] + 1), indexing="ij")
+    cells = np.stack([gi.ravel(), gj.ravel()], axis=-1)
+    t = 0.25 + 0.5 * (np.arange(samples) + 0.5) / samples
+    off = np.stack(np.meshgrid(t, t, indexing="ij"), axis=-1).reshape(-1, 2)  # (S, 2) within a cell
+    pts = lat.sites_to_image(cells[:, None, :] + off[None])  # (M, S, 2)
+    vals = view.sample(pts)
+    ok = np.isfinite(vals)
+    keep = ok.mean(axis=1) >= min_valid_fraction
+    med = np.nanmedian(np.where(ok[keep], vals[keep], np.nan), axis=1) if np.any(keep) else np.zeros(0)
+    return cells[keep], med
+
+
+def image_support(
+    lat: LatticeFit, cells: IntArray, values: FloatArray, symmetry: IntArray, offset: IntArray, *, columns: int, rows: int
+) -> FloatArray:
+    """Residual sum of squares of the view's cells under each placement of the lattice.
+
+    A placement says which cells are the board's (columns + 1) × (rows + 1) checker squares
+    and how far beyond which of its sides the others lie. It predicts: checker squares
+    alternate (one level for each lattice parity of the cell, whichever colour the board's
+    corner square is); beyond the pattern, each ring of cells along a side is uniform (a border,
+    then the background, does not alternate along the side), as is each ring of the corner
+    regions (:data:`IMAGE_GROUPS`). Each group's level is its mean: the residual is what the
+    placement cannot explain.
+    Placements differ where their patterns differ — the outer squares of a shifted board, a row
+    of nodes beyond the observed ones — and there the image decides which edge of the board is
+    seen.
+
+    Parameters
+    ----------
+    lat : LatticeFit
+    cells, values
+        From :func:`image_cells`.
+    symmetry, offset
+        Placements (:func:`board_placements`).
+    columns, rows : int
+
+    Returns
+    -------
+    ndarray, shape (P,)
+        Residual sum of squares per placement (same cells, same number of levels for all).
+    """
+    ij = lat.ij[lat.on_lattice]
+    centres = cells.astype(np.float64) + 0.5
+    parity = (cells[:, 0] + cells[:, 1]) % 2
+    P, M = len(symmetry), len(cells)
+    group = np.empty((P, M), dtype=np.int64)
+    for s in np.unique(symmetry):  # the 8 symmetries; placements vectorised
+        T = SYMMETRIES[s]
+        m_min = (ij @ T.T).min(axis=0)
+        m = centres @ T.T - m_min  # (M, 2) board (column, row) of the cell centres, before the offset
+        sel = np.flatnonzero(symmetry == s)
+        col = m[None, :, 0] + offset[sel, 0, None]
+        row = m[None, :, 1] + offset[sel, 1, None]
+        # Rings beyond the pattern (cell centres at half-integers; the pattern spans −1 … n).
+        dc = np.where(col < -1, np.ceil(-1 - col), np.where(col > columns, np.ceil(col - columns), 0)).astype(np.int64)
+        dr = np.where(row < -1, np.ceil(-1 - row), np.where(row > rows, np.ceil(row - rows), 0)).astype(np.int64)
+        side = np.where(dr == 0, np.where(col < 0, 0, 1), np.where(dc == 0, np.where(row < 0, 2, 3), 4))
+        ring = np.minimum(np.maximum(dc, dr), IMAGE_RINGS) - 1
+        g = 2 + side * IMAGE_RINGS + ring
+        g = np.where((dc == 0) & (dr == 0), parity[None, :], g)
+        group[sel] = g
+    key = (np.arange(P)[:, None] * IMAGE_GROUPS + group).ravel()
+    x = np.broadcast_to(values, (P, M)).ravel()
+    n = np.bincount(key, minlength=P * IMAGE_GROUPS).reshape(P, IMAGE_GROUPS)
+    total = np.bincount(key, weights=x, minlength=P * IMAGE_GROUPS).reshape(P, IMAGE_GROUPS)
+    explained = np.sum(np.where(n > 0, total**2 / np.maximum(n, 1), 0.0), axis=1)
+    return float(np.sum(values**2)) - explained
+
+
 __all__ = [
     "MAX_GAP_SITES",
     "MAX_SITE_DISTANCE_FRACTION",
@@ -560,9 +676,12 @@ __all__ = [
     "MIN_BORDER_DISTANCE_FRACTION",
     "SYMMETRIES",
     "LatticeFit",
+    "ViewSampler",
     "apply_homography",
     "board_placements",
     "board_sites",
+    "image_cells",
+    "image_support",
     "lattice_coordinates",
     "placement_support",
     "site_steps",

@@ -27,6 +27,7 @@ from plenocal import __version__
 from plenocal.calib.extrinsics import initial_extrinsics
 from plenocal.cli._args import bounded_int
 from plenocal.detect.pipeline import detect_frame
+from plenocal.detect.view import SceneView
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
@@ -54,6 +55,15 @@ OUTPUTS = ("observations.npz", "detection.json", "overlays", "bap.csv", "mic.csv
 """What ``detect`` writes in its output folder (replaced as a whole)."""
 MAX_OVERLAYS = 10_000
 HELP = "detect BAP features (corners, clusters, virtual depth, blur radius) in the checkerboard images"
+
+
+def nodes_needed(n_nodes: int, *, image_decided: bool) -> int:
+    """Fewest linked nodes for a frame to be kept: :data:`LINK_MIN_CLUSTERS`, and
+    :data:`LINK_MIN_NODE_FRACTION` of the board's unless the image decided which part of the
+    board they are (:attr:`plenocal.calib.extrinsics.FramePoseInit.image_decided`)."""
+    if image_decided:
+        return LINK_MIN_CLUSTERS
+    return max(LINK_MIN_CLUSTERS, int(np.ceil(LINK_MIN_NODE_FRACTION * n_nodes)))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -122,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     per_frame: list[dict[str, Any]] = []
     t_all = time.perf_counter()
     overlays: list[tuple[int, np.ndarray, BapFeatures]] = []
+    views: dict[int, SceneView] = {}  # frame -> the scene through the barycentre pinhole, for linking
     with Progress(transient=True) as progress, ThreadPoolExecutor(max_workers=1) as reader:
         task = progress.add_task("detecting", total=len(frames))
         # The next image is read (PNG decoding releases the GIL) while this one is detected.
@@ -136,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator,
             )
             parts.append(det.features)
+            if det.view is not None:
+                views[entry.frame] = det.view
             per_frame.append(
                 {
                     "frame": entry.frame,
@@ -154,18 +167,20 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"{dataset.folder}: no corners found in any checkerboard image; check the devignetting white and the f-numbers")
     # A correct linking reprojects the cluster barycentres to ~2 px; a wrong labelling of a
     # symmetric board to tens of px: reject above 10 % of the node spacing (not linked > wrong).
-    ext = initial_extrinsics(camera, bap, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION)
+    ext = initial_extrinsics(camera, bap, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
     linked = ext.bap if ext.bap is not None else bap
     keep = linked.node >= 0
     status = {r.frame: r for r in ext.frames}
     # With few clusters a wrong labelling of a symmetric board fits as well as the right one
-    # (PnP has the freedom): do not link frames that see too few of the board's nodes.
-    min_clusters = max(LINK_MIN_CLUSTERS, int(np.ceil(LINK_MIN_NODE_FRACTION * board.n_nodes)))
+    # (PnP has the freedom): do not link frames that see too few of the board's nodes, unless
+    # the image decided which part of the board they are.
+    min_clusters = nodes_needed(board.n_nodes, image_decided=False)
     too_few: dict[int, int] = {}
     for frame in np.unique(linked.frame):
         rows = linked.frame == frame
         n_clusters = len(np.unique(linked.node[rows & keep]))
-        if n_clusters and n_clusters < min_clusters:
+        r = status.get(int(frame))
+        if n_clusters and n_clusters < nodes_needed(board.n_nodes, image_decided=r is not None and r.image_decided):
             too_few[int(frame)] = n_clusters
             keep &= ~rows
     for rec in per_frame:
@@ -174,7 +189,9 @@ def run(args: argparse.Namespace) -> int:
         few = too_few.get(rec["frame"])
         rec["linking"] = {
             "ok": bool(r.ok) and few is None if r else False,
-            "reason": (f"only {few} linked clusters (need >= {min_clusters})" if few is not None else r.reason) if r else "no features",
+            "reason": (f"only {few} linked clusters (need >= {min_clusters} unless the image decides which part of the board they are)"
+                       if few is not None else r.reason) if r else "no features",
+            "image_decided": bool(r.image_decided) if r else False,
             "note": r.note if r else "",
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
             "linked_features": int((rows & keep).sum()),

@@ -724,3 +724,23 @@ def pair_virtual_depth_medians(uv, mic, order, starts, counts, lambda_, min_base
         if m:
             out[g] = np.partition(buf[:m], m // 2)[m // 2]
     return out
+
+
+@nb.njit(parallel=True, cache=True)
+def weighted_block_means_kernel(image, weight, step, h, w):  # pragma: no cover - compiled
+    """Per ``step`` × ``step`` block (h × w blocks from the top-left), the sums of
+    ``image · weight`` and of ``weight``, in one pass; a block row per thread (deterministic)."""
+    num = np.zeros((h, w))
+    den = np.zeros((h, w))
+    for bi in nb.prange(h):
+        for y in range(bi * step, (bi + 1) * step):
+            for bj in range(w):
+                sn = 0.0
+                sd = 0.0
+                for x in range(bj * step, (bj + 1) * step):
+                    wt = weight[y, x]
+                    sn += image[y, x] * wt
+                    sd += wt
+                num[bi, bj] += sn
+                den[bi, bj] += sd
+    return num, den

@@ -4,8 +4,11 @@
   reference uses 2.2 micro-image radii (≈ 1.1 pitch, §6.5), which splits a corner's cluster as
   soon as one micro-image between two views misses it (views of one corner in neighbouring
   micro-images are (1 − 1/υ) pitches apart); clusters of different corners stay several pitches
-  apart at the paper's distances. Clusters too small to give a virtual depth, or whose size is an
-  outlier (the reference's interactive prompt, automated), are dropped and counted.
+  apart at the paper's distances. Clusters too small to give a virtual depth are dropped and
+  counted. (A cluster's size is no evidence by itself: it grows as υ², and where false fits
+  outnumber corners the median size is theirs; clusters that are not one corner are told by
+  their plenoptic fit and by the micro-images their own model predicts,
+  :func:`plenocal.detect.pipeline.screen_clusters`.)
 - Virtual depth per cluster from every pair of observations (eq:virtdepth):
   ``υ_ij = η·Δ_C / (η·Δ_C − Δp)`` with η = ‖c_i − c_j‖/Δc (micro-image grid nodes) and Δp the
   disparity, then the median over pairs.
@@ -38,14 +41,13 @@ class Clusters:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def cluster_observations(uv: FloatArray, pitch_px: float, *, size_outlier_factor: float = 4.0) -> Clusters:
+def cluster_observations(uv: FloatArray, pitch_px: float) -> Clusters:
     """DBSCAN of corner positions; each cluster should be one target corner.
 
     Parameters
     ----------
     uv : (N, 2) corner positions of one frame.
     pitch_px : micro-image pitch.
-    size_outlier_factor : clusters larger than this × the median size (merged corners) are dropped.
     """
     if len(uv) == 0:
         return Clusters(np.zeros(0, dtype=np.int64), {"clusters": 0})
@@ -53,16 +55,14 @@ def cluster_observations(uv: FloatArray, pitch_px: float, *, size_outlier_factor
     noise = int((labels < 0).sum())
     ids, sizes = np.unique(labels[labels >= 0], return_counts=True)
     small = ids[sizes < MIN_CLUSTER_SIZE]
-    med = float(np.median(sizes)) if len(sizes) else 0.0
-    big = ids[sizes > size_outlier_factor * max(med, 1.0)]
-    drop = np.isin(labels, np.concatenate([small, big]))
+    drop = np.isin(labels, small)
     labels = np.where(drop, -1, labels)
     # Renumber 0..K−1 in order of first appearance along v then u (deterministic).
-    keep_ids = np.setdiff1d(ids, np.concatenate([small, big]))
+    keep_ids = np.setdiff1d(ids, small)
     order = np.argsort([np.mean(uv[labels == i, 1]) * 1e5 + np.mean(uv[labels == i, 0]) for i in keep_ids]) if len(keep_ids) else []
     remap = {int(keep_ids[j]): n for n, j in enumerate(order)}
     labels = np.array([remap.get(int(x), -1) for x in labels], dtype=np.int64) if len(labels) else labels
-    return Clusters(labels, {"clusters": len(keep_ids), "noise": noise, "small": len(small), "oversized": len(big)})
+    return Clusters(labels, {"clusters": len(keep_ids), "noise": noise, "small": len(small)})
 
 
 def virtual_depths(

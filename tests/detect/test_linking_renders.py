@@ -1,0 +1,113 @@
+"""Detection and linking on plenocal's own renders of a board with a white border on a black
+background: complete, cut by the image border, and turned by 180° (small r12-a, 24 rays)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plenocal.calib.extrinsics import initial_extrinsics, project_pinhole
+from plenocal.detect.pipeline import detect_frame
+from plenocal.model.geometry import Pose, rodrigues
+from plenocal.model.target import Checkerboard
+from plenocal.model.white import internal_parameters
+from plenocal.sim.groundtruth import FeatureOracle
+from plenocal.sim.presets import preset
+from plenocal.sim.scene import CheckerboardPlate, Scene, WhiteDiffuser
+from plenocal.sim.tracer import render
+
+BOARD = Checkerboard(5, 4, 4.0, border_mm=4.0)
+
+
+def pose_at(centre_xy, *, z=330.0, tilt_deg=12.0, roll_deg=3.0) -> Pose:
+    """cam_from_world with the board's centre at (x, y, z) mm, tilted about x, rolled about z."""
+    R = rodrigues(np.radians(roll_deg) * np.array([0.0, 0.0, 1.0])) @ rodrigues(np.radians(tilt_deg) * np.array([1.0, 0.0, 0.0]))
+    centre = np.array([(BOARD.columns - 1) * BOARD.square_mm / 2, (BOARD.rows - 1) * BOARD.square_mm / 2, 0.0])
+    return Pose(R, np.array([*centre_xy, z]) - R @ centre)
+
+
+POSES = {
+    "complete": pose_at((0.5, 0.0)),
+    "cut": pose_at((8.5, 0.0)),  # the last column beyond the image border
+    "turned": pose_at((0.5, 0.0), roll_deg=183.0),
+}
+
+
+@pytest.fixture(scope="module")
+def detected():
+    cam = preset("r12-a", small=True).camera
+    omega = internal_parameters(cam)
+    N = 4.0
+    white = render(cam, WhiteDiffuser(), f_number=N, rays=24, seed=5, image_id=99)
+    oracle = FeatureOracle(cam)
+    out = {}
+    for i, (name, pose) in enumerate(POSES.items()):
+        img = render(cam, Scene((CheckerboardPlate(BOARD, pose),), background=0.0), f_number=N, rays=24, seed=5, image_id=i)
+        det = detect_frame(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types, frame=i)
+        out[name] = (i, pose, det, oracle.board_features(BOARD, pose, frame=i))
+    return cam, out
+
+
+def _cluster_truth(det, truth):
+    """True node of each detected cluster: the node of most of its features (−1 if none match)."""
+    key = {(int(k), int(l)): int(n) for k, l, n in zip(truth.k, truth.l, truth.node, strict=True)}
+    f = det.features
+    node = np.array([key.get((int(k), int(l)), -1) for k, l in zip(f.k, f.l, strict=True)])
+    out = {}
+    for c in np.unique(f.cluster):
+        n = node[f.cluster == c]
+        vals, cnt = np.unique(n, return_counts=True)
+        out[int(c)] = int(vals[np.argmax(cnt)])
+    return out
+
+
+def _link(cam, frames, *, with_views=True):
+    from plenocal.model.observations import BapFeatures
+
+    bap = BapFeatures.concatenate([d.features for _, _, d, _ in frames])
+    views = {i: d.view for i, _, d, _ in frames} if with_views else None
+    return initial_extrinsics(cam, bap, BOARD, max_rmse_fraction=0.1, views=views)
+
+
+def test_the_premises(detected):
+    cam, out = detected
+    _, pose, det, _ = out["cut"]
+    u = project_pinhole(cam, pose, BOARD.node_points())[:, 0]
+    last = np.arange(BOARD.rows) * BOARD.columns + BOARD.columns - 1
+    assert np.all((u[last] < 0) | (u[last] > cam.sensor.width_px - 1)), "the last column is out of view"
+    assert det.view is not None and np.isfinite(det.view.image).mean() > 0.9
+
+
+@pytest.mark.parametrize("name", sorted(POSES))
+def test_rendered_frames_link_with_the_right_node_ids(detected, name):
+    """Every cluster that is a board corner gets its node (the 180° turn relabelled by the upright
+    convention: node 0 top-left), none of a wrong one; the cut board is decided by the image."""
+    cam, out = detected
+    _i, _pose, det, truth = out[name]
+    ext = _link(cam, [out[name]])
+    rec = ext.frames[0]
+    assert rec.ok, rec.reason
+    assert ext.bap is not None
+    linked = dict(zip(ext.bap.cluster.tolist(), ext.bap.node.tolist(), strict=True))
+    true_of = _cluster_truth(det, truth)
+    if name == "turned":
+        true_of = {c: (BOARD.n_nodes - 1 - n if n >= 0 else -1) for c, n in true_of.items()}
+    wrong = [c for c, n in linked.items() if n >= 0 and n != true_of[c]]
+    assert not wrong
+    assert sum(n >= 0 for n in linked.values()) >= 0.8 * len({n for n in true_of.values() if n >= 0})
+    if name == "cut":
+        assert "printed extent" in rec.note
+
+
+def test_the_cut_board_is_ambiguous_without_the_image(detected):
+    cam, out = detected
+    ext = _link(cam, [out["cut"]], with_views=False)
+    assert not ext.frames[0].ok and "ambiguous" in ext.frames[0].reason
+
+
+def test_frames_decided_by_the_image_need_fewer_nodes():
+    from plenocal.cli.detect import LINK_MIN_CLUSTERS, nodes_needed
+
+    assert nodes_needed(45, image_decided=False) == 27
+    assert nodes_needed(45, image_decided=True) == LINK_MIN_CLUSTERS == 6
+    assert nodes_needed(8, image_decided=False) == 6
