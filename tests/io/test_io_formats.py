@@ -91,9 +91,9 @@ def test_camera_round_trip_is_exact(tmp_path: Path, r12a_camera, r12a_params):
 def test_camera_exit_pupil_round_trip_and_default(tmp_path: Path, r12a_camera):
     """``main_lens.exit_pupil_mm`` round-trips; a file without it (older files, the paper's lens)
     reads as 0."""
-    from plenocal.model.camera import MainLens
-
     import dataclasses
+
+    from plenocal.model.camera import MainLens
 
     cam = r12a_camera.replace(main_lens=MainLens(50.0, 4.0, -7.3),
                               distortion=dataclasses.replace(r12a_camera.distortion, z1=0.0034, z2=-1e-6))
