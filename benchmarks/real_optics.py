@@ -66,8 +66,10 @@ CASES: dict[str, dict[str, Any]] = {
 }
 MODELS = {
     "default": [],
-    "no-exit-pupil": ["--no-exit-pupil"],
-    "exit-pupil": ["--exit-pupil"],
+    "thin-lens": ["--no-exit-pupil", "--no-depth-distortion"],
+    "exit-pupil": ["--exit-pupil", "--no-depth-distortion"],
+    "depth-distortion": ["--no-exit-pupil", "--depth-distortion"],
+    "real-lens": ["--exit-pupil", "--depth-distortion"],
     "legacy": ["--legacy-model"],
 }
 FRAMES = "white,devignetting,calibration=10,evaluation=4,translation"
@@ -195,7 +197,7 @@ def main() -> int:
     ap.add_argument("--rays", type=int, default=16)
     ap.add_argument("--tilt-scale", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--models", default="default,no-exit-pupil")
+    ap.add_argument("--models", default="default,thin-lens,exit-pupil,depth-distortion,real-lens")
     ap.add_argument("--reuse", action="store_true")
     args = ap.parse_args()
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
