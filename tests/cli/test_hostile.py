@@ -571,7 +571,39 @@ def test_calibrate_single_frame(capfd, r12a_ds, tmp_path):
     obs = read_observations(r12a_ds / "observations.npz")
     write_observations(r12a_ds / "observations.npz", Observations(obs.bap.select(obs.bap.frame == obs.bap.frame[0]), obs.mic))
     hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
-            match=r"BAP features in 1 calibration frame\(s\) .*need >= 2")
+            match=r"BAP features in 1 calibration frame\(s\) .*need >= 3")
+
+
+def test_calibrate_two_frames(capfd, r12a_ds, tmp_path):
+    """Two frames calibrate, but their σ cannot be checked by frame resampling: refused before any
+    work (issue 25: exit 0 with v0 27 % off at −10.5σ); --allow-failed-checks writes it, marked."""
+    obs = read_observations(r12a_ds / "observations.npz")
+    two = np.isin(obs.bap.frame, np.unique(obs.bap.frame)[:2])
+    write_observations(r12a_ds / "observations.npz", Observations(obs.bap.select(two), obs.mic))
+    hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
+            match=r"BAP features in 2 calibration frames \(\[0, 1\]\), need >= 3: .*frame resampling.*add views of the "
+                  r"board at other tilts \(--allow-failed-checks")
+    assert main(["calibrate", str(r12a_ds), "-o", str(tmp_path / "cal"), "--allow-failed-checks"]) == 0
+    report = json.loads((tmp_path / "cal" / "report.json").read_text())
+    assert any(f.startswith("calibrated from 2 frame(s), need >= 3") for f in report["checks"]["failed"])
+
+
+def test_calibrate_wrong_board_square(capfd, r12a_ds, tmp_path):
+    """A 12 mm declaration of the 10 mm board: the same RMSE, d and f_i pulled ~−17 %; the
+    calibrated radius-law slope disagrees with the white images' Ω (camera.json), refused."""
+    edit_json(r12a_ds / "manifest.json", lambda d: d["target"].update(square_mm=12.0))
+    hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
+            match=r"calibration not written: the calibrated camera's white radius-law slope m = .* is -1\d % from the "
+                  r".* the white images measured .*target.square_mm.*pixel_size_mm.*--allow-failed-checks")
+
+
+def test_calibrate_prior_that_the_data_reject(capfd, r12a_ds, tmp_path):
+    """--prior F_mm=45±1e-6 on data that say 49.7: the calibration sits on the prior, so its offset
+    in the prior's σ is nothing; against the data-only re-solve it is refused."""
+    hostile(capfd, ["calibrate", r12a_ds, "--prior", "F_mm=45±1e-6", "-o", tmp_path / "cal"], inputs=[r12a_ds],
+            out=tmp_path / "cal",
+            match=r"calibration not written: prior F_mm=45±1e-06 conflicts with the data: without it they give "
+                  r"F_mm = 49\.\d+ ± .*combined σ from the prior's mean; with it .*d_mm")
 
 
 def test_calibrate_no_features(capfd, r12a_ds, tmp_path):
