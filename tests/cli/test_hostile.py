@@ -1,11 +1,13 @@
-"""Hostile input across every subcommand (issue #16): one clear line, never a silently wrong camera.
+"""Hostile input across every subcommand (issues #16, #25): one clear line, never a silently wrong camera.
 
-Every case asserts the CLI's promise (DESIGN §8): the exit code (2; 130 for Ctrl-C, 143 for
-SIGTERM), exactly one line on stderr (file descriptor 2, so that OpenCV's and libpng's own lines
-would be seen), no traceback, nothing written (the output folder absent or unchanged, no
-temporary left beside it) and every input file byte-identical. Data are generated in tmp_path:
-a small simulated dataset (2 rays per pixel, made once per session) for the image stages, the
-R12-A fixture camera with synthetic observations for the others.
+Every case asserts the CLI's promise (DESIGN §8, :func:`promise.hostile`): the exit code (2; 130
+for Ctrl-C, 143 for SIGTERM), exactly one line on stderr (file descriptor 2, so that OpenCV's and
+libpng's own lines would be seen), no traceback, nothing written (the output folder absent or
+unchanged, no temporary left beside it) and every input file byte-identical — or, where the input
+is legal, a right camera or a verdict that names what is wrong. Data are generated in tmp_path:
+a small simulated dataset (2 rays per pixel, made once per session) for the image stages, three
+frames at 8 rays for the checks that need corners, the R12-A fixture camera with synthetic
+observations for the others. The white-image checks' cases are in tests/precalib/test_checks.py.
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ the results that are numbers but not a camera — a micro-lens array 0.3 µm fro
 ``plenocal calibrate`` refuses to write them (``--allow-failed-checks`` writes them, marked).
 Each bound is named after the quantity it bounds and is loose: it stops the absurd, never a
 merely surprising result (real R12-A observations give F = 53.2 mm for a 50 mm lens: +6 %).
+
+Beyond the absurd, two checks see what a wrong declaration does to a camera that fits as well as
+the right one (issue 25): the calibrated radius-law slope against the one the white images
+measured (:func:`radius_slope_problem`: the board's square size, the pixel size), and a user's
+prior against what the data alone say (:data:`plenocal.calib.calibrate.PRIOR_CONFLICT_SIGMA`);
+and a calibration needs the frames its σ can be checked on (:data:`MIN_CALIBRATION_FRAMES`).
 """
 
 from __future__ import annotations
