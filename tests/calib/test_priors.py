@@ -101,7 +101,7 @@ def test_prior_conflict_is_flagged(r12a_camera, r12a_board, r12a_synthetic, r12a
     s_data = ref["F_mm"].std
     res = _calibrate(r12a_camera, r12a_board, r12a_synthetic, [Prior("F_mm", ref["F_mm"].value + 30 * s_data, s_data)])
     warnings = [w for w in res.uncertainty_warnings() if w.startswith("prior F_mm=")]
-    assert len(warnings) == 1 and "disagree" in warnings[0]
+    assert len(warnings) == 1 and "conflicts with the data" in warnings[0]
     (summary,) = res.report()["priors"]
     assert abs(summary["offset_in_prior_sigma"]) > 3 and summary["conflicts_with_data"] is True
 
@@ -115,3 +115,28 @@ def test_focus_distance_prior(r12a_camera, r12a_board, r12a_synthetic, r12a_cali
     assert summary["value"] == pytest.approx(h_ref, abs=3 * s_h / 10)
     assert summary["value_std"] < s_h / 5
     assert "prior focus_distance_mm=" in res.parameter_table()
+
+
+def test_a_prior_that_wins_is_judged_against_the_data_alone(r12a_camera, r12a_board, r12a_synthetic, r12a_calibration):
+    """``F_mm=45±1e-6`` on data that put F at 49.7: the calibration sits on the prior's mean (its
+    offset in the prior's σ says nothing), but the data-only re-solve puts F where the prior-free
+    calibration does, so the conflict is flagged, with how far the prior pulled the other
+    intrinsics; the calibration's checks refuse it. A prior the data agree with is not flagged."""
+    from plenocal.calib.plausibility import result_problems
+
+    ref = {p.name: p for p in r12a_calibration.parameters()}
+    res = _calibrate(r12a_camera, r12a_board, r12a_synthetic, [Prior("F_mm", 45.0, 1e-6)])
+    (summary,) = res.report()["priors"]
+    assert abs(summary["offset_in_prior_sigma"]) < 3
+    data = summary["data_only"]
+    # The re-solve keeps the observations the prior-pulled robust stage kept (46 rejected instead of 6
+    # here), so it lands near, not on, the prior-free calibration.
+    assert data["value"] == pytest.approx(ref["F_mm"].value, abs=3 * ref["F_mm"].std)
+    assert summary["conflicts_with_data"] is True and summary["conflict_sigma"] > 20
+    assert abs(summary["moved_in_data_sigma"]["d_mm"]) > 10
+    problems = result_problems(res, nominal_focal_length_mm=50.0)
+    assert len(problems) == 1 and problems[0].startswith("prior F_mm=45±1e-06 conflicts with the data: without it")
+    agree = _calibrate(r12a_camera, r12a_board, r12a_synthetic, [Prior("F_mm", ref["F_mm"].value, 0.5)])
+    (ok,) = agree.report()["priors"]
+    assert ok["conflicts_with_data"] is False and ok["conflict_sigma"] < 1
+    assert result_problems(agree, nominal_focal_length_mm=50.0) == []

@@ -116,9 +116,12 @@ def test_result_checks(r12a_calibration):
     stages = {**res.stages, "robust_0": {**res.stages["robust_0"], "converged": False, "termination": "cap"}}
     bad = dataclasses.replace(res, stages=stages)
     assert not bad.converged and result_problems(bad, nominal_focal_length_mm=50.0) == ["not converged: stage robust_0 (cap)"]
-    # one frame; a σ that could not be computed
+    # one or two frames; a σ that could not be computed
     one = dataclasses.replace(res, poses={0: res.poses[0]})
     assert "calibrated from 1 frame(s)" in result_problems(one, nominal_focal_length_mm=50.0)[0]
+    two = dataclasses.replace(res, poses={f: res.poses[f] for f in sorted(res.poses)[:2]})
+    (why,) = result_problems(two, nominal_focal_length_mm=50.0)
+    assert why.startswith("calibrated from 2 frame(s), need >= 3") and "frame resampling" in why
     cov = res.covariance.copy()
     i = res.layout.index["d_mm"]
     cov[i, i] = np.nan
@@ -134,3 +137,31 @@ def test_result_checks_micro_lens_focal_length_ratio(r12a_calibration):
     assert tiny_d.d_mm == pytest.approx(0.0003)
     problems = result_problems(dataclasses.replace(res, camera=tiny_d), nominal_focal_length_mm=50.0)
     assert any("f1 / d = " in p and "no plenoptic camera" in p for p in problems)
+
+
+def test_radius_slope_against_the_white_images(r12a_calibration, r12a_truth):
+    """The calibrated camera's m = ∓d(F − e)/(2(D − e)) against Ω's: the truth's Ω passes; an Ω
+    whose m is 15 % off (what a 6 mm declaration of a 5 mm board does to the calibration's m) fails
+    with a line naming the board and the pixel size; the slope's gradient is the finite difference's."""
+    from plenocal.calib.plausibility import RADIUS_SLOPE_TOLERANCE, radius_slope, radius_slope_problem
+    from plenocal.model.white import InternalParameters, radius_law
+
+    res = r12a_calibration
+    m_true, q_true = radius_law(r12a_truth)
+    omega = InternalParameters(m_true, q_true, r12a_truth.micro_image_pitch_mm)
+    assert radius_slope_problem(res, omega) is None
+    assert result_problems(res, nominal_focal_length_mm=50.0, omega=omega) == []
+    off = dataclasses.replace(omega, m_mm=m_true / 0.85)
+    (problem,) = result_problems(res, nominal_focal_length_mm=50.0, omega=off)
+    assert problem == radius_slope_problem(res, off)
+    assert "-15 % from the" in problem and "target.square_mm" in problem and "pixel_size_mm" in problem
+    inside = dataclasses.replace(omega, m_mm=m_true * (1 + 0.8 * RADIUS_SLOPE_TOLERANCE))
+    assert radius_slope_problem(res, inside) is None
+    m, g = radius_slope(res.layout, res.x)
+    assert m == pytest.approx(radius_law(res.camera)[0], rel=1e-12)
+    for name in ("F_mm", "D_mm", "d_mm"):
+        i, h = res.layout.index[name], 1e-6 * abs(res.x[res.layout.index[name]])
+        xp, xm = res.x.copy(), res.x.copy()
+        xp[i] += h
+        xm[i] -= h
+        assert g[i] == pytest.approx((radius_slope(res.layout, xp)[0] - radius_slope(res.layout, xm)[0]) / (2 * h), rel=1e-6)

@@ -221,18 +221,28 @@ def test_ablation_table(calibrated, tmp_path, capsys):
 
 
 def test_prior_is_used_and_reported(calibrated, truth, tmp_path, capsys):
-    """A tight prior on F holds F; the table, report.json and camera.json's provenance say so."""
+    """A tight prior on F holds F; the table, report.json and camera.json's provenance say so. One
+    the data alone reject (F + 0.5 mm: the data-only re-solve puts F ~5 combined σ away) is not
+    written, unless --allow-failed-checks, and then marked."""
     base, _ = calibrated
     camera, _, _ = truth
     F = camera.main_lens.focal_length_mm
     out = tmp_path / "o"
-    assert main(["calibrate", str(base / "ds"), "-o", str(out), "--prior", f"F_mm={F + 0.5}+-0.01"]) == 0
+    assert main(["calibrate", str(base / "ds"), "-o", str(out), "--prior", f"F_mm={F + 0.1}+-0.01"]) == 0
     stdout = capsys.readouterr().out
-    assert f"prior F_mm={F + 0.5:g}±0.01: calibrated" in stdout
+    assert f"prior F_mm={F + 0.1:g}±0.01: calibrated" in stdout
     rep = json.loads((out / "report.json").read_text())
     (q,) = rep["priors"]
-    assert q["name"] == "F_mm" and abs(q["value"] - (F + 0.5)) < 0.03 and q["value_std"] < 0.011
-    assert rep["options"]["priors"] == [{"name": "F_mm", "mean": F + 0.5, "std": 0.01, "origin": "option"}]
+    assert q["name"] == "F_mm" and abs(q["value"] - (F + 0.1)) < 0.03 and q["value_std"] < 0.011
+    assert q["conflicts_with_data"] is False and q["conflict_sigma"] < 3 and rep["checks"]["passed"]
+    assert rep["options"]["priors"] == [{"name": "F_mm", "mean": F + 0.1, "std": 0.01, "origin": "option"}]
     cf = read_camera_file(out / "camera.json")
     assert cf.camera.main_lens.focal_length_mm == pytest.approx(q["value"])
     assert cf.provenance["priors"][0]["name"] == "F_mm"
+    far = ["calibrate", str(base / "ds"), "--prior", f"F_mm={F + 0.5}+-0.01"]
+    assert main([*far, "-o", str(tmp_path / "far")]) == 2 and not (tmp_path / "far").exists()
+    assert "conflicts with the data: without it they give F_mm = 49." in capsys.readouterr().err
+    assert main([*far, "-o", str(tmp_path / "far"), "--allow-failed-checks"]) == 0
+    (q,) = json.loads((tmp_path / "far" / "report.json").read_text())["priors"]
+    assert q["conflicts_with_data"] is True and q["conflict_sigma"] > 3
+    assert read_camera_file(tmp_path / "far" / "camera.json").provenance["checks_failed"][0].startswith("prior F_mm=")

@@ -75,9 +75,16 @@ def test_precalibrate_cli_single_white_is_one_line_error(tmp_path, small_camera,
     assert not out.exists()
 
 
-def test_precalibrate_cli_indistinct_types_fail_with_the_cause_and_the_radii_plot(tmp_path, small_camera, capsys):
-    """When Ω cannot be estimated the one-line error names the cause, and the radii plot that shows
-    it is written anyway (nothing else)."""
+def test_precalibrate_cli_indistinct_types_fail_with_the_cause_and_the_radii_plot(tmp_path, small_camera, capsys,
+                                                                                  monkeypatch):
+    """When Ω cannot be estimated the one-line error names the cause and the radii plot that shows
+    it, written on purpose to a folder of its own in the temporary directory: the output folder is
+    not created (a stage is complete or absent; it held radii.png alone). --no-plots writes none."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
     from render import render_white
 
     from plenocal.model import MicroLensArray
@@ -92,6 +99,11 @@ def test_precalibrate_cli_indistinct_types_fail_with_the_cause_and_the_radii_plo
     assert main(["precalibrate", str(ds), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert "types cannot be told apart" in err and "radii.png" in err
-    assert (out / "radii.png").stat().st_size > 10_000
-    assert not (out / "camera.json").exists()
+    assert "types cannot be told apart" in err and f"{out} not written" in err
+    (figure,) = (tmp_path / "tmp").glob("plenocal-precalibrate-failed-*/radii.png")
+    assert str(figure) in err and figure.stat().st_size > 10_000
+    assert not out.exists()
+    assert main(["precalibrate", str(ds), "-o", str(out), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "types cannot be told apart" in err and "for the diagnosis" not in err
+    assert not out.exists() and len(list((tmp_path / "tmp").iterdir())) == 1

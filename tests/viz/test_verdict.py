@@ -191,3 +191,49 @@ def test_calibration_findings_report_priors():
     assert f_info.level == "info" and "50.41 ± 0.21" in f_info.text and "+0.2 σ of the prior" in f_info.text
     (f_warn,) = [f for f in found if "focus_distance_mm" in f.text]
     assert f_warn.level == "warning" and "disagree" in f_warn.text
+
+
+def test_a_prior_in_conflict_with_the_data_alone_is_red():
+    """A user's prior judged against the data-only solution (calib.calibrate.data_only_solution):
+    in conflict, the verdict is "not trustworthy" and says what the data alone give and what moved."""
+    from plenocal.viz.verdict import calibration_findings
+
+    q = {"name": "F_mm", "mean": 45.0, "std": 1e-6, "origin": "option", "value": 45.0, "value_std": 1e-6,
+         "offset_in_prior_sigma": 0.001, "data_only": {"value": 49.7097, "std": 0.0496, "std_frames": 0.0831},
+         "conflict_sigma": 56.7, "conflicts_with_data": True, "moved_in_data_sigma": {"D_mm": -95.0, "d_mm": -59.4}}
+    found, _ = calibration_findings({"converged": True, "priors": [q]})
+    (f,) = [x for x in found if "F_mm" in x.text]
+    assert f.level == "error" and "without it they give 49.710 ± 0.083 (56.7 combined σ away)" in f.text
+    assert "moved D −95.0σ".replace("−", "-") in f.text
+    v = assemble({"calibration": _calibration(priors=[q])})
+    assert v.status == "not trustworthy" and f in v.reasons
+
+
+def test_failed_checks_written_anyway_and_too_few_frames_are_red():
+    from plenocal.viz.verdict import calibration_findings
+
+    doc = _calibration(checks={"passed": False, "failed": ["F = 49.7 mm is -50 % from the nominal 100 mm"],
+                               "written_anyway": True})
+    v = assemble({"calibration": doc})
+    assert v.status == "not trustworthy"
+    assert any("written despite a failed check" in r.text and "nominal 100 mm" in r.text for r in v.reasons)
+    found, _ = calibration_findings(_calibration(n_frames=2, frames=[0, 1]))
+    assert any(f.level == "error" and "calibrated from 2 frame(s), fewer than 3" in f.text for f in found)
+
+
+def test_focal_length_far_from_the_nominal_names_the_pixel_size():
+    """F 8 % from the nominal focal length (what a pixel size declared 6.0 µm for 5.5 µm does) is a
+    warning naming the pixel size; 1 % is not; the radius-law slope is said as information."""
+    from plenocal.viz.verdict import declaration_findings
+
+    params = {"F_mm": {"value": 53.69, "std": 0.3, "std_frames": 1.33, "frozen": False}}
+    doc = {"parameters": params, "consistency": {"nominal_focal_length_mm": 50.0,
+                                                 "radius_slope": {"relative": 0.0723}}}
+    found = declaration_findings(doc)
+    (warn,) = [f for f in found if f.level == "warning"]
+    assert "+7.4 % from the nominal 50 mm" in warn.text and "pixel_size_mm" in warn.text
+    assert any(f.level == "info" and "+7.2 % from the white images'" in f.text for f in found)
+    params["F_mm"]["value"] = 50.5
+    assert [f for f in declaration_findings(doc) if f.level == "warning"] == []
+    params["F_mm"].update(value=56.0, std_frames=3.0)  # 12 %, but F itself known to 5 % only: not judged here
+    assert [f for f in declaration_findings(doc) if f.level == "warning"] == []

@@ -56,7 +56,12 @@ from plenocal.calib.calibrate import (
     calibrate,
 )
 from plenocal.calib.parameters import ParameterLayout
-from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, result_problems
+from plenocal.calib.plausibility import (
+    MIN_CALIBRATION_FRAMES,
+    MIN_FRAMES_ABSOLUTE,
+    radius_slope_sigma,
+    result_problems,
+)
 from plenocal.calib.priors import Prior, check_priors
 from plenocal.calib.residuals import MeasuredPupilRadii
 from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
@@ -285,10 +290,16 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
     # Indices on the camera's lattice, positions on its sensor, nodes on the target.
     validate_observations(obs, obs_path, lattice=camera.mla.lattice, image_size=sensor,
                           n_nodes=dataset.manifest.target.n_nodes)
-    if len(frames) < MIN_CALIBRATION_FRAMES:
+    if len(frames) < MIN_FRAMES_ABSOLUTE:
         raise InputFileError(obs_path, f"BAP features in {len(frames)} calibration frame(s) ({list(frames)}), need >= "
                                        f"{MIN_CALIBRATION_FRAMES}: one view of a plane leaves the principal point and "
                                        "the depth scale undetermined")
+    if len(frames) < MIN_CALIBRATION_FRAMES and not getattr(args, "allow_failed_checks", False):
+        raise InputFileError(obs_path, f"BAP features in {len(frames)} calibration frames ({list(frames)}), need >= "
+                                       f"{MIN_CALIBRATION_FRAMES}: with fewer the σ of the principal point and the scale "
+                                       "cannot be checked by frame resampling and the Jacobian σ alone is several times "
+                                       "too small; add views of the board at other tilts (--allow-failed-checks "
+                                       "calibrates them anyway, marked)")
     return Inputs(dataset, obs, camera, omega, frames, source, files)
 
 
@@ -476,11 +487,24 @@ def input_paths(args: argparse.Namespace, inputs: Inputs) -> list[Path]:
 def checks(result: CalibrationResult, inputs: Inputs, *, allow: bool) -> list[str]:
     """The result checks (:func:`plenocal.calib.plausibility.result_problems`); raises
     :class:`ResultError` when one fails, unless ``allow``; returns the failed ones."""
-    problems = result_problems(result, nominal_focal_length_mm=inputs.dataset.manifest.camera_spec.main_lens_focal_length_mm)
+    problems = result_problems(result, nominal_focal_length_mm=inputs.dataset.manifest.camera_spec.main_lens_focal_length_mm,
+                               omega=inputs.omega)
     if problems and not allow:
         raise ResultError(f"{inputs.files['observations']}: calibration not written: {'; '.join(problems)} "
                           "(--allow-failed-checks writes it anyway, marked)")
     return problems
+
+
+def consistency_record(result: CalibrationResult, inputs: Inputs) -> dict[str, Any]:
+    """What report.json keeps of the checks against the declarations: the nominal focal length and
+    the radius-law slope of the calibrated camera against the white images' (Ω)."""
+    out: dict[str, Any] = {"nominal_focal_length_mm": inputs.dataset.manifest.camera_spec.main_lens_focal_length_mm}
+    m_white = inputs.omega.m_mm if inputs.omega is not None else None
+    if m_white:
+        m, std, std_frames = radius_slope_sigma(result)
+        out["radius_slope"] = _finite({"calibrated_mm": m, "std_mm": std, "std_frames_mm": std_frames,
+                                       "white_images_mm": m_white, "relative": m / m_white - 1.0})
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -518,6 +542,7 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(result, inputs, wall_s=time.perf_counter() - t_start, read_s=read_s)
     report["pupil"] = pupil
     report["checks"] = {"passed": not failed, "failed": failed, "written_anyway": bool(failed)}
+    report["consistency"] = consistency_record(result, inputs)
     if failed:
         provenance["checks_failed"] = failed
     # Everything computed and checked: now write, all files or none.

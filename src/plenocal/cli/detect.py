@@ -47,6 +47,7 @@ from plenocal.model.observations import (
     MicroImageCentres,
     Observations,
 )
+from plenocal.precalib.checks import check_white_images
 
 LINK_MAX_RMSE_FRACTION = 0.1
 LINK_MIN_CLUSTERS = 6
@@ -96,6 +97,50 @@ def _precalibration(dataset: Dataset, explicit: Path | None) -> tuple[Path, Path
     raise InputFileError(where, "no camera.json from pre-calibration here; run 'plenocal precalibrate DATASET -o DIR' and pass --precalibration DIR")
 
 
+MAX_CHIEF_RAY_FAILURE_FRACTION = 0.2
+"""Largest share of detected corners whose chief-ray position (the pupil-vignetting inversion)
+does not converge. With the camera's configuration right it is small: 0.3 % on a simulated R12-A
+crop, 1.0 % on PRISM r12-b, 2.1 % on the real-optics r12-b renders, 0.2 % on an exit-pupil set;
+with a Galilean R12-A declared Keplerian, 57 % (219 of 385 corners), and the frames that remain
+then fail calibration for too few frames, whose line said nothing of the configuration."""
+
+
+def chief_ray_failure(per_frame: list[dict[str, Any]], spec: Any) -> str | None:
+    """The line when too many corners' chief-ray inversion failed
+    (:data:`MAX_CHIEF_RAY_FAILURE_FRACTION`): the declared configuration (or Ω) does not describe
+    the camera. None otherwise."""
+    corners = sum(int((r.get("counts") or {}).get("corners", 0)) for r in per_frame)
+    failed = sum(int((r.get("counts") or {}).get("rejected_chief_ray_not_converged", 0)) for r in per_frame)
+    if corners < 20 or failed <= MAX_CHIEF_RAY_FAILURE_FRACTION * corners:
+        return None
+    conf = getattr(getattr(spec, "configuration", None), "value", None)
+    return (f"the chief-ray positions of {failed} of {corners} detected corners ({100 * failed / corners:.0f} %, a right "
+            f"camera: a few %) did not converge: the camera model does not describe these images; check "
+            f"camera_spec.configuration" + (f" (declared {conf}: Galilean and Keplerian cameras give the same "
+                                           "white images)" if conf else "") + " and the white images' f-numbers")
+
+
+def no_frame_linked(board: Any, per_frame: list[dict[str, Any]], n_features: int) -> str:
+    """The line for corners found in the frames but none linked to the declared board: the fault is
+    most likely the manifest's ``target`` (it wrote observations with no feature, and calibration
+    then said "observations.npz: no BAP features")."""
+    reasons: dict[str, int] = {}
+    for rec in per_frame:
+        why = str((rec.get("linking") or {}).get("reason") or "no features")
+        why = why.split(":")[0]
+        reasons[why] = reasons.get(why, 0) + 1
+    common = max(reasons.items(), key=lambda kv: kv[1])
+    if common[0] == "no features" or "barycentres (a lattice needs" in common[0]:
+        return (f"no checkerboard frame could be linked: only {n_features} corner features were found in "
+                f"{len(per_frame)} frames (in {common[1]} frames: {common[0]}), too few to place the board; check "
+                "that the devignetting white and the checkerboards share one f-number, camera_spec.configuration "
+                "and that the board is in focus range")
+    return (f"no checkerboard frame could be linked to the board it declares (target: {board.columns} x {board.rows} "
+            f"inner corners, {board.square_mm:g} mm squares): {n_features} corner features were found in "
+            f"{len(per_frame)} frames but none fits that board (in {common[1]} frames: {common[0]}); check target.columns, "
+            "target.rows (inner corners, not squares) and target.square_mm")
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
@@ -117,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
     if not frames:
         raise InputFileError(dataset.folder / "manifest.json", "no checkerboard images (roles calibration, evaluation, translation)")
     white = dataset.read_image(whites[0])
+    try:  # a mosaic read as grey, JPEG blocks (plenocal.precalib.checks), as pre-calibration checks its whites
+        check_white_images([(whites[0].path, white)], color=m.image_format.color)
+    except DataError as exc:
+        raise InputFileError(dataset.folder / "manifest.json", f"devignetting {exc}") from None
     board = m.target
     sensor = (camera.sensor.width_px, camera.sensor.height_px)
     if sensor != (m.camera_spec.width_px, m.camera_spec.height_px):
@@ -163,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
                 overlays.append((entry.frame, image, det.features))
             progress.advance(task)
     bap = BapFeatures.concatenate(parts)
+    config_problem = chief_ray_failure(per_frame, m.camera_spec)
+    if config_problem is not None:
+        raise InputFileError(dataset.folder / "manifest.json", config_problem)
     if len(bap) == 0:
         raise DataError(f"{dataset.folder}: no corners found in any checkerboard image; check the devignetting white and the f-numbers")
     # A correct linking reprojects the cluster barycentres to ~2 px; a wrong labelling of a
@@ -197,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
+    if not keep.any():
+        raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, len(bap)))
     obs = Observations(linked.select(keep), mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY)
     doc = {
         "format": "plenocal-detection",

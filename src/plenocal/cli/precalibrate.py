@@ -8,6 +8,9 @@ Writes, atomically:
 - ``OUT/precalibration.json`` — grid fit, type layout and its confidence, each aperture's
   decision and reason, Ω, the configuration and whether it was inferred;
 - ``OUT/radii.png|svg`` (paper fig:radii) and ``OUT/centres.png`` (a crop with centres and radii).
+
+When Ω cannot be estimated nothing is written to ``OUT``; the radii figure that shows why goes to
+a folder of its own in the system's temporary directory, named in the error line.
 """
 
 from __future__ import annotations
@@ -131,6 +134,19 @@ def summary(pc: Precalibration) -> dict[str, Any]:
     }
 
 
+def failure_figure(exc: PrecalibrationError) -> Path:
+    """The radii figure of a failed pre-calibration, written to a new folder in the system's
+    temporary directory (tempfile; ``TMPDIR`` chooses it); returns the file."""
+    import tempfile
+
+    from plenocal.viz import save_figure
+    from plenocal.viz.precalib import radii_figure
+
+    folder = Path(tempfile.mkdtemp(prefix="plenocal-precalibrate-failed-"))
+    save_figure(radii_figure(exc.partial), folder / "radii", formats=("png",))
+    return folder / "radii.png"
+
+
 def run(args: argparse.Namespace) -> int:
     dataset = read_dataset(args.dataset)
     out = Path(args.output)
@@ -140,17 +156,14 @@ def run(args: argparse.Namespace) -> int:
     whites = load_whites(dataset)
     t0 = time.perf_counter()
     try:
-        pc = precalibrate(whites, spec, checkerboard_f_number=n_cb, estimator=args.estimator)
+        pc = precalibrate(whites, spec, checkerboard_f_number=n_cb, estimator=args.estimator,
+                          color=dataset.manifest.image_format.color, full_scale=1.0)
     except PrecalibrationError as exc:
-        # Ω could not be estimated: show why (the radii per type and aperture) before failing; the
-        # folder then holds this figure only, no stage output.
-        from plenocal.viz import save_figure
-        from plenocal.viz.precalib import radii_figure
-
-        fig = radii_figure(exc.partial)
-        with atomic_folder(out, owned=OUTPUTS) as tmp:
-            save_figure(fig, tmp / "radii", formats=("png",))
-        raise DataError(f"{dataset.folder}: {exc} (radii per type and aperture: {out / 'radii.png'})") from None
+        # Ω could not be estimated: show why (the radii per type and aperture). A stage is complete or
+        # absent, so the figure goes to a folder of its own in the system's temporary directory,
+        # named in the line, never into OUT.
+        where = "" if args.no_plots else f" (radii per type and aperture, for the diagnosis: {failure_figure(exc)}; {out} not written)"
+        raise DataError(f"{dataset.folder}: {exc}{where}") from None
     except DataError as exc:
         raise DataError(f"{dataset.folder}: {exc}") from None
     wall = time.perf_counter() - t0

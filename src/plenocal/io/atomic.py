@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from plenocal.errors import InputFileError
+from plenocal.errors import InputFileError, UsageError
 
 _TEMP_TAG = ".plenocal-"
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.plenocal-(?P<pid>\d+)-[0-9a-z_]+(?:\.[^/]*)?\.(?:tmp|old)$")
@@ -35,6 +35,19 @@ def _umask() -> int:
 
 def _oserror(path: Path, what: str, exc: OSError) -> InputFileError:
     return InputFileError(path, f"{what} ({exc.strerror or exc})")
+
+
+def _write_error(dest: Path, exc: OSError) -> OSError | InputFileError:
+    """An OSError raised while an output is being written, naming the output when the error names
+    no file (a full disk: "No space left on device" said nothing of where)."""
+    if exc.filename is not None:
+        return exc
+    return InputFileError(dest, f"cannot write the output ({exc.strerror or exc}); nothing of it was written")
+
+
+TEMP_NAME_OVERHEAD = 1 + len(".plenocal-") + 7 + 1 + 8 + len(".old")
+"""Characters a temporary name adds to its destination's name (:func:`_temp_name`: a dot, the tag,
+a process id of up to 7 digits, a dash, 8 hex digits, the ``.tmp`` / ``.old`` kind)."""
 
 
 def _process_alive(pid: int) -> bool:
@@ -124,6 +137,12 @@ def atomic_output(path: str | Path, *, suffix: str = "") -> Iterator[Path]:
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, dest)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if is_temporary(dest.parent.name):  # inside a stage's temporary folder: atomic_folder names the stage's
+            raise
+        raise _write_error(dest, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -153,6 +172,29 @@ def foreign_entries(folder: str | Path, owned: Collection[str]) -> list[str]:
     if not d.is_dir():
         return []
     return sorted(p.name for p in d.iterdir() if p.name not in owned and not is_temporary(p.name))
+
+
+def check_name_lengths(path: Path, *, option: str = "-o") -> None:
+    """Refuse, before any work, an output path whose names the file system cannot hold: each
+    component within NAME_MAX, the last one with room for its temporary name beside it
+    (:data:`TEMP_NAME_OVERHEAD`). A 240-character ``-o`` failed only once everything was computed."""
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        name_max = int(os.pathconf(probe, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        name_max = 255
+    parts = path.absolute().parts
+    for part in parts[1:-1]:
+        if len(part.encode()) > name_max:
+            raise UsageError(f"{option} {path}: the folder name {part[:24]}... is {len(part.encode())} bytes, the file "
+                             f"system allows {name_max}; choose a shorter path")
+    last = len(parts[-1].encode()) if len(parts) > 1 else 0
+    if last + TEMP_NAME_OVERHEAD > name_max:
+        raise UsageError(f"{option} {path}: the name {parts[-1][:24]}... is {last} bytes; the output is built beside "
+                         f"it under a temporary name {TEMP_NAME_OVERHEAD} bytes longer and the file system allows "
+                         f"{name_max}: use a name of at most {name_max - TEMP_NAME_OVERHEAD} bytes")
 
 
 def check_writable(path: Path) -> Path:
@@ -221,6 +263,9 @@ def atomic_folder(path: str | Path, *, owned: Collection[str]) -> Iterator[Path]
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, dest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _write_error(dest, exc) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -247,6 +292,8 @@ def atomic_files(folder: str | Path) -> Iterator[Path]:
         dest.mkdir(exist_ok=True)
         for p in sorted(tmp.iterdir()):
             os.replace(p, dest / p.name)
+    except OSError as exc:
+        raise _write_error(dest, exc) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -257,6 +304,7 @@ __all__ = [
     "atomic_output",
     "atomic_write_bytes",
     "atomic_write_text",
+    "check_name_lengths",
     "check_writable",
     "foreign_entries",
     "is_temporary",

@@ -118,7 +118,7 @@ def omega_from_json(f: Fields) -> InternalParameters:
         q_mm=q_mm,
         micro_image_pitch_mm=f.number("micro_image_pitch_mm", positive=True),
         lambda_=f.number("lambda", positive=True),
-        f_number=f.number("f_number", positive=True),
+        f_number=f.number("f_number", minimum=MIN_F_NUMBER, maximum=MAX_F_NUMBER),
         kappa=f.number("kappa", positive=True),
         pixel_size_mm=f.number("pixel_size_mm", positive=True),
         field=_field_from_json(f.sub("field"), len(q_mm)) if f.has("field") else None,

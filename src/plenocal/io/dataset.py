@@ -174,6 +174,7 @@ class Dataset:
             color=self.manifest.image_format.color,  # type: ignore[arg-type]
             as_grey=as_grey,
             expected_shape=(spec.height_px, spec.width_px),
+            bit_depth=self.manifest.image_format.bit_depth,
         )
 
 

@@ -53,6 +53,7 @@ def read_raw_image(
     color: Color | None = None,
     as_grey: bool = True,
     expected_shape: tuple[int, int] | None = None,
+    bit_depth: int | None = None,
 ) -> NDArray:
     """Read a raw image.
 
@@ -68,6 +69,9 @@ def read_raw_image(
         the module. False: the stored integers, shape (H, W) or (H, W, 3) in RGB order.
     expected_shape : (height, width), optional
         Checked against the image.
+    bit_depth : {8, 16}, optional
+        The stored bit depth the dataset declares (``image_format.bit_depth``), checked: a 16-bit
+        white in an 8-bit dataset was read at another scale without a word.
 
     Raises
     ------
@@ -95,6 +99,11 @@ def read_raw_image(
         raise InputFileError(p, f"cannot decode image ({detail + '; ' if detail else ''}expected an 8- or 16-bit PNG or TIFF)")
     if img.dtype not in (np.uint8, np.uint16):
         raise InputFileError(p, f"unsupported pixel type {img.dtype} (expected 8- or 16-bit integers)")
+    stored = 8 if img.dtype == np.uint8 else 16
+    if bit_depth is not None and stored != bit_depth:
+        raise InputFileError(p, f"image is {stored}-bit but the dataset declares {bit_depth}-bit images (manifest.json "
+                                "image_format.bit_depth); every image of a dataset has one format: convert it or fix "
+                                "the manifest")
     if img.ndim == 3 and img.shape[2] == 4:
         img = img[:, :, :3]  # drop alpha
     if img.ndim == 3 and img.shape[2] == 1:

@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from plenocal.errors import UsageError
-from plenocal.io.atomic import check_writable, foreign_entries
+from plenocal.io.atomic import check_name_lengths, check_writable, foreign_entries
 
 STAGE_RECORD = "stage.json"
 """Written by ``plenocal run`` into each stage's folder; every stage owns it."""
@@ -82,6 +82,7 @@ def check_output_folder(
     ro = _real(o)
     if o.exists() and not o.is_dir():
         raise UsageError(f"{option} {o}: is a file; expected an output folder")
+    check_name_lengths(o, option=option)
     for folder in forbid_inside:
         rf = _real(folder)
         if _inside(ro, rf):
@@ -120,6 +121,7 @@ def check_output_file(out: str | Path, *, inputs: Iterable[str | Path | None], s
         raise UsageError(f"{option} {o}: is a folder; expected a file name ending in {', '.join(sorted(suffixes))}")
     if o.suffix.lower() not in suffixes:
         raise UsageError(f"{option} {o}: expected a file name ending in {', '.join(sorted(suffixes))}")
+    check_name_lengths(o, option=option)
     ro = _real(o)
     for item in inputs:
         if item is not None and _real(item) == ro:

@@ -20,6 +20,7 @@ from plenocal.model.lattice import LatticeKind, TypeLayout
 from plenocal.model.observations import MicroImageCentres
 from plenocal.model.spec import CameraSpec
 from plenocal.model.white import InternalParameters, initial_camera, initial_tilt
+from plenocal.precalib import checks
 from plenocal.precalib.centres import clean_image, detect_centres, flatten, refine_centroids
 from plenocal.precalib.grid import GridFit, fit_grid
 from plenocal.precalib.internals import ApertureDecision, InternalsError, InternalsFit, detrended, fit_internals
@@ -115,6 +116,8 @@ def precalibrate(
     *,
     checkerboard_f_number: float,
     estimator: str = "variance",
+    color: str = "grey",
+    full_scale: float | None = None,
 ) -> Precalibration:
     """White images → micro-image grid, types, Ω and the initial camera (paper §3).
 
@@ -124,6 +127,11 @@ def precalibrate(
     spec : the camera's nominal specification.
     checkerboard_f_number : N of the calibration images (stored in Ω and the camera).
     estimator : ``"variance"`` (exact moment law, default) or ``"paper"`` (α·σ line fit).
+    color : how the whites were stored (the manifest's ``image_format.color``), for the white-image
+        checks (:mod:`plenocal.precalib.checks`).
+    full_scale : the images' value at the stored full-scale code (1.0 for images read by
+        :func:`plenocal.io.images.read_raw_image`); None skips the image checks (exposure, mosaic,
+        JPEG), which need it; the f-number checks run whatever it is.
     """
     H, W = _check_whites(whites)
     if spec.lattice is None or spec.n_types is None or spec.main_lens_focal_length_mm is None:
@@ -132,6 +140,9 @@ def precalibrate(
     if (spec.height_px, spec.width_px) != (H, W):
         raise DataError(f"white images are {W}x{H} px but camera_spec says {spec.width_px}x{spec.height_px}")
     by_n = {float(w.f_number): w for w in whites}
+    names = {N: w.name or f"f/{N:g}" for N, w in by_n.items()}
+    stats = checks.check_white_images([(names[N], np.asarray(w.image) / full_scale) for N, w in by_n.items()],
+                                      color=color) if full_scale is not None else {}
     cleaned = {N: clean_image(w.image) for N, w in by_n.items()}
     hexagonal = spec.lattice.kind is not LatticeKind.ORTHOGONAL
     n_ref = reference_white(cleaned)
@@ -162,6 +173,7 @@ def precalibrate(
     types = classify_types(kc, lc, feats, max(n_types, 1)) if n_types > 0 else classify_types(kc, lc, feats, 1)
     layout = types.layout if n_types > 0 else TypeLayout(0)
     type_of = {N: layout.type_of(moments[N].k, moments[N].l) if n_types > 0 else np.zeros(len(moments[N].k), dtype=np.int64) for N in moments}
+    checks.check_aperture_order(moments, type_of, names, n_types)
 
     configuration = spec.configuration
     inferred = configuration is None
@@ -184,6 +196,8 @@ def precalibrate(
             )
         fit = fit_internals(moments, type_of, configuration=configuration, **fit_args)
 
+    checks.check_used_whites({N: stats[names[N]] for N in by_n if names[N] in stats}, moments, type_of,
+                             [d.f_number for d in fit.apertures if d.used], names, n_types)
     camera, omega = initial_camera(
         fit.omega,
         tilt_xy_rad=initial_tilt(fit.omega, focal_length_mm=spec.main_lens_focal_length_mm,

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, RADIUS_SLOPE_TOLERANCE
+
 LEVELS = ("info", "warning", "error")
 
 STATUS = {
@@ -75,6 +77,14 @@ type layout is in doubt (warning)."""
 
 MIN_FRAMES = 5
 """Fewer calibration frames than this: poses and intrinsics are poorly separated (warning)."""
+
+NOMINAL_FOCAL_LENGTH_WARNING = 0.05
+"""|F/F_nominal − 1| above 5 %, with F itself determined to better than that (its larger σ below
+5 % of F): a warning that names what can move F that far. Lens markings are within a few per
+cent; a pixel size declared 6.0 µm for 5.5 µm put F +8.0 % (2.8σ) on a simulated R12-A crop with
+every other check passing and the RMSEs unchanged (a whole-camera scale the data cannot see),
+while the reference's real R12-A observations give +6.4 % for a 50 mm lens (model mismatch, not a
+wrong declaration): a warning, not an error."""
 
 STAGES = ("report", "pre-calibration", "detection", "calibration", "evaluation")
 
@@ -419,17 +429,70 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
                 out.append(Finding(st, "warning", f"{n_rej} of {n_kept + n_rej} features rejected ({frac:.1%})"))
     for w in doc.get("warnings") or []:
         out.append(Finding(st, "warning", str(w)))
+    checks = doc.get("checks") if isinstance(doc.get("checks"), dict) else {}
+    for failed in checks.get("failed") or []:
+        out.append(Finding(st, "error", f"written despite a failed check (--allow-failed-checks): {failed}"))
+    n_frames = doc.get("n_frames")
+    if isinstance(n_frames, int) and not isinstance(n_frames, bool) and 0 < n_frames < MIN_CALIBRATION_FRAMES \
+            and not checks.get("failed"):
+        out.append(Finding(st, "error", f"calibrated from {n_frames} frame(s), fewer than {MIN_CALIBRATION_FRAMES}: the σ "
+                                        "of the principal point and the scale cannot be checked by frame resampling"))
     for q in doc.get("priors") or []:
         if not isinstance(q, dict):
             continue
         off = _number(q.get("offset_in_prior_sigma"))
-        level = "warning" if q.get("conflicts_with_data") else "info"  # calibration's rule (calib.calibrate)
         value, sigma = round_to_sigma(float(q.get("value", float("nan"))), _number(q.get("value_std")))
         where = f"{off:+.1f} σ of the prior" if off is not None else "undefined"
+        if q.get("conflicts_with_data") and isinstance(q.get("data_only"), dict):
+            # A user's prior judged against the data alone (calib.calibrate.PRIOR_CONFLICT_SIGMA): the camera
+            # was pulled where the data do not go.
+            out.append(Finding(st, "error", _prior_conflict(q)))
+            continue
+        level = "warning" if q.get("conflicts_with_data") else "info"  # calibration's rule (calib.calibrate)
         out.append(Finding(st, level, f"prior {q.get('name')} = {q.get('mean'):g} ± {q.get('std'):g} used: calibrated "
                                       f"{value} ± {sigma} ({where}"
                                       f"{'; the data disagree with it' if level == 'warning' else ''})"))
+    out += declaration_findings(doc)
     return out, rows
+
+
+def _prior_conflict(q: Mapping[str, Any]) -> str:
+    data = q["data_only"]
+    s_data = max(x for x in (_number(data.get("std")), _number(data.get("std_frames")), 0.0) if x is not None)
+    v, sd = round_to_sigma(float(data.get("value", float("nan"))), s_data or None)
+    z = _number(q.get("conflict_sigma"))
+    moved = q.get("moved_in_data_sigma") if isinstance(q.get("moved_in_data_sigma"), dict) else {}
+    shift = ", ".join(f"{display_unit(str(n), 1.0)[0]} {float(x):+.1f}σ" for n, x in list(moved.items())[:3] if _finite(x))
+    return (f"prior {q.get('name')} = {q.get('mean'):g} ± {q.get('std'):g} conflicts with the data: without it they give "
+            f"{v} ± {sd}" + (f" ({z:.1f} combined σ away)" if z is not None else "")
+            + (f"; it moved {shift} of the data's σ" if shift else "") + " — check the prior")
+
+
+def declaration_findings(doc: Mapping[str, Any]) -> list[Finding]:
+    """The calibrated camera against what the dataset declares (report.json ``consistency``):
+    F against the nominal focal length (:data:`NOMINAL_FOCAL_LENGTH_WARNING`) and, as information,
+    the radius-law slope against the white images' (calibration refuses beyond
+    :data:`plenocal.calib.plausibility.RADIUS_SLOPE_TOLERANCE`)."""
+    st = "calibration"
+    out: list[Finding] = []
+    cons = doc.get("consistency") if isinstance(doc.get("consistency"), dict) else {}
+    slope = cons.get("radius_slope") if isinstance(cons.get("radius_slope"), dict) else None
+    if slope is not None and _finite(slope.get("relative")):
+        out.append(Finding(st, "info", f"radius-law slope m of the camera {100 * slope['relative']:+.1f} % from the white "
+                                       "images' (checks the declared board square and pixel size; refused beyond "
+                                       f"{100 * RADIUS_SLOPE_TOLERANCE:.0f} %)"))
+    nominal = _number(cons.get("nominal_focal_length_mm"))
+    params = doc.get("parameters") if isinstance(doc.get("parameters"), dict) else {}
+    F = params.get("F_mm") if isinstance(params.get("F_mm"), dict) else None
+    if nominal and F is not None and _finite(F.get("value")) and not F.get("frozen"):
+        p = ParameterSigma("F_mm", float(F["value"]), _number(F.get("std")), _number(F.get("std_frames")))
+        rel = p.value / nominal - 1.0  # type: ignore[operator]
+        determined = p.relative is not None and p.relative < NOMINAL_FOCAL_LENGTH_WARNING
+        if abs(rel) > NOMINAL_FOCAL_LENGTH_WARNING and determined:
+            out.append(Finding(st, "warning", f"{_fmt_param(p)} is {100 * rel:+.1f} % from the nominal {nominal:g} mm, beyond "
+                                              "a lens marking's few per cent: check the declared pixel size "
+                                              "(camera_spec.pixel_size_mm scales F with it) and the board's square size"))
+    return out
 
 
 def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | None) -> tuple[list[Finding], list[list[str]], list[list[str]]]:
@@ -642,6 +705,7 @@ __all__ = [
     "assemble",
     "calibration_findings",
     "camera_rows",
+    "declaration_findings",
     "detection_findings",
     "display_unit",
     "evaluation_findings",

@@ -40,6 +40,7 @@ from plenocal.io.libpleno.documents import (
 )
 from plenocal.io.libpleno.head import head_fields, head_mode
 from plenocal.io.libpleno.inverse_distortion import fit_camera_inverse_distortion
+from plenocal.io.limits import MAX_F_NUMBER, MIN_F_NUMBER
 from plenocal.model.camera import (
     Configuration,
     Distortion,
@@ -434,6 +435,9 @@ def omega_from_params(doc: ParamsDoc, path: str | Path = "params.js") -> Interna
     p = Path(path)
     if doc.scale is None:
         raise InputFileError(p, "missing key 'scale'")
+    if doc.N is not None and not (math.isfinite(doc.N) and MIN_F_NUMBER <= doc.N <= MAX_F_NUMBER):
+        raise InputFileError(p, f"key 'N' (f-number of the checkerboard images) must be in {MIN_F_NUMBER:g}..{MAX_F_NUMBER:g}, "
+                                f"got {doc.N:g}")
     dC = doc.dc if doc.dC is None else doc.dC
     try:
         return InternalParameters(

@@ -36,11 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 
 from plenocal import __version__
 from plenocal.errors import DataError, InputFileError, ModelError, PlenocalError
 from plenocal.io._json import Fields
+from plenocal.io._quiet import captured_stderr
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import camera_from_json, camera_to_json, write_camera, write_internal_parameters
 from plenocal.io.dataset import (
@@ -392,14 +394,41 @@ def _board(reads: list[_Read]) -> Checkerboard:
     return b0
 
 
-def _whites(reads: list[_Read]) -> tuple[list[ImageEntry], list[str], ImageFormat]:
+def _stored_bit_depth(read: _Read) -> int | None:
+    """The bit depth of the first existing image an ``images.js`` lists (None: none exists)."""
+    assert read.images is not None
+    _, doc = read.images
+    for im in (*doc.whites, *([doc.mask] if doc.mask is not None else []), *doc.checkerboards):
+        stored, found, _ = _resolve(read.folder, im)
+        if not found:
+            continue
+        try:
+            with captured_stderr():
+                img = cv2.imdecode(np.fromfile(stored, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        except OSError:
+            continue
+        if img is not None:
+            return 16 if img.dtype == np.uint16 else 8
+    return None
+
+
+def _whites(reads: list[_Read], result: ImportResult | None = None) -> tuple[list[ImageEntry], list[str], ImageFormat]:
     """White and devignetting entries (from the first source that lists them, in its order), the
-    keys of their files, and the image format; every other source that lists them must agree."""
+    keys of their files, and the image format; every other source that lists them must agree.
+
+    Without a ``meta.format`` the bit depth is that of the first image that exists (it was taken as
+    8, and a 16-bit dataset then refused its own images). Without a ``mask`` entry, a white at the
+    checkerboards' f-number is the devignetting white, and ``result`` gets a warning saying so
+    (libpleno's mask is that white: "no image with role 'devignetting'" stopped detection)."""
     listed = [r for r in reads if r.images is not None]
     fmt = ImageFormat()
     if listed:
         p0, d0 = listed[0].images  # type: ignore[misc]
         fmt = _image_format(d0)
+        if d0.bit_depth is None:
+            probed = _stored_bit_depth(listed[0])
+            if probed is not None:
+                fmt = dataclasses.replace(fmt, bit_depth=probed)
         for r in listed[1:]:
             p, d = r.images  # type: ignore[misc]
             f = _image_format(d)
@@ -444,6 +473,16 @@ def _whites(reads: list[_Read]) -> tuple[list[ImageEntry], list[str], ImageForma
                 show = ", ".join(f"N={x[0]:g} {Path(x[2]).name}" for x in a)
                 other = ", ".join(f"N={x[0]:g} {Path(x[2]).name}" for x in b)
                 raise _disagree(ref[0], path, what, show, other)
+    if listed and not any(e.role is ImageRole.DEVIGNETTING for e in entries):
+        boards = {im.fnumber for r in listed for im in r.images[1].checkerboards if im.fnumber is not None}  # type: ignore[index]
+        same = [e for e in entries if e.role is ImageRole.WHITE and len(boards) == 1 and e.f_number in boards]
+        if same:
+            entries.append(ImageEntry(same[0].path, ImageRole.DEVIGNETTING, f_number=same[0].f_number))
+            keys.append(keys[entries.index(same[0])])
+            if result is not None:
+                result.warnings.append(
+                    f"{listed[0].images[0]}: no 'mask' entry; the white {Path(same[0].path).name} at the checkerboards' "  # type: ignore[index]
+                    f"f/{same[0].f_number:g} is used as the devignetting white")
     return entries, keys, fmt
 
 
@@ -631,7 +670,7 @@ def import_libpleno_folders(
     omega = omega_from_params(params[1], params[0]) if params is not None else None
     pose_docs = _poses(reads)
     poses = poses_from_doc(pose_docs) if pose_docs is not None else None
-    white_entries, white_keys, image_format = _whites(reads)
+    white_entries, white_keys, image_format = _whites(reads, result)
     entries = tuple(white_entries + _frame_entries(reads, white_keys, result))
     for r in reads:  # values finite, indices on the lattice, positions on the sensor, no duplicates
         if r.observations is not None:

@@ -1,0 +1,128 @@
+"""White-image checks (precalib.checks): over-exposure, an undeclared Bayer mosaic, JPEG blocks,
+f-numbers swapped or mislabelled. Each refuses ``plenocal precalibrate`` with one line naming the
+white and what to do, nothing written, the inputs unchanged (the hostile promise); clean whites
+pass. The whites are the analytic small-R12 ones (conftest), 8-bit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "cli"))
+from promise import hostile
+from test_cli import make_dataset
+
+from plenocal.precalib import checks
+from plenocal.precalib.pipeline import WhiteImage
+
+
+def _grey(image: np.ndarray) -> np.ndarray:
+    """The white as the pipeline reads an 8-bit PNG of it."""
+    return np.clip(np.rint(image), 0, 255) / 255.0
+
+
+def _jpeg(image: np.ndarray, quality: int) -> np.ndarray:
+    ok, buf = cv2.imencode(".jpg", np.clip(np.rint(image), 0, 255).astype(np.uint8), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return cv2.imdecode(buf, cv2.IMREAD_UNCHANGED).astype(np.float64)
+
+
+def _bayer(image: np.ndarray, gains=(0.55, 1.0, 0.7)) -> np.ndarray:
+    """What an RGGB sensor records of a white diffuser with these channel gains."""
+    out = image.astype(np.float64).copy()
+    out[0::2, 0::2] *= gains[0]
+    out[1::2, 1::2] *= gains[2]
+    return out
+
+
+def test_statistics_of_clean_and_damaged_whites(small_whites):
+    """Clean whites: no plateau, phases within 0.3 %, no block edges; ×3 exposure: plateaus on the
+    wide apertures; a Bayer mosaic: phases tens of % apart; JPEG at quality 75: block edges."""
+    for w in small_whites:
+        st = checks.white_statistics(_grey(w.image))
+        assert st.clipped_plateau_fraction == 0.0
+        assert st.mosaic_imbalance < 0.1 * checks.MAX_MOSAIC_IMBALANCE
+        assert st.jpeg_coherence < checks.MIN_JPEG_COMB / 4
+    over = {w.f_number: checks.clipped_plateau_fraction(_grey(3.0 * w.image)) for w in small_whites}
+    assert min(over.values()) > 10 * checks.MAX_CLIPPED_PLATEAU_FRACTION
+    assert all(checks.mosaic_imbalance(_grey(_bayer(w.image))) > 4 * checks.MAX_MOSAIC_IMBALANCE for w in small_whites)
+    combs = [checks.jpeg_comb(_grey(_jpeg(w.image, 85))) for w in small_whites]
+    assert min(c for c, _, _ in combs) > 2 * checks.MIN_JPEG_COMB and {q for _, q, _ in combs} == {4}
+
+
+def test_no_f_number_ratio_without_three_whites():
+    assert np.isnan(checks.f_number_ratios({}, {}, [8.0, 16.0], 3)[8.0])
+
+
+@pytest.fixture
+def whites(small_whites):
+    """The four whites that enter Ω (f/4 touches), a list to change."""
+    return [w for w in small_whites if w.f_number > 4.5]
+
+
+def _dataset(tmp_path, camera, whites, **manifest):
+    ds = make_dataset(tmp_path / "ds", camera, whites)
+    if manifest:
+        path = ds / "manifest.json"
+        doc = json.loads(path.read_text())
+        for key, value in manifest.items():
+            doc.setdefault(key, {}).update(value)
+        path.write_text(json.dumps(doc))
+    return ds
+
+
+def _refused(capfd, tmp_path, ds, match):
+    return hostile(capfd, ["precalibrate", ds, "-o", tmp_path / "pre"], inputs=[ds], out=tmp_path / "pre", match=match)
+
+
+def test_over_exposed_white(capfd, tmp_path, small_camera, whites):
+    """Exposed 3× and clipped (issue 25: Ω's m 17.6 % too large, no warning)."""
+    ds = _dataset(tmp_path, small_camera, [WhiteImage(w.f_number, 3.0 * w.image, w.name) for w in whites])
+    _refused(capfd, tmp_path, ds, r"white image images/white-5.65685.png is over-exposed: \d+\.\d % of its lit pixels "
+                                  r"sit on clipped plateaus .*shorter exposure")
+
+
+def test_mislabelled_f_number(capfd, tmp_path, small_camera, whites):
+    """The f/11.31 white declared f/8 (issue 25: pitches −4σ, no warning): with four whites in Ω the
+    one without which the others agree is named."""
+    by_n = {round(w.f_number, 2): w for w in whites}
+    relabelled = [by_n[5.66], WhiteImage(8.0, by_n[11.31].image), by_n[11.31], by_n[16.0]]
+    ds = _dataset(tmp_path, small_camera, relabelled)
+    _refused(capfd, tmp_path, ds, r"white image images/white-8.png is declared f/8 but its micro-images, against the "
+                                  r"radius law of the other whites, say f/11\.\d \(\+4\d %\), allowed 10 %; check its f_number")
+
+
+def test_mislabelled_f_number_among_three(capfd, tmp_path, small_camera, whites):
+    """With three whites in Ω any one could be the wrong one: the line says what each says."""
+    by_n = {round(w.f_number, 2): w for w in whites}
+    ds = _dataset(tmp_path, small_camera, [by_n[5.66], WhiteImage(8.0, by_n[11.31].image), by_n[16.0]])
+    _refused(capfd, tmp_path, ds, r"do not follow one radius law with their declared f-numbers: against the law of the "
+                                  r"others, images/white-5.65685.png \(declared f/5.65685\) says f/.*; an f_number in "
+                                  r"manifest.json is wrong \(add a fourth white to tell which\)")
+
+
+def test_swapped_f_numbers(capfd, tmp_path, small_camera, small_whites):
+    """The f/4 and f/16 labels swapped: the line says which whites are out of order and why (it was
+    a 900-character line blaming touching micro-images)."""
+    by_n = {round(w.f_number, 2): w for w in small_whites}
+    swapped = [WhiteImage(4.0, by_n[16.0].image), by_n[5.66], by_n[8.0], by_n[11.31], WhiteImage(16.0, by_n[4.0].image)]
+    ds = _dataset(tmp_path, small_camera, swapped)
+    line = _refused(capfd, tmp_path, ds, r"white images images/white-4.png \(declared f/4\) and images/white-5.65685.png "
+                                         r"\(declared f/5.65685\) are in the wrong order: .*mislabelled or the files swapped")
+    assert "touch" not in line
+
+
+def test_undeclared_bayer_mosaic(capfd, tmp_path, small_camera, whites):
+    ds = _dataset(tmp_path, small_camera, [WhiteImage(w.f_number, _bayer(w.image), w.name) for w in whites])
+    _refused(capfd, tmp_path, ds, r"white image images/white-5.65685.png has a 2x2 pixel pattern: .*Bayer colour mosaic "
+                                  r"read as grey; set manifest.json image_format.color to \"bayer-rggb\"")
+
+
+def test_jpeg_compressed_whites(capfd, tmp_path, small_camera, whites):
+    ds = _dataset(tmp_path, small_camera, [WhiteImage(w.f_number, _jpeg(w.image, 75), w.name) for w in whites])
+    _refused(capfd, tmp_path, ds, r"white image images/white-.*\.png went through JPEG compression: .*8x8 blocks.*PNG or TIFF")
