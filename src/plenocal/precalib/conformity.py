@@ -205,7 +205,10 @@ def projective_lattice(uv_px: FloatArray, k: NDArray[np.int64], l: NDArray[np.in
                         np.stack([zeros, zeros, zeros, x, y, ones, -x * v, -y * v], axis=1)])
     b = np.concatenate([u, v])
     rows = np.concatenate([fit, fit])
-    h, *_ = np.linalg.lstsq(A[rows], b[rows], rcond=None)
+    # Normal equations: 8 unknowns, well conditioned in these coordinates (lstsq on the 2M × 8
+    # system costs ten times more).
+    Af = A[rows]
+    h = np.linalg.solve(Af.T @ Af, Af.T @ b[rows])
     w = 1.0 + h[6] * x + h[7] * y
     pred = np.stack([(h[0] * x + h[1] * y + h[2]) / w, (h[3] * x + h[4] * y + h[5]) / w], axis=1)
     return pred * us + u0
