@@ -178,3 +178,33 @@ def test_departs_sees_a_smooth_departure_above_its_noise_and_nothing_in_noise():
     flags, _ = cf.departs(values, k, l, lattice, 0.1, reference=r < 0.4)
     assert flags[shift > 0.15].mean() > 0.95
     assert flags[shift < 0.05].mean() < 0.01
+
+
+def test_a_shape_shared_by_every_micro_image_is_not_a_departure():
+    """Micro-images all 3 % elliptical (astigmatic lenslets, non-square pixels) are kept; a ring of
+    cat's-eyes on top of that is not."""
+    from plenocal.model.camera import MicroImageGrid
+    from plenocal.precalib.radii import Moments
+
+    lattice = Lattice(LatticeKind.HEX_ROWS, 100, 80)
+    grid = MicroImageGrid(lattice, (23.3, 23.3), 0.0, (10.0, 10.0))
+    k, l = lattice.all_indices()
+    uv = grid.centres(k, l)
+    shape = (int(uv[:, 1].max()) + 12, int(uv[:, 0].max()) + 12)
+    rng = np.random.default_rng(5)
+    n = len(k)
+    aniso = np.array([0.03, 0.0]) + rng.normal(0.0, 0.005, (n, 2))
+    centres = uv + rng.normal(0.0, 0.03, (n, 2))
+
+    def moments(a):
+        return Moments(k, l, np.full(n, 10.0), np.full(n, 10.3), np.ones(n), np.zeros((n, 2)), centres, a)
+
+    conf = cf.conformity(moments(aniso), np.ones(n), lattice, shape, f_number=8.0)
+    assert np.all(conf.ok), conf.summary()
+    r = np.hypot(*(uv - np.array([shape[1], shape[0]]) / 2.0).T) / np.hypot(shape[1] / 2.0, shape[0] / 2.0)
+    ring = r > 0.8
+    clipped = aniso.copy()
+    clipped[ring] += 0.05 * np.stack([np.cos(2 * np.arctan2(*(uv[ring] - uv.mean(0)).T[::-1])),
+                                      np.sin(2 * np.arctan2(*(uv[ring] - uv.mean(0)).T[::-1]))], axis=1)
+    conf = cf.conformity(moments(clipped), np.ones(n), lattice, shape, f_number=8.0)
+    assert np.all(conf.anisotropic[ring]) and not np.any(conf.anisotropic[r < 0.7])

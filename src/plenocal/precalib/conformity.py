@@ -21,7 +21,7 @@ tested on its own, with three statistics measured from it, per micro-image:
 1. *dark*: lit mass (in the un-flattened image) relative to the median of the micro-images in the
    central third of the sensor, below :data:`MIN_RELATIVE_MASS`;
 2. *anisotropic*: the second-moment anisotropy vector ``a`` (:attr:`.radii.Moments.anisotropy`),
-   zero for any disc ⊗ disc, beyond :data:`MAX_ANISOTROPY`;
+   zero for any disc ⊗ disc, less the central micro-images' median, beyond :data:`MAX_ANISOTROPY`;
 3. *off the lattice*: the centroid's residual against the projective lattice fitted to the
    white's conforming micro-images (:func:`projective_lattice`) beyond
    :data:`MAX_LATTICE_DEPARTURE_PX`.
@@ -246,6 +246,10 @@ def conformity(
         # Photon-like noise: σ ∝ 1/√(light); never below the centre's.
         scale = np.sqrt(np.maximum(mass_ref / np.maximum(mass[lit], 1e-300), 1.0))
         aniso = np.nan_to_num(moments.anisotropy[lit], nan=1.0)
+        # Against the central micro-images' shape (an astigmatic lenslet, non-square pixels): a
+        # departure is a change across the sensor.
+        if int(ref.sum()) >= 10:
+            aniso = aniso - np.median(aniso[ref], axis=0)
         flags, a_sigma = departs(aniso, kl, ll, lattice, MAX_ANISOTROPY, reference=ref, noise_scale=scale)
         anisotropic[lit] = flags
         # Start from the central micro-images: a lattice fitted where the lens distorts it would
