@@ -60,6 +60,7 @@ def test_precalibrate_cli_writes_camera_observations_and_plots(tmp_path, small_c
     report = json.loads((out / "precalibration.json").read_text())
     assert report["types"]["row_shift"] == [0, 1]
     assert [a["used"] for a in report["apertures"]] == [False, True, True, True, True]
+    assert [w["n_excluded"] for w in report["excluded_micro_images"]["per_white"]] == [0] * 5
     assert (out / "radii.png").stat().st_size > 10_000 and (out / "radii.svg").is_file()
     assert (out / "centres.png").is_file()
     assert "types (0, 1)" in capsys.readouterr().out
@@ -107,3 +108,45 @@ def test_precalibrate_cli_indistinct_types_fail_with_the_cause_and_the_radii_plo
     err = capsys.readouterr().err
     assert "types cannot be told apart" in err and "for the diagnosis" not in err
     assert not out.exists() and len(list((tmp_path / "tmp").iterdir())) == 1
+
+
+def test_precalibrate_cli_reports_the_micro_images_it_left_out(tmp_path, small_camera, small_whites, capsys):
+    """Whites clipped towards the edge (test_conformity.vignetted): per white, how many were left
+    out, by which rule, and where — none near the principal point, all in the outermost ring."""
+    from test_conformity import vignetted
+
+    from plenocal.precalib.pipeline import WhiteImage
+
+    whites = [WhiteImage(w.f_number, vignetted(w.image, small_camera, w.f_number)[0]) for w in small_whites[:4]]
+    ds = make_dataset(tmp_path / "ds", small_camera, whites)
+    out = tmp_path / "out"
+    assert main(["precalibrate", str(ds), "-o", str(out)]) == 0
+    ex = json.loads((out / "precalibration.json").read_text())["excluded_micro_images"]
+    assert ex["rules"]["max_anisotropy"] == pytest.approx(0.01)
+    assert len(ex["per_white"]) == 4
+    for w in ex["per_white"]:
+        assert w["n_excluded"] > 300 and w["n_dark"] > 100
+        assert w["n_excluded"] <= w["n_dark"] + w["n_anisotropic"] + w["n_off_lattice"]
+        rings = w["excluded_fraction_by_ring"]
+        assert rings[0] == 0.0 and rings[-1] == 1.0
+        assert w["excluded_radius_mm"]["p05"] > 1.0  # CLIP_START: 0.5 of the 3.4 mm half-diagonal
+    assert "micro-images left out as not following the white-image model" in capsys.readouterr().out
+
+
+def test_precalibrate_cli_no_conforming_micro_images_is_one_line_error(tmp_path, small_camera, small_whites, capsys, monkeypatch):
+    from plenocal.precalib import conformity as cf
+    from plenocal.precalib import pipeline
+
+    def all_dark(moments, mass, lattice, image_shape, *, f_number):
+        n = len(moments.k)
+        return cf.Conformity(f_number, moments.k, moments.l, moments.centre_px, np.ones(n, dtype=bool),
+                             np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), 0.0, 0.0)
+
+    monkeypatch.setattr(pipeline, "conformity", all_dark)
+    ds = make_dataset(tmp_path / "ds", small_camera, small_whites[1:4])
+    out = tmp_path / "out"
+    assert main(["precalibrate", str(ds), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "only 0 micro-images follow the white-image model" in err
+    assert not out.exists()

@@ -53,6 +53,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _where_excluded(pc: Precalibration, conf: Any) -> str:
+    """Where ``conf``'s excluded micro-images are, for the console line ('' when none)."""
+    from plenocal.precalib.conformity import exclusion_by_radius
+
+    info = exclusion_by_radius(conf, pc.camera.sensor.principal_point_px, pc.camera.sensor.pixel_size_mm)
+    r = info["excluded_radius_mm"]
+    return "" if r is None else f" (from {r['p05']:.1f} mm of the principal point, median {r['median']:.1f} mm)"
+
+
 def checkerboard_f_number(dataset: Dataset) -> float:
     """The f-number of the checkerboard images (they must share one), else of the devignetting white."""
     m = dataset.manifest
@@ -87,6 +96,7 @@ def summary(pc: Precalibration) -> dict[str, Any]:
             "rotation_rad": g.grid.rotation_rad,
             "offset_px": list(g.grid.offset_px),
             "rms_px": g.rms_px,
+            "rms_all_px": pc.grid_rms_all_px,
             "n_linked": len(g.uv),
             "n_rejected": g.n_rejected,
             "n_detected": pc.n_centres_detected,
@@ -102,6 +112,7 @@ def summary(pc: Precalibration) -> dict[str, Any]:
              "type_confusion": d.type_confusion if np.isfinite(d.type_confusion) else None}
             for d in pc.internals.apertures
         ],
+        "excluded_micro_images": excluded_summary(pc),
         "type_confusion": pc.internals.type_confusion,
         "estimator": pc.internals.estimator,
         "pixel_variance_px2": pc.internals.pixel_variance_px2,
@@ -147,6 +158,28 @@ def failure_figure(exc: PrecalibrationError) -> Path:
     return folder / "radii.png"
 
 
+def excluded_summary(pc: Precalibration) -> dict[str, Any]:
+    """The micro-images left out as not following the white-image model, per white, and the rules."""
+    from plenocal.precalib import conformity as cf
+
+    pp = pc.camera.sensor.principal_point_px
+    s = pc.camera.sensor.pixel_size_mm
+    per_white = []
+    for N, c in sorted(pc.conformity.items()):
+        entry = {"f_number": N, "n_micro_images": len(c.k), "n_excluded": int((~c.ok).sum()), "n_dark": int(c.dark.sum()),
+                 "n_anisotropic": int(c.anisotropic.sum()), "n_off_lattice": int(c.off_lattice.sum()),
+                 "anisotropy_sigma": c.anisotropy_sigma, "lattice_sigma_px": c.lattice_sigma_px}
+        entry.update(cf.exclusion_by_radius(c, pp, s))
+        per_white.append(entry)
+    return {
+        "rules": {"min_relative_mass": cf.MIN_RELATIVE_MASS, "max_anisotropy": cf.MAX_ANISOTROPY,
+                  "max_lattice_departure_px": cf.MAX_LATTICE_DEPARTURE_PX, "noise_sigmas": cf.NOISE_SIGMAS,
+                  "neighbourhood_nodes": cf.NEIGHBOURHOOD_NODES},
+        "principal_point_px": list(pp),
+        "per_white": per_white,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     dataset = read_dataset(args.dataset)
     out = Path(args.output)
@@ -182,6 +215,11 @@ def run(args: argparse.Namespace) -> int:
             ref = max(whites, key=lambda w: w.f_number)
             save_figure(centres_crop_figure(ref.image, ref.f_number, pc), tmp / "centres", formats=("png",))
     used = [f"{d.f_number:g}" for d in pc.internals.apertures if d.used]
+    excluded = [c for c in pc.conformity.values() if not np.all(c.ok)]
+    if excluded:
+        counts = ", ".join(f"N = {c.f_number:g}: {int((~c.ok).sum())} of {len(c.k)}" for c in sorted(pc.conformity.values(), key=lambda c: c.f_number))
+        where = _where_excluded(pc, max(excluded, key=lambda c: int((~c.ok).sum())))
+        print(f"micro-images left out as not following the white-image model (clipped, distorted or dark): {counts}{where}")
     print(
         f"grid pitch {pc.grid_fit.grid.diameter_px:.4f} px (rms {pc.grid_fit.rms_px:.3f} px, {len(pc.mic)} centres); "
         f"types {pc.types.layout.row_shift} (confidence {pc.types.confidence:.3f}); "

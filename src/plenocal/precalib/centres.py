@@ -80,17 +80,28 @@ def estimate_pitch_px(image: NDArray[np.float32], *, hexagonal: bool, crop: int 
     return spacing / (np.sqrt(3.0) / 2.0) if hexagonal else spacing
 
 
-def flatten(image: NDArray[np.float32], pitch_px: float) -> NDArray[np.float32]:
-    """Divide by the local mean over several pitches, removing smooth vignetting."""
+def envelope(image: NDArray[np.float32], pitch_px: float) -> NDArray[np.float32]:
+    """The image's smooth brightness envelope: its local mean over several pitches (Gaussian,
+    σ = 2 pitches), shape (H, W). Its value at a micro-image's centre times the micro-image's mass
+    in :func:`flatten`'s image is the micro-image's mass in ``image``."""
     sigma = 2.0 * pitch_px
     # The envelope is smooth: blur a 1/f-downsampled copy (same result, f² fewer pixels).
     H, W = image.shape
     f = max(1, int(pitch_px // 4))
     small = cv2.resize(image, (max(W // f, 1), max(H // f, 1)), interpolation=cv2.INTER_AREA)
     small = cv2.GaussianBlur(small, (0, 0), sigma / f)
-    envelope = cv2.resize(small, (W, H), interpolation=cv2.INTER_LINEAR)
-    floor = max(float(envelope.max()) * 1e-3, 1e-6)
-    return image / np.maximum(envelope, floor)
+    return cv2.resize(small, (W, H), interpolation=cv2.INTER_LINEAR)
+
+
+def flatten_by(image: NDArray[np.float32], env: NDArray[np.float32]) -> NDArray[np.float32]:
+    """``image`` divided by its :func:`envelope` ``env`` (floored at 1e-3 of its maximum)."""
+    floor = max(float(env.max()) * 1e-3, 1e-6)
+    return image / np.maximum(env, floor)
+
+
+def flatten(image: NDArray[np.float32], pitch_px: float) -> NDArray[np.float32]:
+    """Divide by the local mean over several pitches, removing smooth vignetting."""
+    return flatten_by(image, envelope(image, pitch_px))
 
 
 def candidate_centres(flat: NDArray[np.float32], pitch_px: float) -> NDArray[np.float64]:

@@ -115,19 +115,27 @@ def fit_grid(
         sol, *_ = np.linalg.lstsq(X, pts, rcond=None)
         o, ax, ay = sol[0], sol[1], sol[2]
 
+    # The labels' origin is found by extrapolating the lattice to the image's top-left corner: from
+    # the centres in the central half of the image, where a real lens neither clips nor distorts
+    # the micro-images (pulled-in or displaced centres at the edges shear a fit to all of them).
+    mid = (np.abs(pts[:, 0] - (size[1] - 1) / 2.0) <= size[1] / 4.0) & (np.abs(pts[:, 1] - (size[0] - 1) / 2.0) <= size[0] / 4.0)
+    if int(mid.sum()) >= 10:
+        sol, *_ = np.linalg.lstsq(X[mid], pts[mid], rcond=None)
+        o, ax, ay = sol[0], sol[1], sol[2]
+
     def predict(xq: FloatArray, rq: FloatArray) -> FloatArray:
         return o + np.outer(xq, ax) + np.outer(rq, ay)
 
     # Row 0: topmost row with its centre (near the middle of the row) at "v" >= −row spacing/2.
     row_spacing = float(abs(ay @ np.array([-ax[1], ax[0]])) / np.hypot(*ax))
-    r_candidates = np.arange(row.min() - 3, row.max() + 1)
+    r_candidates = np.arange(row.min() - int(np.ceil(size[0] / row_spacing)) - 3, row.max() + 1)
     mid_x = float(np.median(xi))
     v_rows = predict(np.full(r_candidates.size, mid_x), r_candidates.astype(np.float64))[:, 1]
     r0 = int(r_candidates[np.argmax(v_rows >= -row_spacing / 2.0)])
     # In row 0, the leftmost node with "u" >= −p/2. Nodes of row r0 sit at x ≡ frac of row r0.
     in_r0 = row == r0
     frac = float(np.median(xi[in_r0] % 1.0)) if np.any(in_r0) else float(np.median((xi[row % 2 == r0 % 2]) % 1.0))
-    xs = frac + np.arange(int(np.floor(xi.min())) - 3, int(np.ceil(xi.max())) + 2)
+    xs = frac + np.arange(int(np.floor(xi.min())) - int(np.ceil(size[1] / p)) - 3, int(np.ceil(xi.max())) + 2)
     u_nodes = predict(xs, np.full(xs.size, float(r0)))[:, 0]
     x_left = float(xs[np.argmax(u_nodes >= -p / 2.0)])
 
@@ -142,6 +150,25 @@ def fit_grid(
     k_final, l_final = (l_abs, k_abs) if cols else (k_abs, l_abs)
     inside = lattice.contains(k_final, l_final)
     return _refine(uv[inside], k_final[inside], l_final[inside], lattice, p, -theta if cols else theta, reject_px, n_pre=int((~inside).sum()))
+
+
+def refit_grid(fit: GridFit, keep: NDArray[np.bool_], *, reject_px: float = 2.0) -> GridFit:
+    """The grid refitted to the linked centres ``fit.uv[keep]`` (their indices kept), started from
+    ``fit.grid``; the others count as rejected.
+
+    Parameters
+    ----------
+    fit : a previous :func:`fit_grid` result.
+    keep : (M,) which of ``fit.uv`` enter the fit.
+    reject_px : as in :func:`fit_grid`.
+    """
+    g = fit.grid
+    keep = np.asarray(keep, dtype=bool)
+    if int(keep.sum()) < 10:
+        raise DataError(f"only {int(keep.sum())} micro-image centres to refit the grid; need at least 10")
+    out = _refine(fit.uv[keep], fit.k[keep], fit.l[keep], g.lattice, float(np.mean(g.pitch_px)), g.rotation_rad, reject_px,
+                  n_pre=fit.n_rejected + int((~keep).sum()))
+    return out
 
 
 def _refine(

@@ -2,14 +2,19 @@
 
 :func:`precalibrate` chains the steps; each is a plain function of its own module:
 :mod:`~plenocal.precalib.centres` (micro-image centres), :mod:`~plenocal.precalib.grid` (lattice
-indices and MIA fit), :mod:`~plenocal.precalib.radii` (moments), :mod:`~plenocal.precalib.types`
-(type layout), :mod:`~plenocal.precalib.internals` (Ω) and
-:func:`plenocal.model.white.initial_camera`.
+indices and MIA fit), :mod:`~plenocal.precalib.radii` (moments),
+:mod:`~plenocal.precalib.conformity` (micro-images that do not follow the white-image model: clipped
+by the lens, distorted by its pupil, dark), :mod:`~plenocal.precalib.types` (type layout),
+:mod:`~plenocal.precalib.internals` (Ω) and :func:`plenocal.model.white.initial_camera`.
+
+The micro-images that :mod:`~plenocal.precalib.conformity` rejects in a white are left out of
+everything measured from that white: the grid (reference white), the type layout, Ω and the MIC
+observations.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,8 +26,9 @@ from plenocal.model.observations import MicroImageCentres
 from plenocal.model.spec import CameraSpec
 from plenocal.model.white import InternalParameters, initial_camera, initial_tilt
 from plenocal.precalib import checks
-from plenocal.precalib.centres import clean_image, detect_centres, flatten, refine_centroids
-from plenocal.precalib.grid import GridFit, fit_grid
+from plenocal.precalib.centres import clean_image, detect_centres, envelope, flatten_by, refine_centroids
+from plenocal.precalib.conformity import Conformity, central, conformity
+from plenocal.precalib.grid import GridFit, fit_grid, refit_grid
 from plenocal.precalib.internals import ApertureDecision, InternalsError, InternalsFit, detrended, fit_internals
 from plenocal.precalib.radii import Moments, micro_image_moments
 from plenocal.precalib.types import TypeClassification, classify_types
@@ -32,7 +38,14 @@ UNFOCUSED_Q_PX = 1.0
 camera's |q| is ~0.03 px; an unknown pixel term (0 to 1/12 px², taken as 1/24 when the profile
 cannot tell) makes it appear up to ~0.6 px; focused cameras have |q| of several px."""
 NOT_WHITE_DARK_FRACTION = 0.15
-"""A white image has (almost) no dark micro-images; more than this fraction means a scene."""
+"""A white image has (almost) no dark micro-images in the centre of the sensor; more than this
+fraction there means a scene."""
+NOT_WHITE_REGION_FRACTION = 0.5
+"""The not-a-white test counts the micro-images in the central half of the sensor (both axes): a
+quarter of its area, inside any real lens' image circle."""
+DARK_LEVEL = 0.3
+"""A micro-image darker than this fraction of the bright level is dark (a black square, not
+vignetting: a white's brightness falls by far less across the central half of the sensor)."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,13 @@ class Precalibration:
     configuration: Configuration
     configuration_inferred: bool
     moments: dict[float, Moments]
+    """Per f-number, the moments of the micro-images that follow the white-image model."""
     n_centres_detected: int
+    conformity: dict[float, Conformity] = field(default_factory=dict)
+    """Per f-number, which micro-images follow the white-image model (:mod:`.conformity`)."""
+    grid_rms_all_px: float = float("nan")
+    """RMS residual of every lit micro-image's centroid in the reference white against the grid,
+    those left out included: how far the lens' micro-image lattice departs from a linear one."""
 
 
 def _check_whites(whites: list[WhiteImage]) -> tuple[int, int]:
@@ -147,10 +166,11 @@ def precalibrate(
     hexagonal = spec.lattice.kind is not LatticeKind.ORTHOGONAL
     n_ref = reference_white(cleaned)
     det = detect_centres(cleaned[n_ref], hexagonal=hexagonal)
-    grid_fit = fit_grid(det.uv, spec.lattice, (H, W))
-    grid = grid_fit.grid
+    first_fit = fit_grid(det.uv, spec.lattice, (H, W))
+    grid = first_fit.grid
     k_all, l_all = spec.lattice.all_indices()
-    moments: dict[float, Moments] = {}
+    all_moments: dict[float, Moments] = {}
+    masses: dict[float, NDArray[np.float64]] = {}
     flats: dict[float, NDArray[np.float32]] = {}
     for N, img in cleaned.items():
         dark = _dark_fraction(img, grid, k_all, l_all)
@@ -159,8 +179,22 @@ def precalibrate(
                 f"white image {by_n[N].name or N} has {100 * dark:.0f} % dark micro-images: it is not a white "
                 "image (a checkerboard or scene?); give images of a uniform diffuser"
             )
-        flats[N] = flatten(img, grid.diameter_px)
-        moments[N] = micro_image_moments(flats[N], grid, k_all, l_all)
+        env = envelope(img, grid.diameter_px)
+        flats[N] = flatten_by(img, env)
+        all_moments[N] = micro_image_moments(flats[N], grid, k_all, l_all)
+        masses[N] = all_moments[N].mean_intensity * _sample(env, all_moments[N].centre_px)
+    # Micro-images that do not follow the white-image model (clipped, distorted by the lens'
+    # pupil, dark) are left out of the grid, the types, Ω and the MIC observations.
+    grid_fit, conformities = _conforming_grid(first_fit, all_moments, masses, n_ref, (H, W))
+    grid = grid_fit.grid
+    moments = {N: all_moments[N].select(conformities[N].ok) for N in all_moments}
+    for N, m in moments.items():
+        if len(m.k) < MIN_CONFORMING_MICRO_IMAGES:
+            raise DataError(
+                f"white image {by_n[N].name or N}: only {len(m.k)} micro-images follow the white-image model "
+                f"(need {MIN_CONFORMING_MICRO_IMAGES}; {conformities[N].summary()}): the lens clips or distorts almost "
+                "every micro-image; check that the white is evenly lit and in focus range, or use whites at smaller apertures"
+            )
 
     n_types = spec.n_types
     # Types from the variance at every aperture (features joined on (k, l)), less the smooth trend
@@ -211,7 +245,7 @@ def precalibrate(
         f_number=checkerboard_f_number,
     )
     used = [d.f_number for d in fit.apertures if d.used]
-    mic = _averaged_centres(cleaned, used, grid, k_all, l_all)
+    mic = _averaged_centres(flats, used, grid, k_all, l_all, conformities)
     return Precalibration(
         grid_fit=grid_fit,
         mic=mic,
@@ -223,6 +257,8 @@ def precalibrate(
         configuration_inferred=inferred,
         moments=moments,
         n_centres_detected=len(det.uv),
+        conformity=conformities,
+        grid_rms_all_px=_rms_against(grid, all_moments[n_ref]),
     )
 
 
@@ -247,18 +283,22 @@ def reference_white(cleaned: dict[float, NDArray[np.float32]]) -> float:
 
 
 def _dark_fraction(image: NDArray[np.float32], grid, k: NDArray[np.int64], l: NDArray[np.int64]) -> float:
-    """Fraction of micro-images much darker than a smooth (quadratic) vignetting trend."""
+    """Fraction of the micro-images in the central half of the sensor (both axes) that are darker
+    than :data:`DARK_LEVEL` of the bright level there (their 90th percentile).
+
+    Only the centre counts: a real lens may leave the sensor's corners dark (an image circle
+    smaller than the sensor), a scene has dark micro-images everywhere.
+    """
     H, W = image.shape
     c = grid.centres(k, l)
-    ok = (c[:, 0] >= 1) & (c[:, 0] <= W - 2) & (c[:, 1] >= 1) & (c[:, 1] <= H - 2)
+    ok = central(c, (H, W), fraction=NOT_WHITE_REGION_FRACTION) & (c[:, 0] >= 1) & (c[:, 0] <= W - 2) & (c[:, 1] >= 1) & (c[:, 1] <= H - 2)
     c = c[ok]
+    if len(c) == 0:
+        return 0.0
     u, v = np.rint(c[:, 0]).astype(np.int64), np.rint(c[:, 1]).astype(np.int64)
     val = sum(image[v + dy, u + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)) / 9.0
-    x, y = (c[:, 0] - W / 2) / W, (c[:, 1] - H / 2) / H
-    A = np.stack([np.ones_like(x), x, y, x * x, x * y, y * y], axis=1)
-    coef, *_ = np.linalg.lstsq(A, val, rcond=None)
-    trend = A @ coef
-    return float(np.mean(val < 0.3 * np.maximum(trend, 1e-6)))
+    bright = float(np.percentile(val, 90))
+    return float(np.mean(val < DARK_LEVEL * max(bright, 1e-6)))
 
 
 def _common_nodes(moments: dict[float, Moments]) -> dict[float, NDArray[np.int64]]:
@@ -272,27 +312,66 @@ def _common_nodes(moments: dict[float, Moments]) -> dict[float, NDArray[np.int64
 
 
 def _averaged_centres(
-    cleaned: dict[float, NDArray[np.float32]],
+    flats: dict[float, NDArray[np.float32]],
     f_numbers: list[float],
     grid,
     k_all: NDArray[np.int64],
     l_all: NDArray[np.int64],
+    conformities: dict[float, Conformity],
 ) -> MicroImageCentres:
-    """Sub-pixel centres at every grid node, averaged over the usable apertures."""
+    """Sub-pixel centres at the grid nodes, averaged over the usable apertures where each follows
+    the white-image model."""
     c0 = grid.centres(k_all, l_all)
     sums = np.zeros_like(c0)
     counts = np.zeros(len(c0))
     lin_all = l_all * grid.lattice.width + k_all
     for N in f_numbers:
-        flat = flatten(cleaned[N], grid.diameter_px)
-        res = refine_centroids(flat, c0, grid.diameter_px / 2.0 - 1.0)
+        conf = conformities[N]
+        lin_ok = np.sort(conf.l[conf.ok] * grid.lattice.width + conf.k[conf.ok])
+        res = refine_centroids(flats[N], c0, grid.diameter_px / 2.0 - 1.0)
         # Map refined centres back to their node (refine drops border and faint ones).
         kk, ll = grid.nearest(res.uv[:, 0], res.uv[:, 1])
         lin = ll * grid.lattice.width + kk
         pos = np.searchsorted(lin_all, lin)
         ok = (pos < len(lin_all)) & (lin_all[np.minimum(pos, len(lin_all) - 1)] == lin)
+        ok &= np.isin(lin, lin_ok, assume_unique=False)
         np.add.at(sums, pos[ok], res.uv[ok])
         np.add.at(counts, pos[ok], 1)
     have = counts > 0
     uv = sums[have] / counts[have, None]
     return MicroImageCentres(k_all[have], l_all[have], uv[:, 0], uv[:, 1])
+
+
+MIN_CONFORMING_MICRO_IMAGES = 100
+"""Fewer micro-images that follow the white-image model in one white: pre-calibration fails
+(Ω and the grid would rest on too few)."""
+
+
+def _sample(image: NDArray[np.float32], uv_px: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``image`` at the nearest pixel of each (u, v) (M, 2), clipped to the image."""
+    H, W = image.shape
+    u = np.clip(np.rint(uv_px[:, 0]).astype(np.int64), 0, W - 1)
+    v = np.clip(np.rint(uv_px[:, 1]).astype(np.int64), 0, H - 1)
+    return image[v, u].astype(np.float64)
+
+
+def _rms_against(grid, moments: Moments) -> float:
+    r = moments.centre_px - grid.centres(moments.k, moments.l)
+    return float(np.sqrt(np.mean(np.sum(r * r, axis=1)))) if len(r) else float("nan")
+
+
+def _conforming_grid(
+    first_fit: GridFit,
+    moments: dict[float, Moments],
+    masses: dict[float, NDArray[np.float64]],
+    n_ref: float,
+    image_shape: tuple[int, int],
+) -> tuple[GridFit, dict[float, Conformity]]:
+    """Every white's conformity, and the grid refitted to the reference white's conforming centres."""
+    lattice = first_fit.grid.lattice
+    out = {N: conformity(m, masses[N], lattice, image_shape, f_number=N) for N, m in moments.items()}
+    ref = out[n_ref]
+    keep = np.isin(first_fit.l * lattice.width + first_fit.k, ref.l[ref.ok] * lattice.width + ref.k[ref.ok])
+    if np.all(keep) or int(keep.sum()) < MIN_CONFORMING_MICRO_IMAGES:
+        return first_fit, out
+    return refit_grid(first_fit, keep), out

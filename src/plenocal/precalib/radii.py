@@ -45,6 +45,14 @@ class Moments:
     """(M, 2) intensity centroid − grid centre."""
     centre_px: FloatArray
     """(M, 2) intensity centroid (u, v)."""
+    anisotropy: FloatArray
+    """(M, 2) second-moment anisotropy ((σ_xx − σ_yy), 2σ_xy)/(σ_xx + σ_yy): 0 for a round
+    micro-image, its norm (λ_max − λ_min)/(λ_max + λ_min) for an elliptical one."""
+
+    def select(self, mask: NDArray[np.bool_]) -> Moments:
+        """The micro-images where ``mask`` (M,) is true."""
+        return Moments(self.k[mask], self.l[mask], self.variance_px2[mask], self.variance_max_px2[mask],
+                       self.mean_intensity[mask], self.offset_px[mask], self.centre_px[mask], self.anisotropy[mask])
 
     @property
     def radius_alpha_px(self) -> FloatArray:
@@ -100,5 +108,7 @@ def windowed_moments(
     out_max = 0.5 * (sxx + syy) + 0.5 * np.sqrt(4 * sxy**2 + (sxx - syy) ** 2)
     out_mean = m00 / np.maximum(npx, 1)
     out_off = np.stack([mx, my], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out_aniso = np.stack([sxx - syy, 2.0 * sxy], axis=1) / (sxx + syy)[:, None]
     ok = np.isfinite(out_var)
-    return Moments(kk[ok], ll[ok], out_var[ok], out_max[ok], out_mean[ok], out_off[ok], c[ok] + out_off[ok])
+    return Moments(kk[ok], ll[ok], out_var[ok], out_max[ok], out_mean[ok], out_off[ok], c[ok] + out_off[ok], out_aniso[ok])
