@@ -28,6 +28,13 @@ default settings, then every output compared with the truth:
 - ``evaluation``: ε_z on the translation frames;
 - ``timings``: each stage's wall time, detection's per frame.
 
+For every real-optics set (``../shared/validation/realoptics-*``: an independent tracer through real
+glass, truth as the thin-lens equivalent with the exit pupil's offset from H′), as a user would:
+``plenocal import-libpleno`` of its calibration, evaluation and translation folders, ``plenocal run``
+with default settings; then (``realoptics``): frames linked, the main-lens model the data chose,
+every intrinsic's error (% and σ) against the thin-lens equivalent, e against the exit pupil's
+offset, ε_z, the held-out RMSE against the calibration's, the verdict and each stage's time.
+
 The real R12-A observations (BAP features and centres the reference detected in real images; no
 truth): calibrated with every model (one/two pitches × ρ form) and weighting, default loss and
 ``--loss linear``: F, D, d, f_i with both σ, the unweighted cost, convergence; and the
@@ -166,6 +173,83 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     ev = load(out / "evaluation" / "report.json")
     if ev and ev.get("translation"):
         res["evaluation"] = {"epsilon_z_percent": ev["translation"].get("epsilon_z_percent")}
+    return res
+
+
+def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
+    """``import-libpleno`` + ``plenocal run`` (defaults) on a real-optics set, compared with its
+    thin-lens-equivalent truth (``truth.json``: ``thin_lens_equivalent``)."""
+    ds, out = work / "dataset", work / "out"
+    res: dict[str, Any] = {"set": str(set_dir)}
+    truth = json.loads((set_dir / "truth.json").read_text())
+    tle = truth["thin_lens_equivalent"]
+    if not reuse or not (out / "report.html").is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        args = ["import-libpleno", str(set_dir / "libpleno-src")]
+        if (set_dir / "libpleno-src-eval").is_dir():
+            args += ["--role", "evaluation", str(set_dir / "libpleno-src-eval")]
+        step = truth.get("translation", {}).get("step_mm")
+        if (set_dir / "libpleno-src-trans").is_dir() and step:
+            args += ["--role", "translation", str(set_dir / "libpleno-src-trans"), "--step-mm", str(step)]
+        code, text, _ = sh([*args, "-o", str(ds)])
+        if code:
+            return res | {"error": f"import-libpleno: {text}"}
+        code, text, wall = sh(["run", str(ds), "-o", str(out)])
+        res["run_wall_s"] = wall
+        res["run_exit_code"] = code
+        if code:
+            res["run_error"] = text.splitlines()[-3:]
+    timings = {}
+    for stage in ("precalibration", "detection", "calibration", "blur", "evaluation", "profile"):
+        st = load(out / stage / "stage.json")
+        if st:
+            timings[stage] = st.get("wall_time_s")
+    res["timings_s"] = timings
+    det = load(out / "detection" / "detection.json") or {}
+    frames = det.get("frames", [])
+    res["linking"] = {
+        "by_role": {role: {"frames": sum(1 for f in frames if f.get("role") == role),
+                           "linked": sum(1 for f in frames if f.get("role") == role and (f.get("linking") or {}).get("ok"))}
+                    for role in sorted({f.get("role") for f in frames})},
+        "refused": {str(f["frame"]): (f.get("linking") or {}).get("reason") for f in frames
+                    if not (f.get("linking") or {}).get("ok")}}
+    rep = load(out / "calibration" / "report.json")
+    if rep:
+        p = rep["parameters"]
+
+        def err(name: str, true: float) -> dict[str, Any]:
+            q = p.get(name)
+            if q is None:
+                return {}
+            s = max(q["std"], q.get("std_frames") or 0.0)
+            return {"value": q["value"], "truth": true, "error_percent": pct(q["value"], true),
+                    "z_larger_sigma": (q["value"] - true) / s if s > 0 else None, "std": q["std"],
+                    "std_frames": q.get("std_frames")}
+
+        cal = {"F": err("F_mm", tle["F_mm"]), "D": err("D_mm", tle["D_Hp_to_lenslet_H_mm_mean"]),
+               "d": err("d_mm", tle["d_effective_mm_mean"]),
+               "u0_px": err("u0_px", tle["principal_point_px"][0]), "v0_px": err("v0_px", tle["principal_point_px"][1])}
+        # Types in plenocal's order may differ from the set's: each calibrated f_i against the nearest true one.
+        fi = sorted((k for k in p if k.startswith("f") and k.endswith("_mm") and k[1:-3].isdigit()), key=lambda k: int(k[1:-3]))
+        true_f = list(tle["lenslet_f_mm"])
+        cal["f"] = {k: err(k, min(true_f, key=lambda t: abs(t - p[k]["value"]))) for k in fi}
+        if "exit_pupil_mm" in p:
+            cal["e"] = err("exit_pupil_mm", -tle["exit_pupil_minus_Hp_mm_towards_scene"])
+        for z in ("z1", "z2"):
+            if z in p:
+                cal[z] = {"value": p[z]["value"], "std": p[z]["std"], "std_frames": p[z].get("std_frames")}
+        cal["model_selection"] = {k: {"kept": v.get("kept"), "wald": v.get("wald")} for k, v in
+                                  (rep.get("model_selection") or {}).items()}
+        cal["rmse"] = rep.get("rmse")
+        cal["converged"] = rep.get("converged")
+        cal["n_frames"] = rep.get("n_frames")
+        res["calibration"] = cal
+    ev = load(out / "evaluation" / "report.json")
+    if ev:
+        res["evaluation"] = {"held_out_rmse": (ev.get("holdout") or {}).get("rmse"), "calibration_rmse": ev.get("rmse"),
+                             "epsilon_z_percent": (ev.get("translation") or {}).get("epsilon_z_percent"),
+                             "by_displacement": (ev.get("translation") or {}).get("by_displacement")}
     return res
 
 
@@ -554,6 +638,7 @@ def main() -> int:
     ap.add_argument("--configs", type=Path, default=SHARED / "fixtures" / "libpleno-r12a-configs")
     ap.add_argument("--skip-prism", action="store_true")
     ap.add_argument("--skip-real", action="store_true")
+    ap.add_argument("--skip-realoptics", action="store_true")
     ap.add_argument("--reuse", action="store_true", help="reuse an earlier run's outputs (comparisons only)")
     ap.add_argument("--real-pupil-only", action="store_true",
                     help="of the real R12-A part, only the (u, v) models (``pupil``)")
@@ -564,6 +649,10 @@ def main() -> int:
         for set_dir in sorted(args.validation.glob("prism-*")):
             if (set_dir / "truth.json").is_file():
                 result[set_dir.name] = run_prism(set_dir, args.work / set_dir.name, reuse=args.reuse)
+    if not args.skip_realoptics:
+        for set_dir in sorted(args.validation.glob("realoptics-*")):
+            if (set_dir / "truth.json").is_file():
+                result[set_dir.name] = run_realoptics(set_dir, args.work / set_dir.name, reuse=args.reuse)
     if not args.skip_real and args.real.is_dir() and args.configs.is_dir():
         result["real_r12a"] = run_real(args.real, args.configs, args.work / "real-r12a", pupil_only=args.real_pupil_only)
     text = json.dumps(result, indent=1, default=float)

@@ -64,3 +64,29 @@ def test_lens_plane_aperture_is_biased_by_an_offset_pupil(offset_pupil, r12a_boa
     # A pupil behind H′ enlarges the micro-image lattice: the lens-plane model lengthens F and D;
     # one in front shortens them.
     assert all(np.sign(v) == np.sign(e) and abs(v) > MIN_BIAS_Z for v in z.values()), z
+
+
+def test_the_data_choose_the_exit_pupil_when_there_is_one(offset_pupil, r12a_board):
+    """By default (``exit_pupil=None``) the exit pupil is kept for an offset pupil, at a Wald
+    statistic well above the threshold (measured 21.9 and 35.7 against 10.8), and the camera is the exit-pupil model's; the depth
+    distortion, which the truth has not, is left out."""
+    _, truth, poses, noisy, start = offset_pupil
+    res = calibrate(noisy, start, r12a_board)
+    sel = res.model_selection
+    assert sel["exit_pupil"]["kept"] and sel["exit_pupil"]["wald"] > 1.5 * sel["exit_pupil"]["threshold"], sel
+    assert not sel["depth_distortion"]["kept"] and not res.layout.depth_distortion, sel
+    z = _z(res, truth, poses, KEY)
+    assert all(abs(v) < MAX_Z for v in z.values()), {k: round(v, 2) for k, v in z.items()}
+
+
+def test_the_data_leave_out_the_real_lens_terms_of_a_thin_lens(r12a_calibration):
+    """The default calibration of thin-lens observations has neither term, each Wald statistic
+    well below its threshold, and e, Z1, Z2 at the thin lens's 0."""
+    sel = r12a_calibration.model_selection
+    assert set(sel) == {"exit_pupil", "depth_distortion"}
+    for term in sel.values():
+        assert not term["kept"] and term["wald"] < term["threshold"] / 2, term
+    assert not r12a_calibration.layout.exit_pupil and not r12a_calibration.layout.depth_distortion
+    cam = r12a_calibration.camera
+    assert cam.main_lens.exit_pupil_mm == 0.0 and cam.distortion.z1 == 0.0 and cam.distortion.z2 == 0.0
+    assert r12a_calibration.report()["model_selection"] == sel

@@ -122,12 +122,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pupil = model.add_mutually_exclusive_group()
     pupil.add_argument("--exit-pupil", dest="exit_pupil", action="store_true", default=None,
                        help="estimate the main lens's exit-pupil distance e behind its rear principal plane: "
-                            "micro-image centres are images of the exit-pupil centre (a real lens)")
+                            "micro-image centres are images of the exit-pupil centre (a real lens; by default estimated and kept when the data support it)")
     pupil.add_argument("--no-exit-pupil", dest="exit_pupil", action="store_false",
                        help="the aperture in the main-lens plane (the paper's thin lens): e held at the initial camera's")
     depth = model.add_mutually_exclusive_group()
     depth.add_argument("--depth-distortion", dest="depth_distortion", action="store_true", default=None,
-                       help="estimate the depth distortion Z1·r² + Z2·r⁴ of the virtual space (a real lens's curved field)")
+                       help="estimate the depth distortion Z1·r² + Z2·r⁴ of the virtual space (a real lens's curved field; "
+                            "by default estimated and kept when the data support it)")
     depth.add_argument("--no-depth-distortion", dest="depth_distortion", action="store_false",
                        help="no depth distortion (the paper's model): Z1, Z2 held at the initial camera's")
     model.add_argument("--legacy-model", action="store_true",
@@ -340,16 +341,16 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
     exit_pupil = getattr(args, "exit_pupil", None)
     if legacy and exit_pupil:
         raise UsageError("--legacy-model has the aperture in the lens plane: it cannot go with --exit-pupil")
-    exit_pupil = (not legacy and CalibrationOptions.exit_pupil) if exit_pupil is None else exit_pupil
+    exit_pupil = (False if legacy else None) if exit_pupil is None else exit_pupil  # None: the data choose
     depth_distortion = getattr(args, "depth_distortion", None)
     if legacy and depth_distortion:
         raise UsageError("--legacy-model has no depth distortion: it cannot go with --depth-distortion")
-    depth_distortion = (not legacy and CalibrationOptions.depth_distortion) if depth_distortion is None else depth_distortion
+    depth_distortion = (False if legacy else None) if depth_distortion is None else depth_distortion
     if camera is not None and freeze:
         template = as_pinhole(camera) if args.pinhole else camera
         try:
-            lay = ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze), exit_pupil=exit_pupil,
-                                  depth_distortion=depth_distortion)
+            lay = ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze),
+                                  exit_pupil=exit_pupil is not False, depth_distortion=depth_distortion is not False)
         except ModelError as exc:
             raise UsageError(f"--freeze {args.freeze}: {exc}") from None
         if "poses" in freeze and not lay.free_mask.any():
@@ -358,7 +359,8 @@ def options_from_args(args: argparse.Namespace, camera: PlenopticCamera | None =
     if camera is not None and priors:
         template = as_pinhole(camera) if args.pinhole else camera
         check_priors(ParameterLayout(template, (), two_pitches=two_pitches, frozen=frozenset(freeze),
-                                     exit_pupil=exit_pupil, depth_distortion=depth_distortion), priors)
+                                     exit_pupil=exit_pupil is not False, depth_distortion=depth_distortion is not False),
+                     priors)
     return CalibrationOptions(
         freeze=tuple(dict.fromkeys(freeze)),
         two_pitches=two_pitches,
@@ -408,6 +410,17 @@ def pupil_line(pupil: dict[str, Any]) -> str:
     """One line for the console: the (u, v) model and why."""
     radii = f"; shift radii from the {pupil['radii']}" if "radii" in pupil else ""
     return f"(u, v) model: {pupil['model']} ({pupil['chosen_by']}{radii})"
+
+
+def model_line(result: CalibrationResult) -> str | None:
+    """One line for the console: which real-lens terms the data chose, and why (None: none left
+    to the data)."""
+    sel = result.model_selection
+    if not sel:
+        return None
+    words = {"exit_pupil": "exit pupil e", "depth_distortion": "depth distortion Z1, Z2"}
+    parts = [f"{words[t]} {'kept' if ev['kept'] else 'left out'} ({ev['reason']})" for t, ev in sel.items()]
+    return "main-lens model chosen by the data: " + "; ".join(parts)
 
 
 def ablation_rows(inputs: Inputs, base: CalibrationOptions, *,
@@ -522,8 +535,11 @@ def run(args: argparse.Namespace) -> int:
                   pupil_radii=radii)
     pupil = pupil_record(result, positions, pupil_choice(args, positions)[1])
     failed = checks(result, inputs, allow=args.allow_failed_checks)
+    # Every ablation row in the main-lens model the data chose for the calibration.
     rows = ablation_rows(inputs, dataclasses.replace(opt, freeze=tuple(g for g in opt.freeze if g not in
-                                                                       ("tilt", "pitch", "distortion"))),
+                                                                       ("tilt", "pitch", "distortion")),
+                                                     exit_pupil=result.options.exit_pupil,
+                                                     depth_distortion=result.options.depth_distortion),
                          pupil_radii=radii) if args.ablation_table else None
     uncertainty = {p.name: p.std for p in result.parameters() if not p.frozen}
     frames_sd = {p.name: p.std_frames for p in result.parameters() if not p.frozen and p.std_frames is not None}
@@ -560,6 +576,8 @@ def run(args: argparse.Namespace) -> int:
 
             written.append(atomic_write_text(tmp / "ablation.md", ablation_markdown(rows)))
     print(pupil_line(pupil))
+    if (line := model_line(result)) is not None:
+        print(line)
     print(result.parameter_table())
     rm = result.rmse
     print(

@@ -84,6 +84,12 @@ def notes(camera: PlenopticCamera, generation: Generation, fit: InverseDistortio
         out.append("libpleno HEAD treats a Keplerian multi-focus camera as unfocused (mode 0; reference §15 item 11)")
     if camera.main_lens.exit_pupil_mm != 0.0:
         out.append(exit_pupil_note(camera))
+    if camera.distortion.has_depth:
+        dist = camera.distortion
+        r = float(np.hypot(camera.sensor.width_px, camera.sensor.height_px)) / 2.0 * camera.sensor.pixel_size_mm
+        out.append(f"libpleno does not apply this camera's depth distortion (Z1 {dist.z1:.3g} /mm, Z2 {dist.z2:.3g} /mm³; "
+                   f"its Heinze model with D0 = 0, left off by its calibration): its virtual points lie up to "
+                   f"{abs(float(dist.depth(np.array(r), np.array(0.0)))):.3g} mm off along the axis at the sensor's corner")
     if fit is not None:
         px = error_on_sensor_px(camera, fit.max_error_mm)
         out.append(

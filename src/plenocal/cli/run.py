@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="two MLA pitches (libpleno HEAD; the default)")
     pitches.add_argument("--one-pitch", dest="calibrate_args", action="append_const", const="--one-pitch",
                          help="one MLA pitch (the paper)")
+    cal.add_argument("--no-exit-pupil", dest="calibrate_args", action="append_const", const="--no-exit-pupil",
+                     help="the aperture in the main-lens plane (the paper's thin lens) instead of an estimated exit pupil")
+    cal.add_argument("--no-depth-distortion", dest="calibrate_args", action="append_const", const="--no-depth-distortion",
+                     help="no depth distortion of the virtual space (the paper's model)")
     cal.add_argument("--legacy-model", dest="calibrate_args", action="append_const", const="--legacy-model",
                      help="the paper's model: one pitch and the legacy ρ")
     cal.add_argument("--rho-form", choices=("legacy", "head", "virtual-depth"), default=None,

@@ -180,6 +180,20 @@ def _sigma_text(sigma: float | None, factor: float) -> str:
     return html.escape(round_to_sigma(0.0, sigma * factor)[1]) if sigma is not None else "—"
 
 
+def _model_selection_html(selection: Any) -> str:
+    """The main-lens model the data chose (calibration's ``model_selection``): each real-lens term,
+    kept or left out, with its Wald statistic and threshold; empty when none was left to the data."""
+    if not isinstance(selection, dict) or not selection:
+        return ""
+    words = {"exit_pupil": "exit pupil e (micro-image centres projected from it)",
+             "depth_distortion": "depth distortion Z1·r² + Z2·r⁴ (a curved field)"}
+    rows = [[html.escape(words.get(t, t)), "kept" if ev.get("kept") else "left out (the paper's thin lens)",
+             html.escape(str(ev.get("reason", "")))] for t, ev in selection.items() if isinstance(ev, dict)]
+    return ("<h3>Main-lens model chosen by the data</h3>" + _table(["term", "", "why"], rows)
+            + '<p class="src">A term is kept when its Wald statistic against the thin lens exceeds the χ² '
+              "quantile at a 0.1 % false-alarm rate (docs/model.md, \"A real main lens\").</p>")
+
+
 def _calibration_section(c: Collected) -> str:
     """Every parameter rounded to its (larger) σ, both σ when calibration wrote the frame-resampling
     one, the flags, and the correlations above :data:`CORRELATION_FLAG`."""
@@ -197,6 +211,7 @@ def _calibration_section(c: Collected) -> str:
         if key in doc:
             summary.append([key, _fmt(doc[key], 6)])
     parts.append(_table(["quantity (kept observations)", "value"], summary))
+    parts.append(_model_selection_html(doc.get("model_selection")))
     sigmas = parameter_sigmas(doc, cam)
     with_frames = any(p.std_frames is not None for p in sigmas.values())
     strong = strong_correlations(doc.get("correlation"))
