@@ -39,6 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from plenocal.model.camera import PlenopticCamera
+from plenocal.model.observations import BapFeatures
+from plenocal.model.projection import micro_lens_centres
+from plenocal.model.white import internal_parameters
 from plenocal.sim.optics._kernels import surface_table, trace_rays
 from plenocal.sim.optics.lenslets import LensletDesign, LensletType, lenslet_prescription
 
@@ -180,3 +184,40 @@ def chief_ray_map(bench: LensletBench, virtual_depth: float, *, field_mm: float 
     bt, c0 = np.polyfit(m[:, 0], c[:, 0], 1)
     bs = np.polyfit(m[:, 1], c[:, 1], 1)[0]
     return ChiefRayMap(float(c0), float(bt - 1.0), float(bs - 1.0))
+
+
+def displaced_features(camera: PlenopticCamera, bap: BapFeatures, beta_t: FloatArray, beta_s: FloatArray,
+                       offset_mm: FloatArray | float = 0.0) -> BapFeatures:
+    """BAP features of ``camera`` as a detector would report them through lenslets with the chief-ray
+    maps (β_t, β_s, c0) given per feature (arrays of shape (N,), or scalars).
+
+    Each (u, v) moves about the foot of its lens's axis on the sensor (the lens centre projected
+    along the MLA normal): the component along the direction away from the main axis is scaled by
+    1 + β_t and moved by c0, the other by 1 + β_s. ρ is re-derived as detection derives it, from
+    the virtual depth the moved disparities give (eq:virtdepth: 1/υ scales with the disparity, by
+    1 + (β_t + β_s)/2) through eq:radiusfinal with the camera's own Ω: ρ + (Δ_C/2)·β·(1/υ)/s.
+    """
+    s = camera.sensor.pixel_size_mm
+    u0, v0 = camera.sensor.principal_point_px
+    n = len(bap)
+    beta_t = np.broadcast_to(np.asarray(beta_t, dtype=np.float64), (n,))
+    beta_s = np.broadcast_to(np.asarray(beta_s, dtype=np.float64), (n,))
+    offset = np.broadcast_to(np.asarray(offset_mm, dtype=np.float64), (n,))
+    C = micro_lens_centres(camera, bap.k, bap.l)
+    normal = camera.mla.rotation[:, 2]
+    foot = C + normal[None, :] * ((-camera.sensor.distance_mm - C[:, 2]) / normal[2])[:, None]
+    fu, fv = u0 - foot[:, 0] / s, v0 - foot[:, 1] / s
+    r = np.hypot(C[:, 0], C[:, 1])
+    away = -C[:, :2] / np.maximum(r, 1e-12)[:, None]  # in (u, v): the sensor's axes are the camera's, flipped
+    e = np.stack([bap.u - fu, bap.v - fv], axis=1)
+    et = np.sum(e * away, axis=1)
+    es = e - et[:, None] * away
+    moved = (et * (1.0 + beta_t) + offset / s)[:, None] * away + es * (1.0 + beta_s)[:, None]
+    types = camera.mla.types.type_of(bap.k, bap.l)
+    omega = internal_parameters(camera)
+    half = omega.micro_lens_pitch_mm / 2.0 / s
+    q_prime = np.asarray(omega.q_prime_mm)[types] / s
+    inverse_depth = (bap.rho - q_prime + half) / half  # eq:radiusfinal solved for 1/υ
+    rho = bap.rho + half * 0.5 * (beta_t + beta_s) * inverse_depth
+    return BapFeatures(frame=bap.frame, k=bap.k, l=bap.l, u=fu + moved[:, 0], v=fv + moved[:, 1], rho=rho,
+                       node=bap.node, cluster=bap.cluster)
