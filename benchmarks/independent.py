@@ -230,10 +230,9 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
         cal = {"F": err("F_mm", tle["F_mm"]), "D": err("D_mm", tle["D_Hp_to_lenslet_H_mm_mean"]),
                "d": err("d_mm", tle["d_effective_mm_mean"]),
                "u0_px": err("u0_px", tle["principal_point_px"][0]), "v0_px": err("v0_px", tle["principal_point_px"][1])}
-        # Types in plenocal's order may differ from the set's: each calibrated f_i against the nearest true one.
-        fi = sorted((k for k in p if k.startswith("f") and k.endswith("_mm") and k[1:-3].isdigit()), key=lambda k: int(k[1:-3]))
-        true_f = list(tle["lenslet_f_mm"])
-        cal["f"] = {k: err(k, min(true_f, key=lambda t: abs(t - p[k]["value"]))) for k in fi}
+        # Types in plenocal's order may differ from the set's: matched by rank (shortest with shortest).
+        fi = sorted((k for k in p if k.startswith("f") and k.endswith("_mm") and k[1:-3].isdigit()), key=lambda k: p[k]["value"])
+        cal["f"] = {k: err(k, t) for k, t in zip(fi, sorted(tle["lenslet_f_mm"]), strict=False)}
         if "exit_pupil_mm" in p:
             cal["e"] = err("exit_pupil_mm", -tle["exit_pupil_minus_Hp_mm_towards_scene"])
         for z in ("z1", "z2"):

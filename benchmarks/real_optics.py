@@ -66,6 +66,7 @@ CASES: dict[str, dict[str, Any]] = {
 }
 MODELS = {
     "default": [],
+    "chosen": [],  # the defaults again, by calibrate on the run's detections (what --reuse can redo)
     "thin-lens": ["--no-exit-pupil", "--no-depth-distortion"],
     "exit-pupil": ["--exit-pupil", "--no-depth-distortion"],
     "depth-distortion": ["--no-exit-pupil", "--depth-distortion"],
@@ -184,6 +185,8 @@ def run_case(name: str, case: dict[str, Any], work: Path, args: argparse.Namespa
         params = parameters(cal)
         rep = load(cal / "report.json") or {}
         res["models"][model] = {"converged": rep.get("converged"), "errors": errors(params, truth),
+                                "model_selection": {k: {"kept": v.get("kept"), "wald": v.get("wald")}
+                                                    for k, v in (rep.get("model_selection") or {}).items()},
                                 "evaluation": evaluation(ev, cal), "rmse": rep.get("rmse"),
                                 "warnings": rep.get("uncertainty_warnings")}
     return res
