@@ -90,3 +90,30 @@ def test_the_data_leave_out_the_real_lens_terms_of_a_thin_lens(r12a_calibration)
     cam = r12a_calibration.camera
     assert cam.main_lens.exit_pupil_mm == 0.0 and cam.distortion.z1 == 0.0 and cam.distortion.z2 == 0.0
     assert r12a_calibration.report()["model_selection"] == sel
+
+
+def test_a_frozen_exit_pupil_is_held_without_the_default_prior(offset_pupil, r12a_board):
+    """``--exit-pupil --freeze exit_pupil_mm`` holds e at the initial camera's value (here the
+    truth's): no default prior on a frozen parameter (it was refused as a user's conflicting
+    prior), and the rest of the camera is then recovered."""
+    e, truth, poses, noisy, start = offset_pupil
+    start = start.replace(main_lens=MainLens(start.main_lens.focal_length_mm, start.main_lens.f_number, e))
+    res = calibrate(noisy, start, r12a_board, options=CalibrationOptions(exit_pupil=True, depth_distortion=False,
+                                                                         freeze=("exit_pupil_mm",), frame_resampling=False))
+    assert res.camera.main_lens.exit_pupil_mm == e and not res.prior_summary()
+    z = _z(res, truth, poses, KEY)
+    assert all(abs(v) < MAX_Z for v in z.values()), {k: round(v, 2) for k, v in z.items()}
+
+
+def test_the_exit_pupil_goes_with_a_curved_field():
+    """A kept depth distortion keeps e whatever its own W (its σ then reaches F and D); a flat
+    field leaves e to its own test."""
+    from plenocal.calib.calibrate import pupil_with_a_curved_field
+
+    weak = {"kept": False, "wald": 0.7, "reason": "W = 0.7 <= 10.8"}
+    curved = pupil_with_a_curved_field({"exit_pupil": weak, "depth_distortion": {"kept": True, "wald": 3575.0, "reason": ""}})
+    assert curved["exit_pupil"]["kept"] and "depth distortion" in curved["exit_pupil"]["reason"]
+    assert curved["exit_pupil"]["wald"] == 0.7
+    flat = {"exit_pupil": weak, "depth_distortion": {"kept": False, "wald": 3.6, "reason": ""}}
+    assert pupil_with_a_curved_field(flat) == flat
+    assert pupil_with_a_curved_field({"exit_pupil": weak}) == {"exit_pupil": weak}

@@ -650,6 +650,7 @@ def calibrate(
         full = solve(probe_opt, initial)
         evidence = real_lens_evidence(full, auto) if full.converged else {
             g: {"kept": False, "reason": "the camera with every real-lens term did not converge"} for g in auto}
+        evidence = pupil_with_a_curved_field(evidence)
         dropped = [g for g in auto if not evidence[g]["kept"]]
         if not dropped and not user_priors:
             full.model_selection = evidence
@@ -718,6 +719,20 @@ def real_lens_evidence(result: CalibrationResult, terms: Iterable[str], *,
     return out
 
 
+def pupil_with_a_curved_field(evidence: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
+    """The exit pupil kept whenever the depth distortion is: a lens the data show not to be thin
+    has no reason to have its pupil in its principal plane, and e fixed at 0 there hides its
+    uncertainty from F and D. Measured on the real-optics R12-B (the 7 081 micro-image centres
+    that follow the projective lattice do not determine e: W = 0.7): e fixed at 0 gives F +0.68 %
+    at 5σ and D +0.96 % at 7σ; e free (its prior N(0, F²)), F +0.55 % at 2.2σ and D +0.82 % at
+    3.3σ; e at the truth, F −0.32 %, D −0.05 %."""
+    pupil, field_ = evidence.get("exit_pupil"), evidence.get("depth_distortion")
+    if pupil is None or field_ is None or pupil["kept"] or not field_["kept"]:
+        return evidence
+    return evidence | {"exit_pupil": pupil | {"kept": True, "reason": f"{pupil['reason']}, but kept with the depth distortion "
+                                              "(a lens that is not thin: e free carries its uncertainty into F and D)"}}
+
+
 def without_real_lens_terms(camera: PlenopticCamera, terms: Iterable[str]) -> PlenopticCamera:
     """The camera with the named real-lens terms at the thin lens's values (e = 0; Z1 = Z2 = 0)."""
     terms = set(terms)
@@ -739,6 +754,12 @@ def _calibrate(
     pupil_radii: MeasuredPupilRadii | None = None,
 ) -> CalibrationResult:
     """Calibrate the intrinsics (16 + I) and one pose per frame by minimising Θ (paper §5.2).
+
+    The stages, each a function below: initial poses (:func:`_initial_poses`), the MLA from the
+    micro-image centres (:func:`_mla_stage`), poses consistent with the plenoptic model
+    (:func:`_pose_stage`), the robust joint stage with group and single rejection
+    (:func:`_robust_stage`), the final plain least squares (:func:`_final_stage`), then σ (the
+    covariance, the frame jackknife) and the data-only re-solve.
 
     Parameters
     ----------
@@ -778,156 +799,42 @@ def _calibrate(
         initial = initial.replace(rho_form=RhoForm(opt.rho_form))
     camera0 = as_pinhole(initial) if opt.pinhole_micro_lenses else initial
 
-    # 1. Extrinsics.
     t0 = time.perf_counter()
-    ext: ExtrinsicsInit | None = None
-    if initial_poses is not None and all(int(f) in initial_poses for f in np.unique(bap.frame)) and np.all(bap.node >= 0):
-        poses0 = {int(f): initial_poses[int(f)] for f in np.unique(bap.frame)}
-    else:
-        ext = initial_extrinsics(camera0, bap, board)
-        poses0 = dict(ext.poses)
-        if initial_poses is not None:
-            poses0.update({int(f): initial_poses[int(f)] for f in np.unique(bap.frame) if int(f) in initial_poses})
-        assert ext.bap is not None
-        bap = ext.bap
-    keep = np.isin(bap.frame, np.array(sorted(poses0), dtype=np.int64)) & (bap.node >= 0)
-    bap = bap.select(keep)
-    if not poses0 or len(bap) == 0:
-        raise DataError("no frame could be initialised (see the extrinsics report)")
+    bap, poses0, ext = _initial_poses(camera0, bap, board, initial_poses)
     timings["extrinsics"] = time.perf_counter() - t0
 
-    frames_t = tuple(sorted(poses0))
-    if opt.exit_pupil and not any(p.name == "exit_pupil_mm" for p in opt.priors):
-        opt = dataclasses.replace(opt, priors=(*opt.priors, exit_pupil_prior(camera0.main_lens.focal_length_mm)))
     mic = observations.mic if opt.use_mic else MicroImageCentres.empty()
-    layout = ParameterLayout(camera0, frames_t, two_pitches=opt.two_pitches, frozen=frozenset(opt.freeze),
-                             exit_pupil=opt.exit_pupil, depth_distortion=opt.depth_distortion)
+    layout = ParameterLayout(camera0, tuple(sorted(poses0)), two_pitches=opt.two_pitches, frozen=frozenset(opt.freeze),
+                             exit_pupil=bool(opt.exit_pupil), depth_distortion=bool(opt.depth_distortion))
+    if (opt.exit_pupil and layout.free_mask[layout.index["exit_pupil_mm"]]
+            and not any(p.name == "exit_pupil_mm" for p in opt.priors)):
+        opt = dataclasses.replace(opt, priors=(*opt.priors, exit_pupil_prior(camera0.main_lens.focal_length_mm)))
     check_priors(layout, opt.priors)
     x = layout.pack(camera0, poses0)
 
-    # 2. MLA from the micro-image centres.
     t0 = time.perf_counter()
-    mla_free = [n for n in ("theta_z_rad", "tx_mm", "ty_mm", *layout.groups["pitch"]) if layout.free_mask[layout.index[n]]]
-    if len(mic) and mla_free:  # nothing to fit when --freeze holds the MLA's in-plane pose and pitch
-        lay_m = ParameterLayout(camera0, (), two_pitches=opt.two_pitches, exit_pupil=opt.exit_pupil,
-                                depth_distortion=opt.depth_distortion,
-                                frozen=frozenset(set(layout.intrinsic_names) - set(mla_free)))
-        res_m = Residuals(lay_m, BapFeatures.empty(), mic, board, use_rho=False)
-        xm, rep_m = levenberg_marquardt(res_m, x[: layout.n_intrinsics], sigma={"uv": 1.0, "rho": 1.0, "mic": 1.0}, ftol=1e-10)
-        x[: layout.n_intrinsics] = xm
-        stages["mla"] = rep_m.to_dict()
+    x, stages_mla = _mla_stage(layout, camera0, mic, board, x, opt=opt)
+    stages.update(stages_mla)
     timings["mla"] = time.perf_counter() - t0
 
-    # 3. Poses consistent with the plenoptic model (triangulated virtual points), then refined on
-    # (u, v) with the intrinsics fixed.
     t0 = time.perf_counter()
-    cam_now = layout.unpack_camera(x)
-    poses_t = plenoptic_poses(cam_now, bap, board, layout.unpack_poses(x))
-    x = layout.pack(cam_now, poses_t)
-    mu: float | None = None
-    if opt.pose_iterations > 0:
-        lay_p = layout.with_frozen(set(layout.frozen) | {"intrinsics"})
-        res_p = Residuals(lay_p, bap, MicroImageCentres.empty(), board, use_rho=False,
-                          pupil_vignetting=opt.pupil_vignetting, pupil_radii=pupil_radii)
-        r = res_p.residuals(x)
-        sig_p = _term_sigma(res_p, r, np.ones_like(r), robust=True)
-        sig_p["mic"] = 1.0
-        x, rep_p = levenberg_marquardt(res_p, x, sigma=sig_p, loss="huber", loss_scale=opt.huber_threshold,
-                                       ftol=1e-6, max_iterations=opt.pose_iterations)
-        stages["poses"] = rep_p.to_dict()
+    x, stages_pose = _pose_stage(layout, bap, board, x, opt=opt, pupil_radii=pupil_radii)
+    stages.update(stages_pose)
     timings["poses"] = time.perf_counter() - t0
 
-    # 4. Robust joint stage.
-    res = Residuals(layout, bap, mic, board, pupil_vignetting=opt.pupil_vignetting, pupil_radii=pupil_radii)
-    active = np.ones(res.n_rows)
-    group_rejected = BapFeatures.empty()
-    groups: GroupRejection | None = None
-    downweighted: dict[str, int] = {}
-    rejected: dict[str, int] = {"bap": 0, "mic": 0, "uv": 0, "rho": 0}
     t0 = time.perf_counter()
-    if opt.loss == "huber":
-        n_rounds = max(1, opt.huber_rounds)
-        for rnd in range(n_rounds):
-            r = res.residuals(x)
-            sig = _term_sigma(res, r, active, robust=True)
-            x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
-                                           ftol=1e-6 if rnd < n_rounds - 1 else 1e-10, mu0=mu,
-                                           **_weights(opt, sig, warm_start=rnd == 0))
-            mu = rep_r.damping
-            stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig}
-        # Gross errors come in groups (a mislinked cluster, a frame that does not fit): reject
-        # those as units (calib.robust), rebuild the problem without them and solve the last
-        # robust round again, so that they drag nothing; then test single observations.
-        r = res.residuals(x)
-        sig = _term_sigma(res, r, active, robust=True)
-        sl = res.term_slices()
-        groups = reject_groups(r[sl["u"]], r[sl["v"]], res.bap.frame, res.bap.node, sigma_uv=sig["uv"],
-                               gross_probability=opt.reject_probability)
-        if groups.any:
-            if not groups.keep.any():
-                raise DataError("every cluster of every frame has gross (u, v) residuals: the observations do not "
-                                "fit this camera (check that they belong to its dataset and target)")
-            group_rejected = res.bap.select(~groups.keep)
-            cam_now, poses_now = layout.unpack(x)
-            kept_frames = set(np.unique(res.bap.frame[groups.keep]).tolist())
-            layout = dataclasses.replace(layout, frames=tuple(f for f in layout.frames if f in kept_frames))
-            x = layout.pack(cam_now, {f: poses_now[f] for f in layout.frames})
-            res = Residuals(layout, res.bap.select(groups.keep), mic, board, pupil_vignetting=opt.pupil_vignetting,
-                            pupil_radii=pupil_radii)
-            active = np.ones(res.n_rows)
-            x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
-                                           ftol=1e-10, mu0=mu, **_weights(opt, sig))
-            mu = rep_r.damping
-            stages["robust_groups"] = rep_r.to_dict() | {"sigma": sig}
-        r = res.residuals(x)
-        sig = _term_sigma(res, r, active, robust=True)
-        from plenocal.calib.solver import Units
-
-        units = Units(res, sig)
-        s = units.norms(r)
-        thr = {"uv": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 2))),
-               "rho": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 1))),
-               "mic": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 2)))}
-        downweighted = {k: int(np.sum(v > opt.huber_threshold)) for k, v in s.items()}
-        bad_uv = s["uv"] > thr["uv"]
-        bad_rho = s["rho"] > thr["rho"] if "rho" in s else np.zeros_like(bad_uv)
-        bad_bap = bad_uv | bad_rho
-        bad_mic = s["mic"] > thr["mic"]
-        sl = res.term_slices()
-        for n in ("u", "v", "rho"):
-            if n in sl:
-                active[sl[n]] = np.where(bad_bap, 0.0, 1.0)
-        active[sl["mic_u"]] = np.where(bad_mic, 0.0, 1.0)
-        active[sl["mic_v"]] = np.where(bad_mic, 0.0, 1.0)
-        rejected = {"bap": int(bad_bap.sum()) + len(group_rejected), "uv": int(bad_uv.sum()),
-                    "rho": int(np.sum(bad_rho)), "mic": int(bad_mic.sum()), "clusters": len(groups.clusters),
-                    "frames": len(groups.frames), "in_groups": len(group_rejected)}
+    res = Residuals(layout, bap, mic, board, pupil_vignetting=opt.pupil_vignetting, pupil_radii=pupil_radii)
+    rob = _robust_stage(res, x, opt=opt, pupil_radii=pupil_radii)
+    stages.update(rob.stages)
+    layout, res, x = rob.residuals.layout, rob.residuals, rob.x
     timings["robust"] = time.perf_counter() - t0
 
-    # 5. Final plain least squares on the kept observations (from a noise-weighted warm start when
-    # no robust stage ran: see _weights).
     t0 = time.perf_counter()
-    rep = None
-    if opt.loss != "huber" and opt.weighting == "none":
-        r = res.residuals(x)
-        sig = _term_sigma(res, r, active, robust=False)
-        x, rep_w = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=1e-6, mu0=mu,
-                                       **_weights(opt, sig, warm_start=True))
-        mu = rep_w.damping
-        stages["warm_start"] = rep_w.to_dict() | {"sigma": sig}
-    for _ in range(3):
-        r = res.residuals(x)
-        sig = _term_sigma(res, r, active, robust=False)
-        x, rep = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=opt.ftol, mu0=mu,
-                                     **_weights(opt, sig))
-        mu = rep.damping
-        r = res.residuals(x)
-        new = _term_sigma(res, r, active, robust=False)
-        if opt.weighting == "none" or all(abs(new[k] / sig[k] - 1) < 0.02 for k in sig):
-            break
-    assert rep is not None
-    stages["final"] = rep.to_dict()
+    x, rep, sig, mu, stages_final = _final_stage(res, x, rob.active, mu=rob.mu, opt=opt)
+    stages.update(stages_final)
     timings["final"] = time.perf_counter() - t0
+
+    active = rob.active
     t0 = time.perf_counter()
     cov, sigma_hat, icc = covariance(res, x, sigma=sig, active=active, clustered=opt.clustered_covariance,
                                      **_weights(opt, sig))
@@ -957,10 +864,10 @@ def _calibrate(
         sum_squared_residuals=ssq,
         n_bap=int(keep_bap.sum()),
         n_mic=int(keep_mic.sum()),
-        rejected=rejected,
-        downweighted=downweighted,
-        rejected_features=BapFeatures.concatenate([group_rejected, res.bap.select(~keep_bap)]),
-        rejected_groups=groups.to_dict() if groups is not None else {},
+        rejected=rob.rejected,
+        downweighted=rob.downweighted,
+        rejected_features=BapFeatures.concatenate([rob.group_rejected, res.bap.select(~keep_bap)]),
+        rejected_groups=rob.groups.to_dict() if rob.groups is not None else {},
         kept_bap=res.bap.select(keep_bap),
         kept_mic=res.mic.select(keep_mic),
         solver=rep,
@@ -974,3 +881,179 @@ def _calibrate(
         pupil={"vignetting": res.pupil_vignetting} | ({"radii": "camera radius law" if pupil_radii is None
                                                          else "white images (Ω)"} if res.pupil_vignetting else {}),
     )
+
+
+def _initial_poses(camera: PlenopticCamera, bap: BapFeatures, board: Checkerboard,
+                   initial_poses: Mapping[int, Pose] | None) -> tuple[BapFeatures, dict[int, Pose], ExtrinsicsInit | None]:
+    """Stage 1: a pose per frame (the given ones, else the barycentre initialisation, which also
+    links clusters to nodes), and the BAP features of the frames that have one, linked.
+
+    Raises
+    ------
+    DataError
+        No frame could be initialised.
+    """
+    ext: ExtrinsicsInit | None = None
+    frames = np.unique(bap.frame)
+    if initial_poses is not None and all(int(f) in initial_poses for f in frames) and np.all(bap.node >= 0):
+        poses0 = {int(f): initial_poses[int(f)] for f in frames}
+    else:
+        ext = initial_extrinsics(camera, bap, board)
+        poses0 = dict(ext.poses)
+        if initial_poses is not None:
+            poses0.update({int(f): initial_poses[int(f)] for f in frames if int(f) in initial_poses})
+        assert ext.bap is not None
+        bap = ext.bap
+    bap = bap.select(np.isin(bap.frame, np.array(sorted(poses0), dtype=np.int64)) & (bap.node >= 0))
+    if not poses0 or len(bap) == 0:
+        raise DataError("no frame could be initialised (see the extrinsics report)")
+    return bap, poses0, ext
+
+
+def _mla_stage(layout: ParameterLayout, camera: PlenopticCamera, mic: MicroImageCentres, board: Checkerboard,
+               x: FloatArray, *, opt: CalibrationOptions) -> tuple[FloatArray, dict[str, dict[str, object]]]:
+    """Stage 2: the MLA's in-plane pose and pitch from the micro-image centres alone (nothing to
+    fit when ``--freeze`` holds them all, or without centres)."""
+    mla_free = [n for n in ("theta_z_rad", "tx_mm", "ty_mm", *layout.groups["pitch"]) if layout.free_mask[layout.index[n]]]
+    if not len(mic) or not mla_free:
+        return x, {}
+    lay_m = ParameterLayout(camera, (), two_pitches=opt.two_pitches, exit_pupil=layout.exit_pupil,
+                            depth_distortion=layout.depth_distortion,
+                            frozen=frozenset(set(layout.intrinsic_names) - set(mla_free)))
+    res_m = Residuals(lay_m, BapFeatures.empty(), mic, board, use_rho=False)
+    xm, rep_m = levenberg_marquardt(res_m, x[: layout.n_intrinsics], sigma={"uv": 1.0, "rho": 1.0, "mic": 1.0}, ftol=1e-10)
+    x = x.copy()
+    x[: layout.n_intrinsics] = xm
+    return x, {"mla": rep_m.to_dict()}
+
+
+def _pose_stage(layout: ParameterLayout, bap: BapFeatures, board: Checkerboard, x: FloatArray, *,
+                opt: CalibrationOptions, pupil_radii: MeasuredPupilRadii | None
+                ) -> tuple[FloatArray, dict[str, dict[str, object]]]:
+    """Stage 3: poses consistent with the plenoptic model (triangulated virtual points), then,
+    with ``opt.pose_iterations``, refined on (u, v) with the intrinsics fixed."""
+    cam_now = layout.unpack_camera(x)
+    poses_t = plenoptic_poses(cam_now, bap, board, layout.unpack_poses(x))
+    x = layout.pack(cam_now, poses_t)
+    if opt.pose_iterations <= 0:
+        return x, {}
+    lay_p = layout.with_frozen(set(layout.frozen) | {"intrinsics"})
+    res_p = Residuals(lay_p, bap, MicroImageCentres.empty(), board, use_rho=False,
+                      pupil_vignetting=opt.pupil_vignetting, pupil_radii=pupil_radii)
+    r = res_p.residuals(x)
+    sig_p = _term_sigma(res_p, r, np.ones_like(r), robust=True)
+    sig_p["mic"] = 1.0
+    x, rep_p = levenberg_marquardt(res_p, x, sigma=sig_p, loss="huber", loss_scale=opt.huber_threshold,
+                                   ftol=1e-6, max_iterations=opt.pose_iterations)
+    return x, {"poses": rep_p.to_dict()}
+
+
+@dataclass
+class _Robust:
+    """What the robust joint stage hands on (:func:`_robust_stage`)."""
+
+    residuals: Residuals
+    x: FloatArray
+    active: FloatArray
+    mu: float | None
+    rejected: dict[str, int]
+    downweighted: dict[str, int]
+    group_rejected: BapFeatures
+    groups: GroupRejection | None
+    stages: dict[str, dict[str, object]]
+
+
+def _robust_stage(res: Residuals, x: FloatArray, *, opt: CalibrationOptions,
+                  pupil_radii: MeasuredPupilRadii | None) -> _Robust:
+    """Stage 4: Huber rounds (σ_t by MAD before each); then gross errors rejected as groups (a
+    mislinked cluster, a frame that does not fit: :mod:`plenocal.calib.robust`), the problem
+    rebuilt without them and the last round solved again, so that they drag nothing; then single
+    units beyond the χ² quantile of ``opt.reject_probability`` deactivated. With
+    ``opt.loss == "linear"`` nothing is done."""
+    out = _Robust(res, x, np.ones(res.n_rows), None, {"bap": 0, "mic": 0, "uv": 0, "rho": 0}, {},
+                  BapFeatures.empty(), None, {})
+    if opt.loss != "huber":
+        return out
+    mu: float | None = None
+    active = out.active
+    n_rounds = max(1, opt.huber_rounds)
+    for rnd in range(n_rounds):
+        sig = _term_sigma(res, res.residuals(x), active, robust=True)
+        x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
+                                       ftol=1e-6 if rnd < n_rounds - 1 else 1e-10, mu0=mu,
+                                       **_weights(opt, sig, warm_start=rnd == 0))
+        mu = rep_r.damping
+        out.stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig}
+    r = res.residuals(x)
+    sig = _term_sigma(res, r, active, robust=True)
+    sl = res.term_slices()
+    groups = reject_groups(r[sl["u"]], r[sl["v"]], res.bap.frame, res.bap.node, sigma_uv=sig["uv"],
+                           gross_probability=opt.reject_probability)
+    if groups.any:
+        if not groups.keep.any():
+            raise DataError("every cluster of every frame has gross (u, v) residuals: the observations do not "
+                            "fit this camera (check that they belong to its dataset and target)")
+        out.group_rejected = res.bap.select(~groups.keep)
+        layout = res.layout
+        cam_now, poses_now = layout.unpack(x)
+        kept_frames = set(np.unique(res.bap.frame[groups.keep]).tolist())
+        layout = dataclasses.replace(layout, frames=tuple(f for f in layout.frames if f in kept_frames))
+        x = layout.pack(cam_now, {f: poses_now[f] for f in layout.frames})
+        res = Residuals(layout, res.bap.select(groups.keep), res.mic, res.board, pupil_vignetting=opt.pupil_vignetting,
+                        pupil_radii=pupil_radii)
+        active = np.ones(res.n_rows)
+        x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
+                                       ftol=1e-10, mu0=mu, **_weights(opt, sig))
+        mu = rep_r.damping
+        out.stages["robust_groups"] = rep_r.to_dict() | {"sigma": sig}
+    r = res.residuals(x)
+    sig = _term_sigma(res, r, active, robust=True)
+    from plenocal.calib.solver import Units
+
+    s = Units(res, sig).norms(r)
+    thr = {"uv": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 2))),
+           "rho": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 1))),
+           "mic": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 2)))}
+    bad_uv = s["uv"] > thr["uv"]
+    bad_rho = s["rho"] > thr["rho"] if "rho" in s else np.zeros_like(bad_uv)
+    bad_bap = bad_uv | bad_rho
+    bad_mic = s["mic"] > thr["mic"]
+    sl = res.term_slices()
+    for n in ("u", "v", "rho"):
+        if n in sl:
+            active[sl[n]] = np.where(bad_bap, 0.0, 1.0)
+    active[sl["mic_u"]] = np.where(bad_mic, 0.0, 1.0)
+    active[sl["mic_v"]] = np.where(bad_mic, 0.0, 1.0)
+    out.residuals, out.x, out.active, out.mu, out.groups = res, x, active, mu, groups
+    out.downweighted = {k: int(np.sum(v > opt.huber_threshold)) for k, v in s.items()}
+    out.rejected = {"bap": int(bad_bap.sum()) + len(out.group_rejected), "uv": int(bad_uv.sum()),
+                    "rho": int(np.sum(bad_rho)), "mic": int(bad_mic.sum()), "clusters": len(groups.clusters),
+                    "frames": len(groups.frames), "in_groups": len(out.group_rejected)}
+    return out
+
+
+def _final_stage(res: Residuals, x: FloatArray, active: FloatArray, *, mu: float | None, opt: CalibrationOptions
+                 ) -> tuple[FloatArray, SolverReport, dict[str, float], float | None, dict[str, dict[str, object]]]:
+    """Stage 5: plain least squares on the kept observations (from a noise-weighted warm start when
+    no robust stage ran: see :func:`_weights`), the noise weights re-estimated until they settle
+    (at most 3 solves). Returns x, the last solver report, the terms' σ, the damping and the
+    stages' reports."""
+    stages: dict[str, dict[str, object]] = {}
+    if opt.loss != "huber" and opt.weighting == "none":
+        sig = _term_sigma(res, res.residuals(x), active, robust=False)
+        x, rep_w = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=1e-6, mu0=mu,
+                                       **_weights(opt, sig, warm_start=True))
+        mu = rep_w.damping
+        stages["warm_start"] = rep_w.to_dict() | {"sigma": sig}
+    rep = None
+    for _ in range(3):
+        sig = _term_sigma(res, res.residuals(x), active, robust=False)
+        x, rep = levenberg_marquardt(res, x, sigma=sig, loss="linear", active=active, ftol=opt.ftol, mu0=mu,
+                                     **_weights(opt, sig))
+        mu = rep.damping
+        new = _term_sigma(res, res.residuals(x), active, robust=False)
+        if opt.weighting == "none" or all(abs(new[k] / sig[k] - 1) < 0.02 for k in sig):
+            break
+    assert rep is not None
+    stages["final"] = rep.to_dict()
+    return x, rep, sig, mu, stages
