@@ -122,7 +122,8 @@ def radius_slope_problem(result: Any, omega: Any) -> str | None:
             f"{100 * rel:+.0f} % from the {m_white * 1e3:.1f} µm the white images measured (allowed "
             f"{100 * RADIUS_SLOPE_TOLERANCE:.0f} % and {RADIUS_SLOPE_SIGMA_FACTOR:g} σ): the declared checkerboard "
             "square (manifest.json target.square_mm) or pixel size (camera_spec.pixel_size_mm) does not match "
-            "the images")
+            "the images" + ("" if (getattr(result, "pupil", None) or {}).get("vignetting") else
+                            ", or the corners are not chief-ray positions (imported apparent positions: --pupil-vignetting)"))
 
 
 def result_problems(result: Any, *, nominal_focal_length_mm: float | None, omega: Any = None) -> list[str]:
