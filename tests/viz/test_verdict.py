@@ -237,3 +237,21 @@ def test_focal_length_far_from_the_nominal_names_the_pixel_size():
     assert [f for f in declaration_findings(doc) if f.level == "warning"] == []
     params["F_mm"].update(value=56.0, std_frames=3.0)  # 12 %, but F itself known to 5 % only: not judged here
     assert [f for f in declaration_findings(doc) if f.level == "warning"] == []
+
+
+def test_the_main_lens_model_and_what_a_real_lens_means():
+    """A thin lens chosen: one info line. A curved field: a warning that d and f_i are effective
+    thin-lenslet values, and, when the centres do not determine e, one that F and D carry its σ."""
+    from plenocal.viz.verdict import model_findings
+
+    thin = model_findings({"exit_pupil": {"kept": False, "wald": 0.1, "threshold": 10.8},
+                           "depth_distortion": {"kept": False, "wald": 3.6, "threshold": 13.8}})
+    assert [f.level for f in thin] == ["info"] and "thin lens" in thin[0].text
+    real = model_findings({"exit_pupil": {"kept": True, "wald": 0.7, "threshold": 10.8},
+                           "depth_distortion": {"kept": True, "wald": 3575.0, "threshold": 13.8}})
+    assert [f.level for f in real] == ["info", "warning", "warning"]
+    assert "exit pupil, depth distortion" in real[0].text and "f_i" in real[1].text and "W = 0.7" in real[2].text
+    pupil = model_findings({"exit_pupil": {"kept": True, "wald": 82.0, "threshold": 10.8},
+                            "depth_distortion": {"kept": True, "wald": 99.0, "threshold": 13.8}})
+    assert [f.level for f in pupil] == ["info", "warning"]
+    assert model_findings(None) == [] and model_findings({}) == []

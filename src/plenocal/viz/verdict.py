@@ -453,7 +453,36 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
                                       f"{value} ± {sigma} ({where}"
                                       f"{'; the data disagree with it' if level == 'warning' else ''})"))
     out += declaration_findings(doc)
+    out += model_findings(doc.get("model_selection"))
     return out, rows
+
+
+def model_findings(selection: Any) -> list[Finding]:
+    """What the main-lens model the data chose means for the camera (calibration's
+    ``model_selection``, :func:`plenocal.calib.calibrate.real_lens_evidence`): which terms, and,
+    when the data show a real lens (a curved field), that d and f_i are effective thin-lenslet
+    values (refractive caps move them by an amount no observation sees: ``docs/model.md``, "Real
+    micro-lenses") and, when the centres do not determine e, that F and D carry its σ."""
+    st = "calibration"
+    if not isinstance(selection, Mapping) or not selection:
+        return []
+    kept = [t for t, ev in selection.items() if isinstance(ev, Mapping) and ev.get("kept")]
+    words = {"exit_pupil": "exit pupil", "depth_distortion": "depth distortion"}
+    out = [Finding(st, "info", "main-lens model chosen by the data: "
+                   + (", ".join(words.get(t, t) for t in kept) if kept else "the paper's thin lens"))]
+    field = selection.get("depth_distortion")
+    pupil = selection.get("exit_pupil")
+    if isinstance(field, Mapping) and field.get("kept"):
+        out.append(Finding(st, "warning", "a real main lens (curved field): d and f_i are those of thin micro-lenses "
+                                          "equivalent to these images; refractive micro-lens caps put the paraxial d "
+                                          "and f_i about 1–2 % and 3–6 % away, which no observation can tell "
+                                          "(docs/model.md, \"Real micro-lenses\")"))
+        wald, threshold = (_number(pupil.get("wald")), _number(pupil.get("threshold"))) if isinstance(pupil, Mapping) else (None, None)
+        if wald is not None and threshold is not None and wald <= threshold:
+            out.append(Finding(st, "warning", f"the micro-image centres do not determine the exit pupil (W = {wald:.1f}): "
+                                              "F and D carry its σ; give --prior exit_pupil_mm=MEAN±STD if the lens's "
+                                              "exit pupil is known (its distance behind the rear principal plane)"))
+    return out
 
 
 def _prior_conflict(q: Mapping[str, Any]) -> str:
