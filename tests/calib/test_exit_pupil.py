@@ -110,10 +110,13 @@ def test_the_exit_pupil_goes_with_a_curved_field():
     field leaves e to its own test."""
     from plenocal.calib.calibrate import pupil_with_a_curved_field
 
-    weak = {"kept": False, "wald": 0.7, "reason": "W = 0.7 <= 10.8"}
+    weak = {"kept": False, "wald": 0.7, "reason": "W = 0.7 <= 10.8", "std": {"exit_pupil_mm": 1.8}, "focal_length_mm": 50.0}
     curved = pupil_with_a_curved_field({"exit_pupil": weak, "depth_distortion": {"kept": True, "wald": 3575.0, "reason": ""}})
     assert curved["exit_pupil"]["kept"] and "depth distortion" in curved["exit_pupil"]["reason"]
     assert curved["exit_pupil"]["wald"] == 0.7
     flat = {"exit_pupil": weak, "depth_distortion": {"kept": False, "wald": 3.6, "reason": ""}}
     assert pupil_with_a_curved_field(flat) == flat
     assert pupil_with_a_curved_field({"exit_pupil": weak}) == {"exit_pupil": weak}
+    # An unbounded e (σ 39 mm at F = 50 mm: the demo render) stays out: it would only drag F.
+    loose = {"exit_pupil": weak | {"std": {"exit_pupil_mm": 39.0}}, "depth_distortion": curved["depth_distortion"]}
+    assert not pupil_with_a_curved_field(loose)["exit_pupil"]["kept"]
