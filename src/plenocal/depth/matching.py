@@ -1,0 +1,344 @@
+"""Per micro-image virtual depth by blur-aware matching against its neighbours.
+
+The reference is libpleno's ``processing/depth`` and ``optimization/errors/disparity.cpp``
+(Labussière et al., CVIU 2023): for a hypothesis υ, each neighbour micro-image j is shifted by
+the disparity δ = (c_i − c_j)·((1 − λ)υ + λ)/υ (their eq. 24: what :func:`plenocal.detect.clusters.
+plenoptic_point_fit`'s p_i = λ(1 − 1/υ)·c_i + K says of one point's images), the sharper of the
+two views is blurred to the other's blur (σ_r² = κ²·|ρ_i² − ρ_j²|, ρ from eq:blurradius at υ for
+each lens type: the relative blur of the paper's §5.3, eq:relblurradius, with plenocal's σ = κ·ρ —
+libpleno's κ multiplies ρ², ours ρ), and the two are compared by the mean absolute difference
+over their overlap (the reference's normalised SAD), averaged over the pairs. Here:
+
+- the search runs in w = 1/υ, in which the disparity is linear: a coarse scan of
+  [w_min, w_max] (default |υ| ≥ 2, the reference's limit: closer, the micro-images hardly
+  overlap) in steps that move the nearest neighbour's disparity by :data:`COARSE_STEP_PX`, then a
+  golden-section search of the bracket around the coarse minimum;
+- the blurred views come from a stack of Gaussian blurs of the devignetted image (normalised by
+  the blurred white mask, as the reference's ``GAUSSIAN_BLUR`` method), interpolated in variance;
+- micro-images whose grey-level spread is below :data:`MIN_GREY_SPREAD` are not matched
+  (the reference's contrast filter);
+- the confidence is 1 − cost/median of the coarse cost curve: 0 for a flat curve, → 1 for a
+  deep, isolated minimum.
+
+Not here yet: per-pixel refinement, depth scaling, sequences on Dask.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+from scipy.spatial import cKDTree
+
+from plenocal.depth._kernels import (
+    STATUS_AT_BOUND,
+    STATUS_FLAT,
+    STATUS_NO_PAIRS,
+    STATUS_OK,
+    TABLE_STEP_PX,
+    cost_curve_kernel,
+    micro_image_spread_kernel,
+    search_kernel,
+)
+from plenocal.errors import DataError
+from plenocal.model.camera import PlenopticCamera
+from plenocal.model.projection import blur_radius_mm, rho_distances
+from plenocal.model.white import radius_law
+
+FloatArray = NDArray[np.float64]
+
+MIN_ABS_VIRTUAL_DEPTH = 2.0
+"""|υ| below this is not estimable (the reference's limit): the nearest neighbour's disparity
+exceeds half the pitch and the views hardly overlap. The default search is |w| = 1/|υ| ≤ 1/2."""
+USABLE_RADIUS_FRACTION = 0.85
+"""The devignetted micro-image is compared out to this fraction of its white radius |R_t(N)|
+(the white falls to ~10 % of its peak there; beyond, devignetting amplifies noise)."""
+MIN_GREY_SPREAD = 0.1
+"""A micro-image is textured when the mean absolute deviation of its devignetted grey levels
+within :data:`TEXTURE_RADIUS_FRACTION` of its radius, relative to their mean, is at least this.
+Measured on the small R12-A renders (32 rays, white 64 rays): a uniform grey plate 0.029–0.052
+(10th–100th percentile; Monte-Carlo noise amplified by the white's fall-off), the checkerboard
+filling the view 0.26 at the 10th percentile. The reference's filter is an absolute standard
+deviation of 5/255 (its ``is_contrasted_enough``)."""
+TEXTURE_RADIUS_FRACTION = 0.6
+"""The texture screen looks within this fraction of the white radius (the noise of the
+devignetted image doubles from 0.6 to 0.85 of it)."""
+COARSE_STEP_PX = 0.5
+"""Step of the coarse scan, as the change of the nearest neighbour's disparity (px)."""
+GOLDEN_ITERATIONS = 14
+"""Golden-section iterations on the coarse bracket (2 steps wide): it shrinks by 0.618¹⁴ ≈ 1/840,
+i.e. to ~0.001 px of the nearest neighbour's disparity."""
+RINGS = 2.0
+"""Neighbours within this many pitches of a micro-image take part (hexagonal: 18, the two rings
+that see a point at |υ| ≲ 4 with a large overlap; farther ones overlap only at larger |υ|)."""
+COARSE_RINGS = 1.0
+"""The coarse scan uses the neighbours within this many pitches (the first ring)."""
+COARSE_STRIDE_PX = 2
+"""The coarse scan compares pixels on a grid of this step (a quarter of them)."""
+MIN_OVERLAP_PIXELS = 12
+"""A pair counts only if at least this many pixels overlap (the reference: 9)."""
+BLUR_VARIANCES_PX2 = (0.0, 0.25, 0.5, 1.0, 1.5, 2.25, 3.0, 4.0, 6.0, 9.0)
+"""Variances (px²) of the Gaussian blur stack; σ_r beyond 3 px is clamped to 3 px (on R12
+cameras with κ ≈ 0.3–0.6, σ_r ≲ 2 px over |υ| ≥ 2)."""
+MIN_WHITE_FRACTION = 0.1
+"""Pixels whose white is below this fraction of its bright level are gaps (weight 0)."""
+CHUNK = 1024
+"""Micro-images per kernel call: a Ctrl-C ends between chunks."""
+
+
+@dataclass(frozen=True)
+class BlurLaw:
+    """ρ_t(w) = P_t + Q·w px, w = 1/υ, for each lens type t (eq:blurradius with a = −υ·d_v), and κ."""
+
+    intercept_px: tuple[float, ...]
+    slope_px: float
+    kappa: float
+
+
+def blur_law(camera: PlenopticCamera, *, kappa: float) -> BlurLaw:
+    """The blur radius of each lens type against 1/υ at the reference lens, from the model.
+
+    r = (A/2)(d_f/f_t − 1 − d_v/a) with a = −υ·d_v is linear in w = 1/υ; its coefficients are read
+    off the model's :func:`~plenocal.model.projection.blur_radius_mm` at w = ±1.
+    """
+    if camera.n_types == 0:
+        return BlurLaw((0.0,), 0.0, float(kappa))
+    s = camera.sensor.pixel_size_mm
+    types = np.arange(camera.n_types)
+    d_lens = np.full(camera.n_types, camera.d_mm)
+    _, d_v = rho_distances(camera, d_lens)
+    dv = np.broadcast_to(np.asarray(d_v, dtype=np.float64), types.shape)
+    plus = blur_radius_mm(camera, -dv, types, d_lens_mm=d_lens) / s  # υ = +1
+    minus = blur_radius_mm(camera, dv, types, d_lens_mm=d_lens) / s  # υ = −1
+    P = 0.5 * (plus + minus)
+    Q = 0.5 * (plus - minus)
+    return BlurLaw(tuple(float(x) for x in P), float(np.mean(Q)), float(kappa))
+
+
+def blur_stack(devignetted: NDArray, weight: NDArray, *, variances: tuple[float, ...] = BLUR_VARIANCES_PX2) -> NDArray[np.float32]:
+    """(L, H, W) float32: the devignetted image blurred by Gaussians of the given variances (px²),
+    each normalised by the equally blurred mask of lit pixels (the gaps do not darken the borders).
+    """
+    img = np.asarray(devignetted, dtype=np.float32)
+    mask = (np.asarray(weight) > 0).astype(np.float32)
+    out = np.empty((len(variances), *img.shape), dtype=np.float32)
+    masked = img * mask
+    for k, var in enumerate(variances):
+        if var <= 0.0:
+            out[k] = masked
+            continue
+        sigma = float(np.sqrt(var))
+        num = cv2.GaussianBlur(masked, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
+        den = cv2.GaussianBlur(mask, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
+        np.divide(num, den, out=out[k], where=den > 1e-3)
+        out[k][den <= 1e-3] = 0.0
+    return out
+
+
+def neighbour_table(centres: FloatArray, pitch_px: float, *, rings: float = RINGS) -> tuple[NDArray[np.int64], int]:
+    """(N, M) indices of each micro-image's neighbours within ``rings`` pitches, nearest first
+    (−1 pads), and how many lie within :data:`COARSE_RINGS` pitches at most."""
+    tree = cKDTree(centres)
+    kmax = int(np.ceil(3.7 * (rings + 0.5) ** 2)) + 1
+    dist, idx = tree.query(centres, k=min(kmax, len(centres)), distance_upper_bound=(rings + 0.1) * pitch_px)
+    dist, idx = dist[:, 1:], idx[:, 1:]
+    idx = np.where(np.isfinite(dist), idx, -1).astype(np.int64)
+    keep = int(np.max(np.sum(idx >= 0, axis=1))) if len(idx) else 0
+    n_coarse = int(np.max(np.sum(dist <= (COARSE_RINGS + 0.1) * pitch_px, axis=1))) if len(idx) else 0
+    return np.ascontiguousarray(idx[:, :max(keep, 1)]), max(n_coarse, 1)
+
+
+@dataclass(frozen=True, eq=False)
+class VirtualDepthMap:
+    """Per micro-image virtual depth of one raw image.
+
+    Attributes
+    ----------
+    k, l : (N,) micro-lens indices; centres_px : (N, 2) micro-image centres (the camera's grid).
+    types : (N,) lens types.
+    virtual_depth : (N,) υ (NaN where not estimated); confidence : (N,) in [0, 1].
+    cost : (N,) the matching cost at υ (mean absolute difference, units of the white).
+    grey : (N,) mean devignetted grey level (units of the white); spread : (N,) its mean
+        absolute deviation relative to it (both within :data:`TEXTURE_RADIUS_FRACTION` of the radius).
+    status : (N,) int8, :data:`STATUS_OK` … (``status_names``).
+    pairs : (N,) pairs compared at υ.
+    settings : what the search used; wall_time_s : its duration.
+    """
+
+    k: NDArray[np.int64]
+    l: NDArray[np.int64]
+    centres_px: FloatArray
+    types: NDArray[np.int64]
+    virtual_depth: FloatArray
+    confidence: FloatArray
+    cost: FloatArray
+    grey: FloatArray
+    spread: FloatArray
+    status: NDArray[np.int8]
+    pairs: NDArray[np.int32]
+    settings: dict[str, Any] = field(default_factory=dict)
+    wall_time_s: float = 0.0
+
+    @property
+    def ok(self) -> NDArray[np.bool_]:
+        return self.status == STATUS_OK
+
+    @property
+    def textured(self) -> NDArray[np.bool_]:
+        return self.status != STATUS_FLAT
+
+    def counts(self) -> dict[str, int]:
+        return {name: int(np.sum(self.status == code)) for code, name in STATUS_NAMES.items()}
+
+
+STATUS_NAMES = {STATUS_OK: "estimated", STATUS_FLAT: "untextured", STATUS_NO_PAIRS: "no_pairs", STATUS_AT_BOUND: "at_bound"}
+
+
+def pupil_radii(camera: PlenopticCamera, f_number: float, max_radius_px: float, *, pupil_vignetting: bool = True) -> tuple[float, FloatArray, int]:
+    """R_a = |m|/(N·s) and R_b = |q_t|/s (px) of the pupil-vignetting shift (0: off), and the length
+    of its radial tables (they reach past the farthest compared offset)."""
+    m, q = radius_law(camera)
+    s = camera.sensor.pixel_size_mm
+    ra = abs(m) / f_number / s
+    rb = np.abs(np.asarray(q, dtype=np.float64)) / s if pupil_vignetting else np.zeros(len(q))
+    n_table = int(np.ceil(3.0 * max_radius_px / TABLE_STEP_PX)) + 2
+    return float(ra), np.ascontiguousarray(rb), n_table
+
+
+def micro_image_radii_px(camera: PlenopticCamera, types: NDArray[np.int64], f_number: float) -> FloatArray:
+    """|R_t(N)| px of each micro-image's type at the main-lens f-number N (eq:miradiusfnumbermc)."""
+    m, q = radius_law(camera)
+    q = np.asarray(q, dtype=np.float64)
+    return np.abs(m / f_number + q[np.clip(types, 0, len(q) - 1)]) / camera.sensor.pixel_size_mm
+
+
+def estimate_virtual_depths(
+    devignetted: NDArray,
+    weight: NDArray,
+    camera: PlenopticCamera,
+    *,
+    kappa: float,
+    f_number: float | None = None,
+    inverse_depth_range: tuple[float, float] | None = None,
+    min_grey_spread: float = MIN_GREY_SPREAD,
+    rings: float = RINGS,
+    golden_iterations: int = GOLDEN_ITERATIONS,
+    pupil_vignetting: bool = True,
+    chunk: int = CHUNK,
+    progress: Callable[[int, int], None] | None = None,
+) -> VirtualDepthMap:
+    """Virtual depth υ of every textured micro-image of one devignetted raw image.
+
+    Parameters
+    ----------
+    devignetted, weight : (H, W) the raw image divided by the white at the same f-number and the
+        white's relative level (0 in the gaps), from :func:`plenocal.detect.corners.devignette`.
+    camera : the calibrated camera (micro-image grid, lens types, λ, blur model).
+    kappa : κ of σ = κ·ρ (``plenocal blur``); 0 matches without equalising the blur.
+    f_number : main-lens N of the image (default the camera's), for the micro-image radii.
+    inverse_depth_range : (w_min, w_max) of w = 1/υ searched (default ±1/:data:`MIN_ABS_VIRTUAL_DEPTH`).
+    min_grey_spread : :data:`MIN_GREY_SPREAD`.
+    rings : :data:`RINGS`.
+    pupil_vignetting : model the radial displacement of defocused detail by the main aperture's
+        vignetting of the micro-lens pupil (:mod:`plenocal.model.pupil`; on the R12-A renders it
+        moves detail outwards by 30–60 %: without it υ comes out 25–30 % short).
+    chunk : micro-images per kernel call; ``progress(done, total)`` after each.
+
+    Returns
+    -------
+    VirtualDepthMap
+    """
+    t0 = time.perf_counter()
+    dv = np.asarray(devignetted)
+    H, W = dv.shape[:2]
+    if (W, H) != (camera.sensor.width_px, camera.sensor.height_px):
+        raise DataError(f"image {W} x {H} px differs from the camera's sensor {camera.sensor.width_px} x {camera.sensor.height_px} px")
+    N = float(camera.main_lens.f_number if f_number is None else f_number)
+    grid = camera.grid
+    k_all, l_all = grid.lattice.all_indices()
+    centres = np.ascontiguousarray(grid.centres(k_all, l_all), dtype=np.float64)
+    types = (camera.mla.types.type_of(k_all, l_all) if camera.n_types else np.zeros(len(k_all))).astype(np.int64)
+    radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
+    margin = radii + 2.0
+    inside = (centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin) & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin)
+    ci = np.clip(np.rint(centres).astype(np.int64), 0, [W - 1, H - 1])
+    lit = np.asarray(weight)[ci[:, 1], ci[:, 0]] > 0.5
+    stack = blur_stack(dv, weight)
+    levels = np.asarray(BLUR_VARIANCES_PX2, dtype=np.float64)
+    neigh, n_coarse = neighbour_table(centres, grid.diameter_px, rings=rings)
+    law = blur_law(camera, kappa=kappa)
+    ra, rb, n_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
+    lam = camera.lambda_
+    w_lo, w_hi = inverse_depth_range if inverse_depth_range is not None else (-1.0 / MIN_ABS_VIRTUAL_DEPTH, 1.0 / MIN_ABS_VIRTUAL_DEPTH)
+    if not w_lo < w_hi:
+        raise DataError(f"inverse depth range ({w_lo}, {w_hi}) is empty")
+    step = COARSE_STEP_PX / (lam * grid.diameter_px)
+    n_grid = max(int(np.ceil((w_hi - w_lo) / step)) + 1, 3)
+    w_grid = np.linspace(w_lo, w_hi, n_grid)
+
+    n = len(k_all)
+    grey = np.full(n, np.nan)
+    spread = np.full(n, np.nan)
+    cand = np.flatnonzero(inside & lit)
+    grey[cand], mad = micro_image_spread_kernel(stack, centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
+    spread[cand] = mad / np.maximum(grey[cand], 1e-6)
+    status = np.full(n, STATUS_FLAT, dtype=np.int8)
+    status[~(inside & lit)] = STATUS_NO_PAIRS
+    todo = cand[spread[cand] >= min_grey_spread]
+    w = np.full(n, np.nan)
+    cost = np.full(n, np.nan)
+    conf = np.zeros(n)
+    pairs = np.zeros(n, dtype=np.int32)
+    P = np.asarray(law.intercept_px, dtype=np.float64)
+    for start in range(0, len(todo), max(int(chunk), 1)):
+        sel = todo[start:start + chunk]
+        ww, cc, med, pp, st = search_kernel(
+            stack, levels, centres, types, neigh, radii, sel, w_grid, lam, P, law.slope_px, law.kappa**2,
+            n_coarse, COARSE_STRIDE_PX, int(golden_iterations), MIN_OVERLAP_PIXELS, ra, rb, n_table,
+        )
+        w[sel], cost[sel], pairs[sel], status[sel] = ww, cc, pp, st
+        conf[sel] = np.where(st == STATUS_OK, np.clip(1.0 - cc / np.where(med > 0, med, np.inf), 0.0, 1.0), 0.0)
+        if progress is not None:
+            progress(min(start + chunk, len(todo)), len(todo))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upsilon = np.where(status == STATUS_OK, 1.0 / w, np.nan)
+    settings = {
+        "kappa": float(kappa), "f_number": N, "inverse_depth_range": [float(w_lo), float(w_hi)],
+        "coarse_steps": int(n_grid), "coarse_step_px": COARSE_STEP_PX, "golden_iterations": int(golden_iterations),
+        "rings": float(rings), "coarse_rings": COARSE_RINGS, "neighbours": int(neigh.shape[1]), "coarse_neighbours": int(n_coarse),
+        "min_grey_spread": float(min_grey_spread), "usable_radius_fraction": USABLE_RADIUS_FRACTION,
+        "blur_variances_px2": list(BLUR_VARIANCES_PX2), "lambda": float(lam),
+        "pupil_vignetting": bool(pupil_vignetting),
+        "blur_law": {"intercept_px": list(law.intercept_px), "slope_px": law.slope_px},
+    }
+    return VirtualDepthMap(
+        k_all.astype(np.int64), l_all.astype(np.int64), centres, types, upsilon, conf, cost, grey, spread, status, pairs,
+        settings, time.perf_counter() - t0,
+    )
+
+
+def cost_curves(
+    devignetted: NDArray, weight: NDArray, camera: PlenopticCamera, index: NDArray[np.int64], w_grid: FloatArray, *,
+    kappa: float, f_number: float | None = None, rings: float = RINGS, pupil_vignetting: bool = True,
+) -> FloatArray:
+    """(M, G) matching cost of micro-images ``index`` (into the grid's ``all_indices``) at each
+    w = 1/υ of ``w_grid``, all neighbours and pixels (diagnostics and tests)."""
+    grid = camera.grid
+    k_all, l_all = grid.lattice.all_indices()
+    centres = np.ascontiguousarray(grid.centres(k_all, l_all), dtype=np.float64)
+    types = (camera.mla.types.type_of(k_all, l_all) if camera.n_types else np.zeros(len(k_all))).astype(np.int64)
+    N = float(camera.main_lens.f_number if f_number is None else f_number)
+    radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
+    neigh, _ = neighbour_table(centres, grid.diameter_px, rings=rings)
+    law = blur_law(camera, kappa=kappa)
+    ra, rb, n_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
+    return cost_curve_kernel(
+        blur_stack(devignetted, weight), np.asarray(BLUR_VARIANCES_PX2), centres, types, neigh, radii,
+        np.asarray(index, dtype=np.int64), np.asarray(w_grid, dtype=np.float64), camera.lambda_,
+        np.asarray(law.intercept_px), law.slope_px, law.kappa**2, 1, MIN_OVERLAP_PIXELS, ra, rb, n_table,
+    )
