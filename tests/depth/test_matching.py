@@ -16,6 +16,7 @@ import pytest
 from plenocal.depth.matching import (
     MIN_GREY_SPREAD,
     STATUS_FLAT,
+    STATUS_OUTSIDE,
     blur_law,
     estimate_virtual_depths,
 )
@@ -112,7 +113,7 @@ def test_untextured_plate_is_screened(r12a):
     grey = render(r12a, WhiteDiffuser(level=0.5), rays=RAYS, seed=0, image_id=1)
     dv, weight = devignette(grey, white)
     vd = estimate_virtual_depths(dv, weight, r12a, kappa=KAPPA)
-    inside = vd.status != 2
+    inside = vd.status != STATUS_OUTSIDE
     assert inside.sum() > 1000
     assert np.max(vd.spread[inside]) < 0.7 * MIN_GREY_SPREAD  # measured 0.052
     assert np.all(vd.status[inside] == STATUS_FLAT)

@@ -34,6 +34,8 @@ STATUS_NO_PAIRS = 2
 """No neighbour overlapped enough at any hypothesis (image border, dark neighbours)."""
 STATUS_AT_BOUND = 3
 """The coarse minimum is at an end of the search interval: the depth lies outside it."""
+STATUS_OUTSIDE = 4
+"""The micro-image is not wholly in the image, or its centre is not lit in the white."""
 
 
 @nb.njit(cache=True, inline="always")

@@ -40,6 +40,7 @@ from plenocal.depth._kernels import (
     STATUS_FLAT,
     STATUS_NO_PAIRS,
     STATUS_OK,
+    STATUS_OUTSIDE,
     TABLE_STEP_PX,
     cost_curve_kernel,
     micro_image_spread_kernel,
@@ -190,13 +191,15 @@ class VirtualDepthMap:
 
     @property
     def textured(self) -> NDArray[np.bool_]:
-        return self.status != STATUS_FLAT
+        """Micro-images in the image that passed the texture screen (estimated or not)."""
+        return (self.status != STATUS_FLAT) & (self.status != STATUS_OUTSIDE)
 
     def counts(self) -> dict[str, int]:
         return {name: int(np.sum(self.status == code)) for code, name in STATUS_NAMES.items()}
 
 
-STATUS_NAMES = {STATUS_OK: "estimated", STATUS_FLAT: "untextured", STATUS_NO_PAIRS: "no_pairs", STATUS_AT_BOUND: "at_bound"}
+STATUS_NAMES = {STATUS_OK: "estimated", STATUS_FLAT: "untextured", STATUS_NO_PAIRS: "no_pairs", STATUS_AT_BOUND: "at_bound",
+                STATUS_OUTSIDE: "outside"}
 
 
 def pupil_radii(camera: PlenopticCamera, f_number: float, max_radius_px: float, *, pupil_vignetting: bool = True) -> tuple[float, FloatArray, int]:
@@ -229,6 +232,7 @@ def estimate_virtual_depths(
     rings: float = RINGS,
     golden_iterations: int = GOLDEN_ITERATIONS,
     pupil_vignetting: bool = True,
+    subset: NDArray[np.bool_] | None = None,
     chunk: int = CHUNK,
     progress: Callable[[int, int], None] | None = None,
 ) -> VirtualDepthMap:
@@ -247,6 +251,8 @@ def estimate_virtual_depths(
     pupil_vignetting : model the radial displacement of defocused detail by the main aperture's
         vignetting of the micro-lens pupil (:mod:`plenocal.model.pupil`; on the R12-A renders it
         moves detail outwards by 30–60 %: without it υ comes out 25–30 % short).
+    subset : (N,) bool over the grid's ``all_indices``: match only these (the others keep the
+        status of the screen, or :data:`STATUS_NO_PAIRS` when textured).
     chunk : micro-images per kernel call; ``progress(done, total)`` after each.
 
     Returns
@@ -288,8 +294,11 @@ def estimate_virtual_depths(
     grey[cand], mad = micro_image_spread_kernel(stack, centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
     spread[cand] = mad / np.maximum(grey[cand], 1e-6)
     status = np.full(n, STATUS_FLAT, dtype=np.int8)
-    status[~(inside & lit)] = STATUS_NO_PAIRS
+    status[~(inside & lit)] = STATUS_OUTSIDE
     todo = cand[spread[cand] >= min_grey_spread]
+    status[todo] = STATUS_NO_PAIRS
+    if subset is not None:
+        todo = todo[np.asarray(subset, dtype=bool)[todo]]
     w = np.full(n, np.nan)
     cost = np.full(n, np.nan)
     conf = np.zeros(n)
