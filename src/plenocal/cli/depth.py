@@ -3,8 +3,9 @@ depth of raw frames with the calibrated camera.
 
 Each frame is devignetted by the white at its f-number (the dataset's ``devignetting`` white, or a
 ``white`` of the same N), every textured micro-image gets a virtual depth by blur-aware matching
-(:mod:`plenocal.depth.matching`) and a camera-frame point through the model
-(:mod:`plenocal.depth.metric`). Writes, atomically (``OUT`` replaced as a whole):
+over the object distances ``--distance-range`` (default: the reference's rule from F and the focus
+distance), then the median of the confident estimates around it (robust aggregation; off with
+``--no-aggregation``), and a camera-frame point through the model (:mod:`plenocal.depth.metric`). Writes, atomically (``OUT`` replaced as a whole):
 
 - ``OUT/depth/frame-<id>.ply`` — binary little-endian PLY, one vertex per micro-image with a depth:
   x, y, z (mm, camera frame), confidence (0–1), grey (0–255, the micro-image's mean devignetted
@@ -32,7 +33,7 @@ from numpy.typing import NDArray
 
 from plenocal import __version__
 from plenocal.cli.blur import file_sha256
-from plenocal.depth.matching import MIN_ABS_VIRTUAL_DEPTH, VirtualDepthMap, estimate_virtual_depths
+from plenocal.depth.matching import VirtualDepthMap, aggregate_virtual_depths, estimate_virtual_depths
 from plenocal.depth.metric import points_from_virtual_depth
 from plenocal.detect.corners import devignette
 from plenocal.errors import InputFileError, UsageError
@@ -62,8 +63,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="output folder")
     p.add_argument("--frames", default=None, metavar="IDS",
                    help="comma-separated frame ids (default: every calibration, evaluation and translation frame)")
-    p.add_argument("--min-virtual-depth", type=float, default=MIN_ABS_VIRTUAL_DEPTH, metavar="V",
-                   help=f"search |υ| >= V (default {MIN_ABS_VIRTUAL_DEPTH:g}, the smallest estimable)")
+    p.add_argument("--distance-range", type=float, nargs=2, default=None, metavar=("NEAR", "FAR"),
+                   help="object distances searched, mm (default: the reference's rule from F and the focus distance)")
+    p.add_argument("--no-aggregation", action="store_true",
+                   help="keep each micro-image's own estimate (default: the median of the confident ones around it)")
     p.set_defaults(func=run)
 
 
@@ -168,8 +171,6 @@ def frame_summary(vd: VirtualDepthMap, z: NDArray[np.float64]) -> dict[str, Any]
 
 def run(args: argparse.Namespace) -> int:
     kappa, kappa_path = read_kappa(args.kappa)
-    if not args.min_virtual_depth > 0:
-        raise UsageError(f"--min-virtual-depth: expected a number > 0, got {args.min_virtual_depth}")
     dataset = read_dataset(args.dataset)
     camera_path = args.camera if args.camera is not None else dataset.camera_path
     if camera_path is None:
@@ -191,7 +192,10 @@ def run(args: argparse.Namespace) -> int:
     missing = [e for e in [*frames, *whites.values()] if not dataset.path(e.path).is_file()]
     if missing:
         raise InputFileError(dataset.path(missing[0].path), "image listed in the manifest does not exist")
-    w_max = 1.0 / float(args.min_virtual_depth)
+    distance_range = None if args.distance_range is None else (float(args.distance_range[0]), float(args.distance_range[1]))
+    F = camera.main_lens.focal_length_mm
+    if distance_range is not None and not (F < distance_range[0] < distance_range[1]):
+        raise UsageError(f"--distance-range {distance_range[0]:g} {distance_range[1]:g}: expected F = {F:.4g} mm < NEAR < FAR")
     t_all = time.perf_counter()
     summaries: dict[str, Any] = {}
     white_cache: dict[str, NDArray[np.float64]] = {}
@@ -204,8 +208,9 @@ def run(args: argparse.Namespace) -> int:
             if w_entry.path not in white_cache:
                 white_cache = {w_entry.path: dataset.read_image(w_entry)}
             dv, weight = devignette(dataset.read_image(e), white_cache[w_entry.path])
-            vd = estimate_virtual_depths(dv, weight, camera, kappa=kappa, f_number=e.f_number,
-                                         inverse_depth_range=(-w_max, w_max))
+            vd = estimate_virtual_depths(dv, weight, camera, kappa=kappa, f_number=e.f_number, distance_range_mm=distance_range)
+            if not args.no_aggregation:
+                vd = aggregate_virtual_depths(vd, camera)
             settings = vd.settings
             ok = vd.ok
             pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok])

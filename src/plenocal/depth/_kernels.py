@@ -183,6 +183,7 @@ def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2
     rho_i = rho[ti]
     f = (1.0 - lam) + lam * w
     total = 0.0
+    count = 0
     pairs = 0
     max_d2 = 4.0 * radius * radius
     for jj in range(n_neigh):
@@ -206,11 +207,12 @@ def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2
             s2_i = -s2
         sad, n = _pair_cost(stack, levels, cix, ciy, cjx, cjy, dx, dy, radius, s2_i, s2_j, stride, ti, tj, inv, fwd, n_tab)
         if n >= min_pixels:
-            total += sad / n
+            total += sad
+            count += n
             pairs += 1
     if pairs == 0:
         return np.nan, 0
-    return total / pairs, pairs
+    return total / count, pairs
 
 
 @nb.njit(cache=True)
