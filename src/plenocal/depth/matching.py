@@ -57,9 +57,14 @@ FloatArray = NDArray[np.float64]
 MIN_ABS_VIRTUAL_DEPTH = 2.0
 """|υ| below this is not estimable (the reference's limit): the nearest neighbour's disparity
 exceeds half the pitch and the views hardly overlap. The default search is |w| = 1/|υ| ≤ 1/2."""
-USABLE_RADIUS_FRACTION = 0.85
-"""The devignetted micro-image is compared out to this fraction of its white radius |R_t(N)|
-(the white falls to ~10 % of its peak there; beyond, devignetting amplifies noise)."""
+USABLE_RADIUS_FRACTION = 0.65
+"""The devignetted micro-image is compared out to this fraction of its white radius |R_t(N)|.
+Farther out the white falls off (devignetting amplifies noise: the relative spread of a uniform
+grey plate doubles from 0.6 to 0.85 of the radius) and the main aperture vignettes the lenslet's
+pupil, which changes the blur there. PRISM translation frames, central 1400 × 1000 px, median
+|z − z_true|/z after aggregation at 650 / 450 mm: 1.40 / 1.12 % at 0.85, 1.20 / 0.72 % at 0.75,
+0.88 / 0.62 % at 0.65, 1.30 / 1.17 % at 0.5; small R12-A renders at 250 / 300 mm: 0.26 / 0.20 %
+at 0.85, 0.53 / 0.11 % at 0.65. Fewer pixels also make it 2–2.5 times faster than 0.85."""
 MIN_GREY_SPREAD = 0.1
 """A micro-image is textured when the mean absolute deviation of its devignetted grey levels
 within :data:`TEXTURE_RADIUS_FRACTION` of its radius, relative to their mean, is at least this.
