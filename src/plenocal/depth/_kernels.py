@@ -268,7 +268,9 @@ def search_kernel(
     Returns
     -------
     w : (M,) inverse virtual depth (NaN unless status OK); cost : (M,) the refined cost;
-    median_cost : (M,) median of the coarse cost curve; pairs : (M,) pairs at the optimum;
+    contrast : (M,) 1 − (the coarse curve's minimum)/(its median), from the same pairs and
+    pixels (the refined cost uses more of both, so it is not compared with the coarse curve);
+    pairs : (M,) pairs at the optimum;
     status : (M,) int8 (STATUS_*).
     """
     m = index.shape[0]
@@ -298,7 +300,7 @@ def search_kernel(
             out_status[t] = STATUS_NO_PAIRS
             continue
         finite = curve[~np.isnan(curve)]
-        out_median[t] = np.median(finite)
+        out_median[t] = 1.0 - curve[best] / np.median(finite) if np.median(finite) > 0 else 0.0
         if best == 0 or best == G - 1:
             out_status[t] = STATUS_AT_BOUND
             continue
