@@ -48,8 +48,8 @@ from plenocal.depth._kernels import (
     search_kernel,
 )
 from plenocal.errors import DataError
-from plenocal.model.camera import PlenopticCamera
-from plenocal.model.projection import blur_radius_mm, rho_distances
+from plenocal.model.camera import PlenopticCamera, RhoForm
+from plenocal.model.projection import blur_radius_mm, lens_distances, micro_lens_centres
 from plenocal.model.white import radius_law
 
 FloatArray = NDArray[np.float64]
@@ -114,20 +114,26 @@ class BlurLaw:
 
 
 def blur_law(camera: PlenopticCamera, *, kappa: float) -> BlurLaw:
-    """The blur radius of each lens type against 1/υ at the reference lens, from the model.
+    """The physical blur radius of each lens type against w = 1/υ, from the model.
 
-    r = (A/2)(d_f/f_t − 1 − d_v/a) with a = −υ·d_v is linear in w = 1/υ; its coefficients are read
-    off the model's :func:`~plenocal.model.projection.blur_radius_mm` at w = ±1.
+    r = (A/2)(d(k, l)/f_t − 1 − d(k, l)/a) with a = −υ·d(k, l) (the lens' own distance to the
+    sensor: what the tracer, PRISM and the disparity see; the model's HEAD ρ form) is linear in w;
+    its coefficients are read off the model's :func:`~plenocal.model.projection.blur_radius_mm`
+    at w = ±1, with d(k, l) the median over the lenses of each type. Under the PRISM camera's
+    tilted MLA the legacy form's d (at the MLA frame's corner) is 3 % below that median, which
+    changes ρ by ~0.2 px and the pupil-vignetting shift with it.
     """
     if camera.n_types == 0:
         return BlurLaw((0.0,), 0.0, float(kappa))
     s = camera.sensor.pixel_size_mm
+    k, l = camera.mla.lattice.all_indices()
+    lens_types = camera.mla.types.type_of(k, l)
+    _, d_all = lens_distances(camera, micro_lens_centres(camera, k, l))
     types = np.arange(camera.n_types)
-    d_lens = np.full(camera.n_types, camera.d_mm)
-    _, d_v = rho_distances(camera, d_lens)
-    dv = np.broadcast_to(np.asarray(d_v, dtype=np.float64), types.shape)
-    plus = blur_radius_mm(camera, -dv, types, d_lens_mm=d_lens) / s  # υ = +1
-    minus = blur_radius_mm(camera, dv, types, d_lens_mm=d_lens) / s  # υ = −1
+    d_t = np.array([np.median(d_all[lens_types == t]) if np.any(lens_types == t) else camera.d_mm for t in types])
+    head = camera.replace(rho_form=RhoForm.HEAD)
+    plus = blur_radius_mm(head, -d_t, types, d_lens_mm=d_t) / s  # υ = +1
+    minus = blur_radius_mm(head, d_t, types, d_lens_mm=d_t) / s  # υ = −1
     P = 0.5 * (plus + minus)
     Q = 0.5 * (plus - minus)
     return BlurLaw(tuple(float(x) for x in P), float(np.mean(Q)), float(kappa))

@@ -2,8 +2,8 @@
 
 The virtual point of micro-image (k, l) at virtual depth υ is the point seen at the micro-image
 centre: on the chief ray from the model's micro-image centre (the exit-pupil centre projected
-through C(k, l)) through C(k, l), at the signed depth a = −υ·d_v from the lens (eq:virtdepth,
-d_v the lens distance of the camera's ρ form). It is handed to the model's own back-projection of
+through C(k, l)) through C(k, l), at the signed depth a = −υ·d(k, l) from the lens (eq:virtdepth with the lens' own distance to
+the sensor: what the disparity between micro-images measures, whatever the camera's ρ form). It is handed to the model's own back-projection of
 BAP features (:func:`plenocal.model.projection.back_project_bap`: inverse distortion, depth
 distortion, thin main lens) as the feature (u, v, ρ) with ρ the blur radius that depth gives
 (eq:blurradius), so that no optics is derived twice here.
@@ -21,7 +21,6 @@ from plenocal.model.projection import (
     lens_distances,
     micro_image_centres,
     micro_lens_centres,
-    rho_distances,
 )
 
 FloatArray = NDArray[np.float64]
@@ -45,8 +44,9 @@ def points_from_virtual_depth(camera: PlenopticCamera, k: ArrayLike, l: ArrayLik
         raise ValueError("metric depth needs the micro-lens focal lengths (a camera with lens types)")
     C = micro_lens_centres(camera, k, l)
     _, d_k = lens_distances(camera, C)
-    _, d_v = rho_distances(camera, d_k)
-    a = -ups * np.broadcast_to(d_v, ups.shape)
+    # The disparity measures each lens' own υ = −a/d(k, l), whatever the ρ form: the legacy form's
+    # d (at the MLA frame's corner) is 3 % off d(k, l) under the PRISM camera's tilted MLA.
+    a = -ups * d_k
     types = camera.mla.types.type_of(k, l)
     rho = blur_radius_mm(camera, a, types, d_lens_mm=d_k) / camera.sensor.pixel_size_mm
     uv = micro_image_centres(camera, k, l)
@@ -54,7 +54,7 @@ def points_from_virtual_depth(camera: PlenopticCamera, k: ArrayLike, l: ArrayLik
 
 
 def virtual_depth_of_points(camera: PlenopticCamera, points_cam: ArrayLike, k: ArrayLike, l: ArrayLike) -> FloatArray:
-    """υ of camera-frame points seen through micro-lenses (k, l): −a/d_v with a the virtual point's
+    """υ of camera-frame points seen through micro-lenses (k, l): −a/d(k, l) with a the virtual point's
     depth from the lens (the inverse of :func:`points_from_virtual_depth` along the depth; tests)."""
     from plenocal.model.projection import virtual_points
 
@@ -63,5 +63,4 @@ def virtual_depth_of_points(camera: PlenopticCamera, points_cam: ArrayLike, k: A
     pu = virtual_points(camera, points_cam)
     C = micro_lens_centres(camera, k, l)
     D_k, d_k = lens_distances(camera, C)
-    _, d_v = rho_distances(camera, d_k)
-    return -(pu[..., 2] + D_k) / d_v
+    return -(pu[..., 2] + D_k) / d_k
