@@ -1,0 +1,151 @@
+"""Benchmark: per micro-image depth on the PRISM R12-B translation frames, against the truth. Prints JSON.
+
+The visible PRISM set (``../shared/validation/prism-r12b``: frames 100–104, a fronto-parallel
+board at 450, 500, …, 650 mm) is imported as a user would (``plenocal import-libpleno
+libpleno-src-trans``) into a temporary folder; each frame is devignetted by the white at its
+f-number and matched (:func:`plenocal.depth.matching.estimate_virtual_depths`, default
+settings) with the given camera (default: the truth in the images' pixel convention,
+``camera/camera-true-image-index.json``) and κ (default 0.72: ``plenocal blur`` on the set's
+calibration frames with the camera ``plenocal run`` calibrated).
+
+Per frame: the micro-images whose line of sight meets the board's plate (truth pose, 5 mm inside
+its edges), of those the textured ones (texture screen), the fraction of them with a depth
+(coverage), median and 90th percentile of |z − z_true|/z over them, the signed median, seconds
+(wall time of the matching and of the aggregation, images in memory, after a warm-up on the
+first frame); each for the per-micro-image estimates and after the robust aggregation (what
+``plenocal depth`` writes). Per pair of consecutive frames: the displacement of the medians of z
+against the true 50 mm.
+
+    python benchmarks/depth.py [--set PATH] [--camera CAMERA] [--kappa 0.72] [--frames 100,101]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, peak_memory_mb
+
+import plenocal
+from plenocal.cli.depth import white_for
+from plenocal.depth.matching import aggregate_virtual_depths, estimate_virtual_depths
+from plenocal.depth.metric import points_from_virtual_depth
+from plenocal.detect.corners import devignette
+from plenocal.io.camera import read_camera
+from plenocal.io.dataset import read_dataset
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
+BOARD_MARGIN_MM = 5.0
+
+
+def board_mask(camera, k, l, plate_R, plate_t, plate_size):
+    """(N,) bool: micro-image (k, l)'s line of sight meets the plate ≥ BOARD_MARGIN_MM inside its edges."""
+    a = points_from_virtual_depth(camera, k, l, np.full(len(k), 4.0))
+    b = points_from_virtual_depth(camera, k, l, np.full(len(k), 40.0))
+    n = plate_R[:, 2]
+    s = ((plate_t - a) @ n) / ((b - a) @ n)
+    hit = a + s[:, None] * (b - a)
+    loc = (hit - plate_t) @ plate_R
+    m = BOARD_MARGIN_MM
+    return (loc[:, 0] > m) & (loc[:, 0] < plate_size[0] - m) & (loc[:, 1] > m) & (loc[:, 1] < plate_size[1] - m)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", type=Path, default=DEFAULT_SET)
+    ap.add_argument("--camera", type=Path, default=None)
+    ap.add_argument("--kappa", type=float, default=0.72)
+    ap.add_argument("--frames", default=None)
+    args = ap.parse_args()
+
+    truth = json.loads((args.set / "truth.json").read_text())
+    camera_path = args.camera or args.set / "camera" / "camera-true-image-index.json"
+    camera = read_camera(camera_path)
+    plate_size = truth["checkerboard"]["plate_size_mm"]
+    with tempfile.TemporaryDirectory(prefix="plenocal-depth-bench-") as tmp:
+        ds_path = Path(tmp) / "ds"
+        subprocess.run([sys.executable, "-m", "plenocal", "import-libpleno", str(args.set / "libpleno-src-trans"), "-o", str(ds_path)],
+                       check=True, stdout=subprocess.DEVNULL)
+        ds = read_dataset(ds_path)
+        by_name = {Path(e.path).name: e for e in ds.manifest.images if e.frame is not None}
+        names = truth["translation"]["frames"]
+        wanted = None if args.frames is None else {int(x) for x in args.frames.split(",")}
+        frames = []
+        white_cache = {}
+        for name in names:
+            e = by_name[name]
+            if wanted is not None and e.frame not in wanted:
+                continue
+            w = white_for(ds, e.f_number)
+            if w.path not in white_cache:
+                white_cache[w.path] = ds.read_image(w)
+            dv, weight = devignette(ds.read_image(e), white_cache[w.path])
+            frames.append((name, e, dv, weight))
+        if frames:  # warm-up (numba caches, page faults)
+            _, e0, dv0, w0 = frames[0]
+            sub = np.zeros(camera.grid.lattice.width * camera.grid.lattice.height, dtype=bool)
+            sub[:: 97] = True
+            estimate_virtual_depths(dv0, w0, camera, kappa=args.kappa, f_number=e0.f_number, subset=sub)
+        results = []
+        medians = {}
+        for name, e, dv, weight in frames:
+            t0 = time.perf_counter()
+            raw = estimate_virtual_depths(dv, weight, camera, kappa=args.kappa, f_number=e.f_number)
+            t1 = time.perf_counter()
+            agg = aggregate_virtual_depths(raw, camera)
+            t2 = time.perf_counter()
+            info = truth["checkerboards"][name]["plate_in_camera"]
+            R, t = np.array(info["R"]), np.array(info["t"])
+            z_true = float(t[2])
+            onb = board_mask(camera, raw.k, raw.l, R, t, plate_size)
+            tex = onb & raw.textured
+            row = {"frame": e.frame, "image": name, "z_true_mm": z_true, "board_micro_images": int(onb.sum()),
+                   "textured": int(tex.sum()), "seconds_matching": t1 - t0, "seconds_aggregation": t2 - t1,
+                   "seconds": t2 - t0}
+            for label, vd in (("per_micro_image", raw), ("aggregated", agg)):
+                ok = tex & vd.ok
+                pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok])
+                # the plate is fronto-parallel (R = I): the true depth of every board point is t_z
+                rel = (pts[:, 2] - z_true) / z_true
+                conf = vd.confidence[ok]
+                medians.setdefault(label, {})[e.frame] = (float(np.median(pts[:, 2])), z_true)
+                row[label] = {
+                    "with_depth": int(ok.sum()), "coverage": float(ok.sum() / max(tex.sum(), 1)),
+                    "median_abs_rel_error_pct": float(100 * np.median(np.abs(rel))),
+                    "p90_abs_rel_error_pct": float(100 * np.percentile(np.abs(rel), 90)),
+                    "signed_median_rel_error_pct": float(100 * np.median(rel)),
+                    "median_confidence": float(np.median(conf)),
+                    "counts": vd.counts(),
+                }
+            results.append(row)
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    pairs = []
+    for label, med in medians.items():
+        ids = sorted(med)
+        for a, b in itertools.pairwise(ids):
+            d_est = med[b][0] - med[a][0]
+            d_true = med[b][1] - med[a][1]
+            pairs.append({"estimate": label, "frames": [a, b], "displacement_true_mm": d_true, "displacement_mm": d_est,
+                          "error_pct": float(100 * abs(d_est - d_true) / abs(d_true))})
+    settings = agg.settings if frames else {}
+    print(json.dumps({
+        "benchmark": "depth", "plenocal_version": plenocal.__version__, "machine": machine(),
+        "set": str(args.set), "camera": str(camera_path), "kappa": args.kappa, "settings": settings,
+        "frames": results, "pairs": pairs,
+        "targets": {"median_abs_rel_error_pct": 0.5, "displacement_error_pct": 0.5, "coverage": 0.8, "seconds": 3.0},
+        "peak_memory_mb": peak_memory_mb(),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""``plenocal depth DATASET --camera CAMERA --kappa BLUR -o OUT [--frames IDS]``: per micro-image
+depth of raw frames with the calibrated camera.
+
+Each frame is devignetted by the white at its f-number (the dataset's ``devignetting`` white, or a
+``white`` of the same N), every textured micro-image gets a virtual depth by blur-aware matching
+over the object distances ``--distance-range`` (default: the reference's rule from F and the focus
+distance), then the median of the confident estimates around it (robust aggregation; off with
+``--no-aggregation``), and a camera-frame point through the model (:mod:`plenocal.depth.metric`). Writes, atomically (``OUT`` replaced as a whole):
+
+- ``OUT/depth/frame-<id>.ply`` — binary little-endian PLY, one vertex per micro-image with a depth:
+  x, y, z (mm, camera frame), confidence (0–1), grey (0–255, the micro-image's mean devignetted
+  level), virtual_depth, k, l;
+- ``OUT/depth/frame-<id>-depth.png`` — the depth map (z, turbo colours from near to far over the
+  2nd–98th percentiles; black: no depth), one cell per micro-image, at 1/4 of the sensor's size;
+- ``OUT/depth/frame-<id>-central.png`` — the micro-images' mean grey levels on the same cells
+  (the scene at micro-image resolution);
+- ``OUT/depth.json`` — per frame: counts by status, z percentiles, seconds; the settings; inputs
+  with their SHA-256.
+
+Not here yet: per-pixel depth, depth scaling, sequences on Dask.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from plenocal import __version__
+from plenocal.cli.blur import file_sha256
+from plenocal.depth.matching import VirtualDepthMap, aggregate_virtual_depths, estimate_virtual_depths
+from plenocal.depth.metric import points_from_virtual_depth
+from plenocal.detect.corners import devignette
+from plenocal.errors import InputFileError, UsageError
+from plenocal.io._json import load_json, write_document
+from plenocal.io.atomic import atomic_folder, atomic_write_bytes
+from plenocal.io.camera import read_camera
+from plenocal.io.dataset import FRAME_ROLES, Dataset, ImageEntry, ImageRole, read_dataset
+from plenocal.io.outputs import STAGE_RECORD, check_output_folder
+from plenocal.io.ply import write_ply
+from plenocal.model.camera import PlenopticCamera
+
+HELP = "per micro-image depth of raw frames with the calibrated camera (point clouds, depth maps)"
+OUTPUTS = ("depth", "depth.json", STAGE_RECORD)
+"""What ``depth`` writes in its output folder (replaced as a whole)."""
+MAP_SCALE = 4
+"""The depth map and central image are 1/MAP_SCALE of the sensor's size."""
+F_NUMBER_RTOL = 0.01
+"""A white serves a frame whose f-number is within this fraction of its own."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("depth", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
+    p.add_argument("dataset", type=Path, metavar="DATASET", help="plenocal dataset folder")
+    p.add_argument("--camera", type=Path, default=None, help="camera.json (default: DATASET/camera.json)")
+    p.add_argument("--kappa", default=None, metavar="BLUR",
+                   help="κ of σ = κ·ρ: the kappa.json written by 'plenocal blur', or a number (0: no blur equalisation)")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="output folder")
+    p.add_argument("--frames", default=None, metavar="IDS",
+                   help="comma-separated frame ids (default: every calibration, evaluation and translation frame)")
+    p.add_argument("--distance-range", type=float, nargs=2, default=None, metavar=("NEAR", "FAR"),
+                   help="object distances searched, mm (default: the reference's rule from F and the focus distance)")
+    p.add_argument("--no-aggregation", action="store_true",
+                   help="keep each micro-image's own estimate (default: the median of the confident ones around it)")
+    p.set_defaults(func=run)
+
+
+def read_kappa(spec: str | None) -> tuple[float, str | None]:
+    """κ and the file it came from (None for a number)."""
+    if spec is None:
+        raise UsageError("--kappa: pass the kappa.json written by 'plenocal blur' (or a number, 0 for no blur equalisation)")
+    try:
+        value = float(spec)
+    except ValueError:
+        path = Path(spec)
+        if not path.is_file():
+            raise InputFileError(path, "no such file (--kappa: the kappa.json written by 'plenocal blur', or a number)") from None
+        doc = load_json(path)
+        value = doc.get("kappa") if isinstance(doc, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise InputFileError(path, "holds no number 'kappa' (expected the kappa.json written by 'plenocal blur')") from None
+        source: str | None = str(path)
+    else:
+        source = None
+    if not np.isfinite(value) or value < 0.0:
+        raise UsageError(f"--kappa: κ must be a finite number >= 0, got {value!r}")
+    return float(value), source
+
+
+def _frames(dataset: Dataset, spec: str | None) -> list[ImageEntry]:
+    entries = {e.frame: e for e in dataset.manifest.images if e.role in FRAME_ROLES and e.frame is not None}
+    if spec is None:
+        chosen = sorted(entries)
+    else:
+        try:
+            chosen = sorted({int(s) for s in spec.split(",") if s.strip()})
+        except ValueError:
+            raise UsageError(f"--frames: expected comma-separated frame ids, got {spec!r}") from None
+        missing = [f for f in chosen if f not in entries]
+        if missing:
+            raise UsageError(f"--frames: no frame {missing[0]} in {dataset.folder} (frames: "
+                             f"{', '.join(str(f) for f in sorted(entries)[:12])}{'...' if len(entries) > 12 else ''})")
+    if not chosen:
+        raise InputFileError(dataset.folder, "the manifest lists no calibration, evaluation or translation frame")
+    return [entries[f] for f in chosen]
+
+
+def white_for(dataset: Dataset, f_number: float | None) -> ImageEntry:
+    """The devignetting white, or a white at the frame's f-number."""
+    whites = [*dataset.manifest.with_role(ImageRole.DEVIGNETTING), *dataset.manifest.with_role(ImageRole.WHITE)]
+    if f_number is None:
+        if dataset.manifest.with_role(ImageRole.DEVIGNETTING):
+            return dataset.manifest.with_role(ImageRole.DEVIGNETTING)[0]
+    else:
+        for w in whites:
+            if w.f_number is not None and abs(w.f_number - f_number) <= F_NUMBER_RTOL * f_number:
+                return w
+        for w in dataset.manifest.with_role(ImageRole.DEVIGNETTING):
+            if w.f_number is None:
+                return w
+    raise InputFileError(dataset.folder, f"no white image at the frames' f-number {f_number} to devignet them "
+                                         "(add one with role 'devignetting' to the manifest)")
+
+
+def cell_image(camera: PlenopticCamera, values: NDArray[np.float64], *, scale: int = MAP_SCALE) -> NDArray[np.float64]:
+    """(H/scale, W/scale) image whose pixels take the value of the nearest micro-image (NaN outside the grid)."""
+    H, W = camera.sensor.height_px // scale, camera.sensor.width_px // scale
+    v, u = np.mgrid[0:H, 0:W]
+    k, l = camera.grid.nearest((u + 0.5) * scale - 0.5, (v + 0.5) * scale - 0.5)
+    lat = camera.grid.lattice
+    inside = (k >= 0) & (k < lat.width) & (l >= 0) & (l < lat.height)
+    flat = np.full((lat.height, lat.width), np.nan)
+    kk, ll = lat.all_indices()
+    flat[ll, kk] = values
+    out = np.full((H, W), np.nan)
+    out[inside] = flat[l[inside], k[inside]]
+    return out
+
+
+def depth_png(z: NDArray[np.float64]) -> bytes:
+    """Turbo-coloured PNG of a depth image (near = blue... far = red over the 2nd–98th percentiles; NaN black)."""
+    ok = np.isfinite(z)
+    lo, hi = (np.percentile(z[ok], [2, 98]) if ok.any() else (0.0, 1.0))
+    scaled = np.clip((z - lo) / max(hi - lo, 1e-9), 0, 1)
+    img = cv2.applyColorMap(np.where(ok, 255 * scaled, 0).astype(np.uint8), cv2.COLORMAP_TURBO)
+    img[~ok] = 0
+    return cv2.imencode(".png", img)[1].tobytes()
+
+
+def grey_png(g: NDArray[np.float64]) -> bytes:
+    ok = np.isfinite(g)
+    return cv2.imencode(".png", np.where(ok, np.clip(g, 0, 1) * 255, 0).astype(np.uint8))[1].tobytes()
+
+
+def frame_summary(vd: VirtualDepthMap, z: NDArray[np.float64]) -> dict[str, Any]:
+    ok = vd.ok
+    zs = z[ok]
+    return {
+        "counts": vd.counts(),
+        "textured": int(np.sum(vd.textured)),
+        "z_percentiles_mm": {str(p): float(np.percentile(zs, p)) for p in (5, 25, 50, 75, 95)} if zs.size else {},
+        "median_confidence": float(np.median(vd.confidence[ok])) if ok.any() else None,
+        "wall_time_s": vd.wall_time_s,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    kappa, kappa_path = read_kappa(args.kappa)
+    dataset = read_dataset(args.dataset)
+    camera_path = args.camera if args.camera is not None else dataset.camera_path
+    if camera_path is None:
+        raise InputFileError(dataset.folder, "no camera.json in the dataset; pass --camera")
+    frames = _frames(dataset, args.frames)
+    whites = {e.frame: white_for(dataset, e.f_number) for e in frames}
+    out = Path(args.output)
+    inputs_read = [dataset.folder, camera_path, *(dataset.path(e.path) for e in frames), *(dataset.path(w.path) for w in whites.values())]
+    if kappa_path:
+        inputs_read.append(Path(kappa_path))
+    check_output_folder(out, inputs=inputs_read, owned=OUTPUTS)
+    camera = read_camera(camera_path)
+    spec = dataset.manifest.camera_spec
+    if (camera.sensor.width_px, camera.sensor.height_px) != (spec.width_px, spec.height_px):
+        raise InputFileError(camera_path, f"sensor {camera.sensor.width_px} x {camera.sensor.height_px} px differs from "
+                                          f"the dataset's {spec.width_px} x {spec.height_px} px")
+    if camera.n_types == 0:
+        raise InputFileError(camera_path, "the camera has no micro-lens types (focal lengths): metric depth needs them")
+    missing = [e for e in [*frames, *whites.values()] if not dataset.path(e.path).is_file()]
+    if missing:
+        raise InputFileError(dataset.path(missing[0].path), "image listed in the manifest does not exist")
+    distance_range = None if args.distance_range is None else (float(args.distance_range[0]), float(args.distance_range[1]))
+    F = camera.main_lens.focal_length_mm
+    if distance_range is not None and not (F < distance_range[0] < distance_range[1]):
+        raise UsageError(f"--distance-range {distance_range[0]:g} {distance_range[1]:g}: expected F = {F:.4g} mm < NEAR < FAR")
+    t_all = time.perf_counter()
+    summaries: dict[str, Any] = {}
+    white_cache: dict[str, NDArray[np.float64]] = {}
+    settings: dict[str, Any] = {}
+    with atomic_folder(out, owned=OUTPUTS) as tmp:
+        folder = tmp / "depth"
+        folder.mkdir()
+        for e in frames:
+            w_entry = whites[e.frame]
+            if w_entry.path not in white_cache:
+                white_cache = {w_entry.path: dataset.read_image(w_entry)}
+            dv, weight = devignette(dataset.read_image(e), white_cache[w_entry.path])
+            vd = estimate_virtual_depths(dv, weight, camera, kappa=kappa, f_number=e.f_number, distance_range_mm=distance_range)
+            if not args.no_aggregation:
+                vd = aggregate_virtual_depths(vd, camera)
+            settings = vd.settings
+            ok = vd.ok
+            pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok])
+            z = np.full(len(vd.k), np.nan)
+            z[ok] = pts[:, 2]
+            write_ply(folder / f"frame-{e.frame}.ply", {
+                "x": pts[:, 0].astype(np.float32), "y": pts[:, 1].astype(np.float32), "z": pts[:, 2].astype(np.float32),
+                "confidence": vd.confidence[ok].astype(np.float32),
+                "grey": np.clip(np.rint(255 * vd.grey[ok]), 0, 255).astype(np.uint8),
+                "virtual_depth": vd.virtual_depth[ok].astype(np.float32),
+                "k": vd.k[ok].astype(np.int32), "l": vd.l[ok].astype(np.int32),
+            }, comments=(f"plenocal {__version__} depth, frame {e.frame}", "x y z in mm in the camera frame"))
+            atomic_write_bytes(folder / f"frame-{e.frame}-depth.png", depth_png(cell_image(camera, z)))
+            atomic_write_bytes(folder / f"frame-{e.frame}-central.png", grey_png(cell_image(camera, vd.grey)))
+            summaries[str(e.frame)] = frame_summary(vd, z)
+            c = vd.counts()
+            print(f"frame {e.frame}: {c['estimated']} micro-images with a depth ({c['untextured']} untextured, "
+                  f"{c['at_bound']} out of range), median z {np.nanmedian(z) if ok.any() else float('nan'):.1f} mm, "
+                  f"{vd.wall_time_s:.1f} s", flush=True)
+        doc = {
+            "format": "plenocal-depth", "version": 1, "plenocal_version": __version__,
+            "inputs": {
+                "dataset": str(dataset.folder),
+                "camera": {"path": str(camera_path), "sha256": file_sha256(camera_path)},
+                "kappa": {"value": kappa, "path": kappa_path, "sha256": file_sha256(kappa_path) if kappa_path else None},
+                "images": {str(e.frame): {"path": e.path, "sha256": file_sha256(dataset.path(e.path)),
+                                          "white": whites[e.frame].path} for e in frames},
+            },
+            "settings": settings,
+            "frames": summaries,
+            "wall_time_s": time.perf_counter() - t_all,
+        }
+        write_document(tmp / "depth.json", doc)
+    print(f"depth of {len(frames)} frame(s) in {time.perf_counter() - t_all:.1f} s; wrote {out / 'depth'}")
+    return 0

@@ -1,0 +1,353 @@
+"""numba kernels of the blur-aware micro-image matching (:mod:`plenocal.depth.matching`).
+
+Every kernel works on one micro-image per ``prange`` iteration and writes only that micro-image's
+outputs, so the results are the same bytes whatever the number of threads.
+
+Notation (``docs/conventions.md``; paper eq:mlinterdist, eq:virtdepth, eq:relblurradius):
+
+- w = 1/υ, the inverse virtual depth: the disparity is linear in it, so the search runs in w
+  (|υ| ≥ 2 ⇔ |w| ≤ 0.5; w = 0 is υ = ±∞);
+- the point seen at offset o from micro-image i's centre c_i is seen at offset o + δ from c_j in
+  micro-image j, δ = (c_i − c_j)·((1 − λ)υ + λ)/υ = (c_i − c_j)·((1 − λ) + λ·w);
+- the blur radius of type t at w is ρ_t(w) = P_t + Q·w px (eq:blurradius with a = −υ·d);
+  σ = κ·ρ, and the sharper view is blurred by σ_r² = κ²·|ρ_i² − ρ_j²| (eq:relblurradius).
+
+``stack`` (L, H, W) float32 holds the devignetted image blurred by Gaussians of variance
+``levels[k]`` (px², levels[0] = 0); a variance between two levels is the linear interpolation of
+the two images (the heat semigroup to first order in the gap).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from plenocal.model.pupil import MIN_LENS_RADIUS_PX, centroid_partials, saturated_gain
+
+STATUS_OK = 0
+"""A virtual depth was found."""
+STATUS_FLAT = 1
+"""The micro-image's grey-level spread is below the texture threshold."""
+STATUS_NO_PAIRS = 2
+"""No neighbour overlapped enough at any hypothesis (image border, dark neighbours)."""
+STATUS_AT_BOUND = 3
+"""The coarse minimum is at an end of the search interval: the depth lies outside it."""
+STATUS_OUTSIDE = 4
+"""The micro-image is not wholly in the image, or its centre is not lit in the white."""
+
+
+@nb.njit(cache=True, inline="always")
+def _level(s2, levels):  # pragma: no cover - compiled
+    n = levels.shape[0]
+    if s2 <= levels[0]:
+        return 0, 0.0
+    if s2 >= levels[n - 1]:
+        return n - 2, 1.0
+    k = 0
+    while levels[k + 1] < s2:
+        k += 1
+    return k, (s2 - levels[k]) / (levels[k + 1] - levels[k])
+
+
+TABLE_STEP_PX = 0.25
+"""Radial step of the pupil-shift tables (the map is smooth: linear interpolation errs < 0.005 px)."""
+
+
+@nb.njit(cache=True)
+def _shift_tables(rho, ra, rb, n, inv, fwd):  # pragma: no cover - compiled
+    """Tables of the pupil-vignetting shift (:mod:`plenocal.model.pupil`, eq. (1)) of each lens
+    type at blur ``rho[t]``: ``inv[t, k]`` the chief-ray offset e of the observed offset
+    e_o = k·h (explicit, e = e_o − γ_s·g(e_o)), ``fwd[t, k]`` the observed offset e_o of the
+    chief-ray offset e = k·h (inverse of the monotone ``inv``; NaN beyond its range)."""
+    h = TABLE_STEP_PX
+    for t in range(rho.shape[0]):
+        if rb[t] < MIN_LENS_RADIUS_PX:
+            for k in range(n):
+                inv[t, k] = k * h
+                fwd[t, k] = k * h
+            continue
+        gs = saturated_gain(-rho[t] / rb[t], ra, rb[t])[0]
+        for k in range(n):
+            eo = k * h
+            inv[t, k] = eo - gs * centroid_partials(eo, rb[t], ra, True)[0]
+        m = 0
+        for k in range(n):
+            e = k * h
+            while m + 1 < n and inv[t, m + 1] < e:
+                m += 1
+            if m + 1 >= n or inv[t, m] > e:
+                fwd[t, k] = math.nan if m + 1 >= n else 0.0
+                continue
+            a = inv[t, m]
+            b = inv[t, m + 1]
+            fwd[t, k] = (m + (e - a) / (b - a)) * h if b > a else m * h
+
+
+@nb.njit(cache=True, inline="always")
+def _lookup(table, t, r, n):  # pragma: no cover - compiled
+    x = r / TABLE_STEP_PX
+    k = int(x)
+    if k + 1 >= n:
+        return math.nan
+    f = x - k
+    return table[t, k] + f * (table[t, k + 1] - table[t, k])
+
+
+@nb.njit(cache=True)
+def _pair_cost(stack, levels, cix, ciy, cjx, cjy, dx, dy, radius, s2_i, s2_j, stride, ti, tj, inv, fwd, n_tab):  # pragma: no cover
+    """Σ|I_i(x) − I_j(y)| and the pixel count over the pixels x of micro-image i within
+    ``radius`` of c_i whose match y lies within ``radius`` of c_j: x's observed offset
+    o_i = x − c_i is unshifted to its chief-ray offset e_i (pupil vignetting, table ``inv`` of
+    type ti), moved by the disparity, e_j = e_i + δ, and shifted to the observed o_j (table
+    ``fwd`` of type tj), y = c_j + o_j. View i blurred by variance ``s2_i``, view j by ``s2_j``
+    (px²). Pixels x on a ``stride`` grid."""
+    H = stack.shape[1]
+    W = stack.shape[2]
+    ki, ti_ = _level(s2_i, levels)
+    kj, tj_ = _level(s2_j, levels)
+    r2 = radius * radius
+    x_lo = max(math.ceil(cix - radius), 0)
+    x_hi = min(math.floor(cix + radius), W - 1)
+    y_lo = max(math.ceil(ciy - radius), 0)
+    y_hi = min(math.floor(ciy + radius), H - 1)
+    sad = 0.0
+    n = 0
+    for y in range(y_lo, y_hi + 1, stride):
+        oy = y - ciy
+        for x in range(x_lo, x_hi + 1, stride):
+            ox = x - cix
+            ro2 = ox * ox + oy * oy
+            if ro2 > r2:
+                continue
+            ro = math.sqrt(ro2)
+            if ro > 1e-9:
+                sc = _lookup(inv, ti, ro, n_tab) / ro
+            else:
+                sc = 1.0
+            ex = ox * sc + dx
+            ey = oy * sc + dy
+            re = math.sqrt(ex * ex + ey * ey)
+            if re > 1e-9:
+                sj = _lookup(fwd, tj, re, n_tab)
+                if math.isnan(sj):
+                    continue
+                sj /= re
+            else:
+                sj = 1.0
+            qx = ex * sj
+            qy = ey * sj
+            if qx * qx + qy * qy > r2:
+                continue
+            bx = cjx + qx
+            by = cjy + qy
+            x0 = math.floor(bx)
+            y0 = math.floor(by)
+            if x0 < 0 or y0 < 0 or x0 + 1 >= W or y0 + 1 >= H:
+                continue
+            a = stack[ki, y, x]
+            if ti_ > 0.0:
+                a += ti_ * (stack[ki + 1, y, x] - a)
+            fx = bx - x0
+            fy = by - y0
+            b00 = stack[kj, y0, x0]
+            b01 = stack[kj, y0, x0 + 1]
+            b10 = stack[kj, y0 + 1, x0]
+            b11 = stack[kj, y0 + 1, x0 + 1]
+            if tj_ > 0.0:
+                b00 += tj_ * (stack[kj + 1, y0, x0] - b00)
+                b01 += tj_ * (stack[kj + 1, y0, x0 + 1] - b01)
+                b10 += tj_ * (stack[kj + 1, y0 + 1, x0] - b10)
+                b11 += tj_ * (stack[kj + 1, y0 + 1, x0 + 1] - b11)
+            b = (1.0 - fy) * ((1.0 - fx) * b00 + fx * b01) + fy * ((1.0 - fx) * b10 + fx * b11)
+            sad += abs(a - b)
+            n += 1
+    return sad, n
+
+
+@nb.njit(cache=True)
+def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2, radius, stride, min_pixels,
+          ra, rb, rho, inv, fwd):  # pragma: no cover
+    """Mean over the pairs (i, j) with ≥ ``min_pixels`` compared pixels of their mean absolute
+    difference at inverse virtual depth w (NaN without such a pair), and the number of pairs.
+    ``ra`` (R_a px) and ``rb`` (R_b px per type) set the pupil-vignetting shift (``rb`` all 0:
+    none); ``rho``, ``inv``, ``fwd``: work arrays (T,), (T, n), (T, n)."""
+    n_tab = inv.shape[1]
+    for t in range(P.shape[0]):
+        rho[t] = P[t] + Q * w
+    _shift_tables(rho, ra, rb, n_tab, inv, fwd)
+    cix = centres[i, 0]
+    ciy = centres[i, 1]
+    ti = types[i]
+    rho_i = rho[ti]
+    f = (1.0 - lam) + lam * w
+    total = 0.0
+    count = 0
+    pairs = 0
+    max_d2 = 4.0 * radius * radius
+    for jj in range(n_neigh):
+        j = neigh[i, jj]
+        if j < 0:
+            continue
+        cjx = centres[j, 0]
+        cjy = centres[j, 1]
+        dx = (cix - cjx) * f
+        dy = (ciy - cjy) * f
+        if dx * dx + dy * dy >= max_d2:
+            continue
+        tj = types[j]
+        rho_j = rho[tj]
+        s2 = kappa2 * (rho_i * rho_i - rho_j * rho_j)
+        s2_i = 0.0
+        s2_j = 0.0
+        if s2 > 0.0:  # view i more blurred: blur the sharper j
+            s2_j = s2
+        else:
+            s2_i = -s2
+        sad, n = _pair_cost(stack, levels, cix, ciy, cjx, cjy, dx, dy, radius, s2_i, s2_j, stride, ti, tj, inv, fwd, n_tab)
+        if n >= min_pixels:
+            total += sad
+            count += n
+            pairs += 1
+    if pairs == 0:
+        return np.nan, 0
+    return total / count, pairs
+
+
+@nb.njit(cache=True)
+def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
+    """Mean and mean absolute deviation of the unblurred view within ``radius`` of (cix, ciy)."""
+    H = stack.shape[1]
+    W = stack.shape[2]
+    r2 = radius * radius
+    x_lo = max(math.ceil(cix - radius), 0)
+    x_hi = min(math.floor(cix + radius), W - 1)
+    y_lo = max(math.ceil(ciy - radius), 0)
+    y_hi = min(math.floor(ciy + radius), H - 1)
+    s = 0.0
+    n = 0
+    for y in range(y_lo, y_hi + 1):
+        for x in range(x_lo, x_hi + 1):
+            if (x - cix) ** 2 + (y - ciy) ** 2 <= r2:
+                s += stack[0, y, x]
+                n += 1
+    if n == 0:
+        return 0.0, 0.0, 0
+    mean = s / n
+    a = 0.0
+    for y in range(y_lo, y_hi + 1):
+        for x in range(x_lo, x_hi + 1):
+            if (x - cix) ** 2 + (y - ciy) ** 2 <= r2:
+                a += abs(stack[0, y, x] - mean)
+    return mean, a / n, n
+
+
+@nb.njit(parallel=True, cache=True)
+def micro_image_spread_kernel(stack, centres, radii, index):  # pragma: no cover - compiled
+    """(M,) mean and mean absolute deviation of the micro-images ``index`` (unblurred view)."""
+    m = index.shape[0]
+    mean = np.zeros(m)
+    mad = np.zeros(m)
+    for t in nb.prange(m):
+        i = index[t]
+        mean[t], mad[t], _ = _spread(stack, centres[i, 0], centres[i, 1], radii[i])
+    return mean, mad
+
+
+@nb.njit(parallel=True, cache=True)
+def search_kernel(
+    stack, levels, centres, types, neigh, radii, index, w_grid, lam, P, Q, kappa2,
+    coarse_neighbours, coarse_stride, golden_iterations, min_pixels, ra, rb, n_table,
+):  # pragma: no cover - compiled
+    """Inverse virtual depth of micro-images ``index``: coarse search on ``w_grid`` (the first
+    ``coarse_neighbours`` neighbours, pixels on a ``coarse_stride`` grid), then golden-section
+    search of the bracket around the coarse minimum with every neighbour and pixel. ``ra``,
+    ``rb`` (T,), ``n_table``: the pupil-vignetting shift's radii and table length (rb all 0: none).
+
+    Returns
+    -------
+    w : (M,) inverse virtual depth (NaN unless status OK); cost : (M,) the refined cost;
+    contrast : (M,) 1 − (the coarse curve's minimum)/(its median), from the same pairs and
+    pixels (the refined cost uses more of both, so it is not compared with the coarse curve);
+    pairs : (M,) pairs at the optimum;
+    status : (M,) int8 (STATUS_*).
+    """
+    m = index.shape[0]
+    G = w_grid.shape[0]
+    n_all = neigh.shape[1]
+    out_w = np.full(m, np.nan)
+    out_cost = np.full(m, np.nan)
+    out_median = np.full(m, np.nan)
+    out_pairs = np.zeros(m, dtype=np.int32)
+    out_status = np.zeros(m, dtype=np.int8)
+    invphi = (math.sqrt(5.0) - 1.0) / 2.0
+    for t in nb.prange(m):
+        i = index[t]
+        r = radii[i]
+        rho = np.empty(P.shape[0])
+        inv = np.empty((P.shape[0], n_table))
+        fwd = np.empty((P.shape[0], n_table))
+        curve = np.empty(G)
+        best = -1
+        for g in range(G):
+            c, _ = _cost(stack, levels, centres, types, neigh, coarse_neighbours, i, w_grid[g], lam, P, Q, kappa2,
+                         r, coarse_stride, max(min_pixels // (coarse_stride * coarse_stride), 1), ra, rb, rho, inv, fwd)
+            curve[g] = c
+            if not math.isnan(c) and (best < 0 or c < curve[best]):
+                best = g
+        if best < 0:
+            out_status[t] = STATUS_NO_PAIRS
+            continue
+        finite = curve[~np.isnan(curve)]
+        out_median[t] = 1.0 - curve[best] / np.median(finite) if np.median(finite) > 0 else 0.0
+        if best == 0 or best == G - 1:
+            out_status[t] = STATUS_AT_BOUND
+            continue
+        a = w_grid[best - 1]
+        b = w_grid[best + 1]
+        x1 = b - invphi * (b - a)
+        x2 = a + invphi * (b - a)
+        f1, _ = _cost(stack, levels, centres, types, neigh, n_all, i, x1, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
+        f2, _ = _cost(stack, levels, centres, types, neigh, n_all, i, x2, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
+        for _it in range(golden_iterations):
+            if f1 <= f2 or math.isnan(f2):
+                b = x2
+                x2 = x1
+                f2 = f1
+                x1 = b - invphi * (b - a)
+                f1, _ = _cost(stack, levels, centres, types, neigh, n_all, i, x1, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
+            else:
+                a = x1
+                x1 = x2
+                f1 = f2
+                x2 = a + invphi * (b - a)
+                f2, _ = _cost(stack, levels, centres, types, neigh, n_all, i, x2, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
+        wb = 0.5 * (a + b)
+        cb, pairs = _cost(stack, levels, centres, types, neigh, n_all, i, wb, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
+        if math.isnan(cb):
+            out_status[t] = STATUS_NO_PAIRS
+            continue
+        out_w[t] = wb
+        out_cost[t] = cb
+        out_pairs[t] = pairs
+        out_status[t] = STATUS_OK
+    return out_w, out_cost, out_median, out_pairs, out_status
+
+
+@nb.njit(parallel=True, cache=True)
+def cost_curve_kernel(stack, levels, centres, types, neigh, radii, index, w_grid, lam, P, Q, kappa2, stride, min_pixels,
+                      ra, rb, n_table):  # pragma: no cover
+    """(M, G) cost of micro-images ``index`` at every ``w_grid`` value, every neighbour (diagnostics, tests)."""
+    m = index.shape[0]
+    G = w_grid.shape[0]
+    out = np.full((m, G), np.nan)
+    for t in nb.prange(m):
+        i = index[t]
+        rho = np.empty(P.shape[0])
+        inv = np.empty((P.shape[0], n_table))
+        fwd = np.empty((P.shape[0], n_table))
+        for g in range(G):
+            out[t, g], _ = _cost(stack, levels, centres, types, neigh, neigh.shape[1], i, w_grid[g], lam, P, Q, kappa2,
+                                 radii[i], stride, min_pixels, ra, rb, rho, inv, fwd)
+    return out

@@ -1,0 +1,98 @@
+"""``plenocal depth``: a dataset of two rendered fronto-parallel plates (small R12-A, 250 and
+300 mm), the true camera, κ from a kappa.json; PLY read back with plyfile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from plenocal.cli.main import main
+from plenocal.io.camera import write_camera
+from plenocal.io.dataset import ImageEntry, ImageFormat, ImageRole, Manifest, write_manifest
+from plenocal.model.geometry import Pose
+from plenocal.model.target import Checkerboard
+from plenocal.sim.dataset import camera_spec
+from plenocal.sim.presets import preset
+from plenocal.sim.scene import CheckerboardPlate, Scene, WhiteDiffuser
+from plenocal.sim.tracer import build_optics, render
+
+plyfile = pytest.importorskip("plyfile")
+
+DISTANCES_MM = {0: 250.0, 1: 300.0}
+BOARD = Checkerboard(10, 8, 2.5, 1.25)
+KAPPA = 0.63
+MEDIAN_TOLERANCE = 0.02
+"""Per micro-image, as tests/depth/test_matching.py (there 1.12 % and 0.41 %); the CLI writes the
+aggregated estimates (there 0.53 % and 0.11 %), here with 16-bit PNG quantisation on top."""
+
+
+def _png16(path: Path, img: np.ndarray) -> None:
+    cv2.imwrite(str(path), np.clip(np.rint(img * 60000.0), 0, 65535).astype(np.uint16))
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    p = preset("r12-a", small=True)
+    cam = p.camera
+    root = tmp_path_factory.mktemp("depth-ds")
+    optics = build_optics(cam)
+    _png16(root / "white.png", render(cam, WhiteDiffuser(), rays=64, seed=0, image_id=999, optics=optics))
+    entries = [ImageEntry("white.png", ImageRole.DEVIGNETTING, f_number=cam.main_lens.f_number)]
+    for frame, z in DISTANCES_MM.items():
+        pose = Pose(np.eye(3), np.array([-12.5, -10.0, z]))
+        img = render(cam, Scene((CheckerboardPlate(BOARD, pose),), background=0.3), rays=32, seed=0, image_id=frame, optics=optics)
+        _png16(root / f"frame-{frame}.png", img)
+        entries.append(ImageEntry(f"frame-{frame}.png", ImageRole.TRANSLATION, f_number=cam.main_lens.f_number, frame=frame,
+                                  sequence=0, displacement_mm=z - 250.0))
+    write_manifest(root, Manifest(camera_spec(p), BOARD, tuple(entries), ImageFormat(bit_depth=16)))
+    write_camera(root / "camera-true.json", cam)
+    (root / "kappa.json").write_text(json.dumps({"format": "plenocal-kappa", "version": 1, "kappa": KAPPA}))
+    return root
+
+
+def test_depth_cli_writes_point_clouds_close_to_the_plates(dataset, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["depth", str(dataset), "--camera", str(dataset / "camera-true.json"),
+                 "--kappa", str(dataset / "kappa.json"), "-o", str(out)])
+    assert code == 0
+    doc = json.loads((out / "depth.json").read_text())
+    assert doc["format"] == "plenocal-depth"
+    assert doc["inputs"]["kappa"]["value"] == KAPPA
+    for frame, z in DISTANCES_MM.items():
+        ply = plyfile.PlyData.read(str(out / "depth" / f"frame-{frame}.ply"))
+        v = ply["vertex"]
+        names = [p.name for p in v.properties]
+        assert names[:5] == ["x", "y", "z", "confidence", "grey"]
+        zs = np.asarray(v["z"], dtype=np.float64)
+        assert len(zs) == doc["frames"][str(frame)]["counts"]["estimated"] > 1000
+        assert np.median(np.abs(zs - z)) / z < MEDIAN_TOLERANCE
+        conf = np.asarray(v["confidence"])
+        assert np.all((conf >= 0) & (conf <= 1))
+        assert np.asarray(v["grey"]).dtype == np.uint8
+        for name in (f"frame-{frame}-depth.png", f"frame-{frame}-central.png"):
+            img = cv2.imread(str(out / "depth" / name), cv2.IMREAD_UNCHANGED)
+            assert img is not None and img.shape[:2] == (200, 250)
+    assert sorted(p.name for p in out.iterdir()) == ["depth", "depth.json"]
+    assert "frame 1:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--kappa", "-1"], "--kappa"),
+        (["--kappa", "nope.json"], "nope.json: no such file"),
+        (["--kappa", "0.5", "--frames", "7"], "--frames: no frame 7"),
+        ([], "--kappa: pass the kappa.json"),
+    ],
+)
+def test_depth_cli_bad_input_is_one_line(dataset, tmp_path, capsys, extra, message):
+    out = tmp_path / "out"
+    code = main(["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "-o", str(out), *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert message in err and len(err.splitlines()) == 1
+    assert not out.exists()
