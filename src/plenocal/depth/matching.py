@@ -77,9 +77,11 @@ TEXTURE_RADIUS_FRACTION = 0.6
 devignetted image doubles from 0.6 to 0.85 of it)."""
 COARSE_STEP_PX = 0.5
 """Step of the coarse scan, as the change of the nearest neighbour's disparity (px)."""
-GOLDEN_ITERATIONS = 14
-"""Golden-section iterations on the coarse bracket (2 steps wide): it shrinks by 0.618¹⁴ ≈ 1/840,
-i.e. to ~0.001 px of the nearest neighbour's disparity."""
+GOLDEN_ITERATIONS = 9
+"""Golden-section iterations on the coarse bracket (2 steps wide): it shrinks by 0.618⁹ ≈ 1/76,
+to ~0.013 px of the nearest neighbour's disparity. PRISM central 1400 × 1000 px at 650 / 450 mm:
+the same errors as with 14 iterations (aggregated median 0.31 / 0.82 % against 0.32 / 0.85 %),
+25–35 % faster."""
 RINGS = 2.0
 """Neighbours within this many pitches of a micro-image take part (hexagonal: 18, the two rings
 that see a point at |υ| ≲ 4 with a large overlap; farther ones overlap only at larger |υ|)."""
