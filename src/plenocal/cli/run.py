@@ -229,6 +229,11 @@ def summary_rows(out: Path) -> list[tuple[str, str]]:
         rows.append(("calibration RMSE u,v / ρ / MIC [px]", f"{r.get('uv_px', float('nan')):.3f} / {r.get('rho_px', float('nan')):.4f} / {r.get('mic_px', float('nan')):.3f}"))
         rows.append(("features / centres / frames", f"{cal.get('n_bap')} / {cal.get('n_mic')} / {cal.get('n_frames')}"))
         rows.append(("converged (iterations, solve s)", f"{cal.get('converged')} ({cal.get('iterations')}, {cal.get('wall_time_s', float('nan')):.2f})"))
+        sel = cal.get("model_selection") or {}
+        if sel:
+            kept = [{"exit_pupil": "exit pupil", "depth_distortion": "depth distortion"}.get(t, t)
+                    for t, ev in sel.items() if isinstance(ev, dict) and ev.get("kept")]
+            rows.append(("main-lens model (chosen by the data)", ", ".join(kept) if kept else "thin lens (the paper's)"))
     ev = load(out / "evaluation" / "report.json")
     if ev:
         held = ev.get("holdout") or {}
