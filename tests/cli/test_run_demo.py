@@ -154,3 +154,28 @@ def test_run_records_chief_ray_positions_and_calibrates_them_so(demo):
     assert json.loads((out / "detection" / "detection.json").read_text())["positions"] == "chief-ray"
     pupil = json.loads((out / "calibration" / "report.json").read_text())["pupil"]
     assert pupil["model"] == "chief-ray" and "chief-ray positions" in pupil["chosen_by"]
+
+
+def test_run_measures_the_depth_of_the_evaluation_and_translation_frames(demo):
+    """The depth stage of ``plenocal run``: one PLY per evaluation and translation frame, and each
+    frame's median depth within 1.5 % of the true board centre's (measured 0.02–0.28 %; the
+    helper's plane renders give 0.1–0.5 % aggregated)."""
+    from plyfile import PlyData
+
+    from plenocal.io import read_poses
+
+    dataset, out = demo
+    ds = read_dataset(dataset)
+    poses = read_poses(ds.path(ds.manifest.ground_truth.poses))
+    board = ds.manifest.target
+    doc = json.loads((out / "depth" / "depth.json").read_text())
+    expected = {e.frame for e in ds.manifest.images if e.role.value in ("evaluation", "translation")}
+    assert {int(f) for f in doc["frames"]} == expected and expected
+    centre = np.array([(board.columns - 1) * board.square_mm / 2, (board.rows - 1) * board.square_mm / 2, 0.0])
+    for f, frame in doc["frames"].items():
+        pose = poses[int(f)]
+        z_true = float((pose.rotation @ centre + pose.translation)[2])
+        assert frame["z_percentiles_mm"]["50"] == pytest.approx(z_true, rel=0.015), f
+        ply = PlyData.read(str(out / "depth" / "depth" / f"frame-{f}.ply"))
+        z = np.asarray(ply["vertex"]["z"])
+        assert len(z) == frame["counts"]["estimated"] and np.median(z) == pytest.approx(frame["z_percentiles_mm"]["50"], rel=1e-6)

@@ -28,7 +28,7 @@ from plenocal.io.dataset import Dataset, ImageRole, read_dataset
 from plenocal.io.digest import content_digest
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder, folder_lock
 
-HELP = "run the whole pipeline on a dataset: precalibrate, detect, calibrate, blur, evaluate, profile, report"
+HELP = "run the whole pipeline on a dataset: precalibrate, detect, calibrate, blur, depth, evaluate, profile, report"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("dataset", type=Path, metavar="DATASET", help="plenocal dataset folder")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="output folder (one sub-folder per stage)")
     p.add_argument("--force", action="store_true", help="redo every stage even if its outputs are up to date")
+    p.add_argument("--no-depth", action="store_true",
+                   help="skip the depth stage (per micro-image depth of the evaluation and translation frames)")
     p.add_argument(
         "--no-pupil-vignetting", action="store_true",
         help="detect corners where they appear (the paper's way) instead of inverting the pupil vignetting to chief-ray positions",
@@ -111,7 +113,8 @@ def _up_to_date(stage: Stage, folder: Path, cache: dict[Path, str] | None = None
         return False
 
 
-def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: list[str] | None = None) -> list[Stage]:
+def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: list[str] | None = None,
+         depth: bool = True) -> list[Stage]:
     """The stages to run on ``dataset`` (see the module docstring)."""
     m = dataset.manifest
     ds = str(dataset.folder)
@@ -156,6 +159,20 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
                 ["blur", ds, "--camera", str(camera), "--observations", str(obs), "-o", str(out / "blur")],
                 [manifest, *images, camera, obs],
                 [out / "blur" / "kappa.json"],
+            )
+        )
+    # Depth of the frames a user measures with (evaluation and translation), with κ from the blur stage.
+    depth_frames = sorted(e.frame for e in m.images if e.role in (ImageRole.EVALUATION, ImageRole.TRANSLATION)
+                          and e.frame is not None)
+    if depth and depth_frames and any(s.name == "blur" for s in stages):
+        depth_images = [dataset.path(e.path) for e in m.images if e.frame in depth_frames]
+        stages.append(
+            Stage(
+                "depth",
+                ["depth", ds, "--camera", str(camera), "--kappa", str(out / "blur" / "kappa.json"), "-o", str(out / "depth"),
+                 "--frames", ",".join(str(f) for f in depth_frames)],
+                [manifest, *depth_images, camera, out / "blur" / "kappa.json"],
+                [out / "depth" / "depth.json"],
             )
         )
     stages.append(
@@ -213,6 +230,17 @@ def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str],
     return status
 
 
+def _depth_summary(doc: dict[str, Any]) -> str:
+    """'100: 464, 101: 517, …' from the depth stage's depth.json (frame ids and median z)."""
+    frames = doc.get("frames")
+    items = frames.items() if isinstance(frames, dict) else ((f.get("frame"), f) for f in frames or [] if isinstance(f, dict))
+    parts = []
+    for fid, f in items:
+        z = (f.get("z_percentiles_mm") or {}).get("50") if isinstance(f, dict) else None
+        parts.append(f"{fid}: {z:.0f}" if isinstance(z, int | float) else f"{fid}: —")
+    return ", ".join(parts) if parts else "—"
+
+
 def summary_rows(out: Path) -> list[tuple[str, str]]:
     """(label, value) pairs of the headline results found in ``out``."""
     rows: list[tuple[str, str]] = []
@@ -245,6 +273,9 @@ def summary_rows(out: Path) -> list[tuple[str, str]]:
         if tr.get("epsilon_z_percent") is not None:
             e = tr["epsilon_z_percent"]
             rows.append(("ε_z [%]", f"{e.get('mean', float('nan')):.2f} ± {e.get('std', float('nan')):.2f}"))
+    dj = load(out / "depth" / "depth.json")
+    if dj:
+        rows.append(("depth (frames: median z mm)", _depth_summary(dj)))
     kp = load(out / "blur" / "kappa.json")
     if kp and kp.get("kappa") is not None:
         rows.append(("κ (σ = κ·ρ)", f"{kp['kappa']:.3f}"))
@@ -267,7 +298,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     # The run's folder holds one folder per stage and report.html; each stage checks its own.
     check_output_folder(out, inputs=[dataset.folder, *dataset.files()], owned=None)
-    stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args))
+    stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args),
+                  depth=not args.no_depth)
     t0 = time.perf_counter()
     with folder_lock(out):
         status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
