@@ -27,6 +27,7 @@ held-out rule (:mod:`plenocal.evaluate.holdout`).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--observations", type=Path, default=None, help="observations.npz (default: the dataset's)")
     p.add_argument("--calibration-report", type=Path, default=None, metavar="REPORT",
                    help="the calibration's report.json, for its rejection rule and counts (default: report.json beside --poses)")
+    p.add_argument("--depth", type=Path, default=None, metavar="DEPTH",
+                   help="a 'plenocal depth' output folder: its point clouds against the board planes and the "
+                        "translation frames' known displacements")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT", help="folder for report.json")
     p.set_defaults(func=run)
 
@@ -200,6 +204,51 @@ def translation_section(camera: PlenopticCamera, dataset: Dataset, observations:
     return {"translation": out}
 
 
+def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations, folder: Path,
+                  where: Path) -> dict[str, Any]:
+    """``depth``: each depth frame's points against its board plane (pose re-estimated from its
+    features) and, for translation frames, the board depths against the known displacements
+    (:mod:`plenocal.evaluate.depth`)."""
+    from plenocal.evaluate.depth import displacement_errors, plane_errors
+    from plenocal.io.ply import read_ply
+
+    doc_path = folder / "depth.json"
+    try:
+        doc = json.loads(doc_path.read_text())
+        frames = sorted(int(f) for f in doc["frames"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputFileError(doc_path, f"not a 'plenocal depth' record ({exc}); run 'plenocal depth' into {folder}") from None
+    with_features = sorted(set(frames) & set(np.unique(observations.bap.frame).tolist()))
+    try:
+        res = evaluate_holdout(camera, observations, dataset.manifest.target, frames=with_features) if with_features else None
+    except DataError as exc:
+        raise DataError(f"{where}: depth frames {with_features}: {exc}") from None
+    poses = res.poses if res is not None else {}
+    per_frame: dict[str, Any] = {}
+    board_depth: dict[int, float] = {}
+    for f in frames:
+        ply_path = folder / "depth" / f"frame-{f}.ply"
+        try:
+            cols = read_ply(ply_path)
+            pts = np.column_stack([cols["x"], cols["y"], cols["z"]]).astype(np.float64)
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputFileError(ply_path, f"cannot read the point cloud ({exc}); run 'plenocal depth' again") from None
+        if f not in poses:
+            per_frame[str(f)] = {"n_points": len(pts), "pose": "none (no linked features)"}
+            continue
+        per_frame[str(f)] = plane_errors(pts, poses[f], dataset.manifest.target)
+        if per_frame[str(f)].get("n_points"):
+            board_depth[f] = float(per_frame[str(f)]["board_depth_mm"])
+    entries = {int(e.frame): e for e in dataset.manifest.with_role(ImageRole.TRANSLATION)
+               if e.frame is not None and e.displacement_mm is not None}
+    trans = {f: d for f, d in board_depth.items() if f in entries}
+    out: dict[str, Any] = {"frames": per_frame, "source": str(folder)}
+    if len(trans) >= 2:
+        out["displacements"] = displacement_errors(trans, {f: float(entries[f].displacement_mm) for f in trans},  # type: ignore[arg-type]
+                                                   {f: int(entries[f].sequence or 0) for f in trans})
+    return {"depth": out}
+
+
 def run(args: argparse.Namespace) -> int:
     dataset = read_dataset(args.dataset)
     camera_path = _input(args.camera, dataset.camera_path, dataset, "camera.json", "--camera")
@@ -237,6 +286,8 @@ def run(args: argparse.Namespace) -> int:
         sections.append(holdout_section(camera, dataset, observations, eval_frames, Path(obs_path)))
     if trans_frames:
         sections.append(translation_section(camera, dataset, observations, trans_frames, Path(obs_path)))
+    if getattr(args, "depth", None) is not None:
+        sections.append(depth_section(camera, dataset, observations, Path(args.depth), Path(obs_path)))
     inputs = {
         "dataset": str(dataset.folder),
         "camera": str(camera_path),
@@ -270,6 +321,13 @@ def run(args: argparse.Namespace) -> int:
         if "translation" in sec:
             t = sec["translation"]["epsilon_z_percent"]
             lines.append(f"epsilon_z {t['mean']:.3g} ± {t['std']:.3g} % over {t['n_pairs']} pairs")
+        if "depth" in sec:
+            med = [v["median_abs_percent"] for v in sec["depth"]["frames"].values() if "median_abs_percent" in v]
+            disp = (sec["depth"].get("displacements") or {}).get("mean_abs_percent")
+            lines.append(f"depth: median |distance to the board plane| {min(med):.2g}–{max(med):.2g} % of z over "
+                         f"{len(med)} frames" if med else "depth: no frame with a pose")
+            if disp is not None:
+                lines.append(f"depth displacement error {disp:.3g} % (mean |error|)")
     print("; ".join(lines) + f"; wrote {out}")
     for line in warnings(sections):
         print(f"plenocal evaluate: warning: {line}", file=sys.stderr)

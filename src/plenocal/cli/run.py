@@ -178,8 +178,9 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
     stages.append(
         Stage(
             "evaluate",
-            ["evaluate", ds, "--camera", str(camera), "--poses", str(poses), "--observations", str(obs), "-o", str(out / "evaluation")],
-            [manifest, camera, poses, obs],
+            ["evaluate", ds, "--camera", str(camera), "--poses", str(poses), "--observations", str(obs), "-o", str(out / "evaluation"),
+             *(["--depth", str(out / "depth")] if any(s.name == "depth" for s in stages) else [])],
+            [manifest, camera, poses, obs, *([out / "depth" / "depth.json"] if any(s.name == "depth" for s in stages) else [])],
             [out / "evaluation" / "report.json"],
         )
     )

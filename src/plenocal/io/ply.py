@@ -52,3 +52,38 @@ def ply_bytes(columns: Mapping[str, ArrayLike], *, comments: tuple[str, ...] = (
 def write_ply(path: str | Path, columns: Mapping[str, ArrayLike], *, comments: tuple[str, ...] = ()) -> Path:
     """Write :func:`ply_bytes` to ``path`` atomically. Returns the path."""
     return atomic_write_bytes(path, ply_bytes(columns, comments=comments))
+
+
+_NUMPY_TYPES = {"float": "<f4", "double": "<f8", "uchar": "u1", "int": "<i4"}
+
+
+def read_ply(path: str | Path) -> dict[str, np.ndarray]:
+    """The vertex columns of a binary little-endian PLY file as :func:`ply_bytes` writes it.
+
+    Raises
+    ------
+    ValueError
+        Not such a file (ASCII or big-endian PLY, other elements, unknown property types).
+    """
+    data = Path(path).read_bytes()
+    end = data.find(b"end_header\n")
+    if not data.startswith(b"ply\n") or end < 0:
+        raise ValueError("not a PLY file (no 'ply' magic or no end_header)")
+    lines = data[:end].decode("ascii", errors="replace").splitlines()
+    if "format binary_little_endian 1.0" not in lines:
+        raise ValueError("not a binary little-endian PLY file")
+    n, fields = None, []
+    for line in lines:
+        parts = line.split()
+        if parts[:2] == ["element", "vertex"]:
+            n = int(parts[2])
+        elif parts[:1] == ["element"]:
+            raise ValueError(f"unexpected element {parts[1]!r} (only 'vertex')")
+        elif parts[:1] == ["property"]:
+            if len(parts) != 3 or parts[1] not in _NUMPY_TYPES:
+                raise ValueError(f"unsupported property line {line!r}")
+            fields.append((parts[2], _NUMPY_TYPES[parts[1]]))
+    if n is None:
+        raise ValueError("no vertex element")
+    record = np.frombuffer(data, dtype=np.dtype(fields), count=n, offset=end + len(b"end_header\n"))
+    return {name: np.array(record[name]) for name, _ in fields}

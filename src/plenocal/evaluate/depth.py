@@ -1,0 +1,78 @@
+"""Depth against what is known of the scene (beyond the paper; issue "metric depth").
+
+Two measures of the point clouds of ``plenocal depth`` (camera frame, mm):
+
+- **Distance to the board plane** of every point whose foot on the plane falls on the printed board
+  (the inner corners' extent plus one square on every side), the plane given by the frame's pose
+  (re-estimated from its BAP features with the intrinsics fixed, as the held-out evaluation does):
+  signed and absolute, relative to the point's depth.
+- **Displacements** (translation frames, the reference's protocol): each frame's board depth (the
+  median z of its on-board points) against the known displacement of every pair of frames of a
+  sequence, as the error of the measured step in % of the true step, grouped by displacement.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+import numpy as np
+from numpy.typing import NDArray
+
+from plenocal.model.geometry import Pose
+from plenocal.model.target import Checkerboard
+
+BOARD_MARGIN_SQUARES = 1.0
+"""Points whose foot on the board plane lies within the inner corners' extent widened by this many
+squares on every side count as on the board (the printed squares reach one square beyond the
+outer inner corners)."""
+
+
+def on_board(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard, *,
+             margin_squares: float = BOARD_MARGIN_SQUARES) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """Which points (N, 3, camera frame) lie over the printed board, and their signed distance to
+    its plane along its normal (mm; ``pose`` maps board to camera coordinates)."""
+    local = (points_mm - pose.translation) @ pose.rotation  # board frame: Rᵀ(X − t)
+    m = margin_squares * board.square_mm
+    w, h = (board.columns - 1) * board.square_mm, (board.rows - 1) * board.square_mm
+    inside = (local[:, 0] >= -m) & (local[:, 0] <= w + m) & (local[:, 1] >= -m) & (local[:, 1] <= h + m)
+    return inside, local[:, 2]
+
+
+def plane_errors(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard) -> dict[str, float | int]:
+    """Distance of the on-board points to the board plane, relative to their depth: median of the
+    absolute and of the signed value (%), 90th percentile of the absolute, the fraction within 1 %,
+    the board depth (median z, mm) and the number of points."""
+    inside, dist = on_board(points_mm, pose, board)
+    z = points_mm[inside, 2]
+    rel = 100.0 * dist[inside] / np.where(z != 0, z, np.nan)
+    if not inside.any():
+        return {"n_points": 0}
+    a = np.abs(rel)
+    return {"n_points": int(inside.sum()), "board_depth_mm": float(np.median(z)),
+            "median_abs_percent": float(np.nanmedian(a)), "median_signed_percent": float(np.nanmedian(rel)),
+            "p90_abs_percent": float(np.nanpercentile(a, 90)), "within_1_percent": float(np.mean(a <= 1.0))}
+
+
+def displacement_errors(board_depth_mm: Mapping[int, float], displacement_mm: Mapping[int, float],
+                        sequence: Mapping[int, int]) -> dict[str, object]:
+    """Per pair of frames of one sequence: the measured step (difference of board depths) against
+    the true one, error in % of the true step; grouped by true displacement (mean, std, n)."""
+    pairs = []
+    for a, b in itertools.combinations(sorted(board_depth_mm), 2):
+        if sequence.get(a) != sequence.get(b):
+            continue
+        true = abs(displacement_mm[b] - displacement_mm[a])
+        if true <= 0:
+            continue
+        measured = abs(board_depth_mm[b] - board_depth_mm[a])
+        pairs.append({"frames": [a, b], "true_mm": true, "measured_mm": measured,
+                      "error_percent": 100.0 * (measured - true) / true})
+    groups: dict[float, list[float]] = {}
+    for p in pairs:
+        groups.setdefault(round(float(p["true_mm"]), 6), []).append(float(p["error_percent"]))
+    by = [{"displacement_mm": k, "mean_abs_percent": float(np.mean(np.abs(v))), "std_percent": float(np.std(v)),
+           "n_pairs": len(v)} for k, v in sorted(groups.items())]
+    errs = np.array([p["error_percent"] for p in pairs], dtype=float)
+    return {"pairs": pairs, "by_displacement": by,
+            "mean_abs_percent": float(np.mean(np.abs(errs))) if len(errs) else None, "n_pairs": len(pairs)}

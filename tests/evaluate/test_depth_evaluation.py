@@ -1,0 +1,57 @@
+"""Depth against the board plane and the known displacements (:mod:`plenocal.evaluate.depth`), and
+the PLY reader (:func:`plenocal.io.ply.read_ply`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plenocal.evaluate.depth import displacement_errors, on_board, plane_errors
+from plenocal.io.ply import read_ply, write_ply
+from plenocal.model.geometry import Pose
+from plenocal.model.target import Checkerboard
+
+BOARD = Checkerboard(columns=9, rows=5, square_mm=10.0, border_mm=0.0)
+
+
+def _points_on(pose: Pose, *, offset_mm: float, n: int = 2000, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    xb = np.column_stack([rng.uniform(-20, 100, n), rng.uniform(-20, 60, n), np.full(n, offset_mm)])
+    return xb @ pose.rotation.T + pose.translation
+
+
+def test_points_on_a_tilted_board_are_found_and_their_distance_measured():
+    pose = Pose.from_rotvec([0.3, -0.2, 0.05], [-40.0, -20.0, 400.0])
+    pts = _points_on(pose, offset_mm=2.0)
+    inside, dist = on_board(pts, pose, BOARD)
+    local = (pts - pose.translation) @ pose.rotation
+    expected = (local[:, 0] >= -10) & (local[:, 0] <= 90) & (local[:, 1] >= -10) & (local[:, 1] <= 50)
+    np.testing.assert_array_equal(inside, expected)
+    np.testing.assert_allclose(dist, 2.0, atol=1e-9)
+    e = plane_errors(pts, pose, BOARD)
+    assert e["n_points"] == int(expected.sum())
+    assert e["median_signed_percent"] == pytest.approx(100 * 2.0 / np.median(pts[inside, 2]), rel=0.05)
+
+
+def test_displacements_by_pair_and_sequence():
+    depth = {100: 450.0, 101: 501.0, 102: 549.0, 200: 300.0}
+    disp = {100: 0.0, 101: 50.0, 102: 100.0, 200: 0.0}
+    seq = {100: 0, 101: 0, 102: 0, 200: 1}
+    d = displacement_errors(depth, disp, seq)
+    assert d["n_pairs"] == 3  # frame 200 is another sequence
+    errs = {tuple(p["frames"]): p["error_percent"] for p in d["pairs"]}
+    assert errs[(100, 101)] == pytest.approx(2.0) and errs[(101, 102)] == pytest.approx(-4.0)
+    assert errs[(100, 102)] == pytest.approx(-1.0)
+    assert [g["displacement_mm"] for g in d["by_displacement"]] == [50.0, 100.0]
+
+
+def test_ply_round_trip(tmp_path):
+    cols = {"x": np.array([1.5, -2.0], np.float32), "z": np.array([400.0, 401.0]), "grey": np.array([3, 250], np.uint8),
+            "k": np.array([-1, 7], np.int32)}
+    back = read_ply(write_ply(tmp_path / "a.ply", cols, comments=("units mm",)))
+    assert list(back) == list(cols)
+    for k, v in cols.items():
+        np.testing.assert_array_equal(back[k], v)
+    (tmp_path / "b.ply").write_bytes(b"ply\nformat ascii 1.0\nelement vertex 0\nend_header\n")
+    with pytest.raises(ValueError, match="binary little-endian"):
+        read_ply(tmp_path / "b.ply")
