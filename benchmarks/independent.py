@@ -173,7 +173,28 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     ev = load(out / "evaluation" / "report.json")
     if ev and ev.get("translation"):
         res["evaluation"] = {"epsilon_z_percent": ev["translation"].get("epsilon_z_percent")}
+    if ev:
+        res["depth"] = depth_summary(ev, load(out / "depth" / "depth.json"))
     return res
+
+
+def depth_summary(ev: dict[str, Any], depth: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The depth stage's figures: per frame the on-board points' median |distance to the board
+    plane| / z (signed too), the displacement errors by step, and seconds per frame."""
+    d = ev.get("depth")
+    if not d:
+        return None
+    frames = {f: {k: v.get(k) for k in ("n_points", "board_depth_mm", "median_abs_percent", "median_signed_percent",
+                                         "within_1_percent")} for f, v in d.get("frames", {}).items()}
+    if depth:
+        for f, v in (depth.get("frames") or {}).items():
+            if f in frames:
+                frames[f]["wall_time_s"] = v.get("wall_time_s")
+                frames[f]["estimated"] = (v.get("counts") or {}).get("estimated")
+                frames[f]["textured"] = v.get("textured")
+    disp = d.get("displacements") or {}
+    return {"frames": frames, "displacement_by_step": disp.get("by_displacement"),
+            "displacement_mean_abs_percent": disp.get("mean_abs_percent")}
 
 
 def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
@@ -249,6 +270,7 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
         res["evaluation"] = {"held_out_rmse": (ev.get("holdout") or {}).get("rmse"), "calibration_rmse": ev.get("rmse"),
                              "epsilon_z_percent": (ev.get("translation") or {}).get("epsilon_z_percent"),
                              "by_displacement": (ev.get("translation") or {}).get("by_displacement")}
+        res["depth"] = depth_summary(ev, load(out / "depth" / "depth.json"))
     return res
 
 
