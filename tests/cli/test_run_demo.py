@@ -37,6 +37,9 @@ def test_demo_writes_every_stage_and_the_report(demo):
         assert (out / f).is_file(), f
     html = (out / "report.html").read_text()
     assert "<img" in html and "http://" not in html and "https://" not in html
+    assert (out / "depth" / "depth.json").is_file()
+    depth = html[html.index('<section id="depth">'):]
+    assert "distance to board plane" in depth and "known displacements" in depth and "<img" in depth
 
 
 def test_demo_calibration_is_close_to_the_truth(demo):

@@ -48,7 +48,12 @@ FORMATS = {
     "plenocal-profile": "profile",
     "plenocal-poses": "poses",
     "plenocal-camera": "camera",
+    "plenocal-depth": "depth",
 }
+
+DEPTH_MAPS_SHOWN = 4
+"""Depth maps embedded in the report (the first frames'; ~0.4 MB each at full scale); the others
+are named by path."""
 
 
 @dataclass
@@ -438,6 +443,48 @@ def _evaluation_parts(c: Collected, figures: list[tuple[str, str]]) -> str:
     return _section("Evaluation", body, "evaluation")
 
 
+def _depth_section(c: Collected) -> str:
+    """The depth stage: per frame the micro-images with a depth, the median z and, from the
+    evaluation, the on-board points' distance to the board plane; the displacement errors by step;
+    the first :data:`DEPTH_MAPS_SHOWN` depth maps."""
+    if "depth" not in c.documents:
+        return ""
+    path, doc = c.documents["depth"]
+    frames = doc.get("frames") if isinstance(doc.get("frames"), dict) else {}
+    ev = (c.documents.get("evaluation", (None, {}))[1] or {}).get("depth") or {}
+    ev_frames = ev.get("frames") if isinstance(ev.get("frames"), dict) else {}
+    rows = []
+    for f, d in frames.items():
+        if not isinstance(d, dict):
+            continue
+        e = ev_frames.get(f) or {}
+        counts = d.get("counts") or {}
+        z = (d.get("z_percentiles_mm") or {}).get("50")
+        rows.append([html.escape(str(f)), f"{counts.get('estimated', '—')} / {d.get('textured', '—')}", _fmt(z, 5),
+                     _fmt(e.get("median_abs_percent"), 3), _fmt(e.get("median_signed_percent"), 3),
+                     _fmt(e.get("within_1_percent"), 3), _fmt(d.get("wall_time_s"), 3)])
+    parts = [_table(["frame", "micro-images with a depth / textured", "median z (mm)",
+                     "median |distance to board plane| (% of z)", "signed (%)", "fraction within 1 %", "s"], rows)]
+    disp = ev.get("displacements") or {}
+    if disp.get("by_displacement"):
+        drows = [[_fmt(g.get("displacement_mm"), 4), _fmt(g.get("mean_abs_percent"), 3), _fmt(g.get("std_percent"), 3),
+                  str(g.get("n_pairs"))] for g in disp["by_displacement"]]
+        parts.append("<h3>Board depth against the known displacements (translation frames)</h3>"
+                     + _table(["displacement (mm)", "mean |error| (%)", "std (%)", "pairs"], drows))
+    figs = []
+    for f in list(frames)[:DEPTH_MAPS_SHOWN]:
+        png = path.parent / "depth" / f"frame-{f}-depth.png"
+        if png.is_file():
+            figs.append(_figure_html(_png_data_uri(png.read_bytes()), f"frame {f}: depth per micro-image (turbo colours, "
+                                                                        "2nd–98th percentile of z)"))
+    parts += figs
+    if len(frames) > DEPTH_MAPS_SHOWN:
+        parts.append(f"<p class=\"src\">The other depth maps and the point clouds (PLY) are in "
+                     f"{html.escape(str(path.parent / 'depth'))}.</p>")
+    parts.append(f'<p class="src">from {html.escape(str(path))}</p>')
+    return _section("Depth", "".join(parts), "depth")
+
+
 def _kappa_section(c: Collected) -> str:
     if "kappa" not in c.documents:
         c.notes.append("no kappa.json: relative blur omitted")
@@ -572,7 +619,7 @@ def build_report(folder: str | Path) -> tuple[str, Collected]:
     _coverage_figure(c, data, figures)
     details = [_calibration_section(c), _evaluation_parts(c, figures)]
     _pose_figure(c, figures, board=data.board if data is not None else None)
-    details += [_kappa_section(c), _profile_section(c)]
+    details += [_depth_section(c), _kappa_section(c), _profile_section(c)]
     for stem, caption in STAGE_IMAGES:
         if stem in c.images:
             figures.append((_png_data_uri(c.images[stem].read_bytes()), caption))
@@ -580,7 +627,7 @@ def build_report(folder: str | Path) -> tuple[str, Collected]:
     details.append(_provenance_section(c))
     verdict = assemble({k: d for k, (_, d) in c.documents.items()}, notes=c.notes)
     nav = ('<nav><a href="#verdict">verdict</a><a href="#figures">figures</a><a href="#calibration">calibration</a>'
-           '<a href="#evaluation">evaluation</a><a href="#kappa">κ</a><a href="#profile">depth of field</a>'
+           '<a href="#evaluation">evaluation</a><a href="#depth">depth</a><a href="#kappa">κ</a><a href="#profile">depth of field</a>'
            '<a href="#provenance">provenance</a></nav>')
     page = (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
