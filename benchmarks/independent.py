@@ -97,6 +97,29 @@ def truth_of(set_dir: Path):
     return t, cam, poses
 
 
+STAGES = ("precalibration", "detection", "calibration", "blur", "depth", "evaluation", "profile")
+
+
+def import_and_run(import_args: list[str], ds: Path, out: Path) -> dict[str, Any]:
+    """``plenocal import-libpleno IMPORT_ARGS -o DS`` then ``plenocal run DS -o OUT`` (defaults),
+    as a user would: the run's exit code, wall time and last lines on failure, or the import's error."""
+    code, text, _ = sh(["import-libpleno", *import_args, "-o", str(ds)])
+    if code:
+        return {"error": f"import-libpleno: {text}"}
+    code, text, wall = sh(["run", str(ds), "-o", str(out)])
+    return {"run_wall_s": wall, "run_exit_code": code, **({"run_error": text.splitlines()[-3:]} if code else {})}
+
+
+def stage_timings(out: Path) -> dict[str, Any]:
+    """Each stage's wall time from its ``stage.json`` in a ``plenocal run`` folder."""
+    timings = {}
+    for stage in STAGES:
+        st = load(out / stage / "stage.json")
+        if st:
+            timings[stage] = st.get("wall_time_s")
+    return timings
+
+
 def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     from plenocal.io.camera import read_camera, read_camera_file
     from plenocal.io.dataset import read_dataset
@@ -111,25 +134,16 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
         trans = [p for p in (set_dir / "libpleno-src-trans",) if p.is_dir()]
         truth_json = json.loads((set_dir / "truth.json").read_text())
         step = truth_json.get("translation", {}).get("step_mm")
-        args = ["import-libpleno", str(set_dir / "libpleno-src-calib")]
+        args = [str(set_dir / "libpleno-src-calib")]
         if trans and step:
             args += ["--role", "translation", str(trans[0]), "--step-mm", str(step)]
-        code, text, _ = sh([*args, "-o", str(ds)])
-        if code:
-            return res | {"error": f"import-libpleno: {text}"}
-        code, text, wall = sh(["run", str(ds), "-o", str(out)])
-        res["run_wall_s"] = wall
-        res["run_exit_code"] = code
-        if code:
-            res["run_error"] = text.splitlines()[-3:]
+        res |= import_and_run(args, ds, out)
+        if "error" in res:
+            return res
     _, cam_t, poses_t = truth_of(set_dir)
     dataset = read_dataset(ds)
     # --- timings
-    timings = {}
-    for stage in ("precalibration", "detection", "calibration", "blur", "evaluation", "profile"):
-        s = load(out / stage / "stage.json")
-        if s:
-            timings[stage] = s.get("wall_time_s")
+    timings = stage_timings(out)
     det = load(out / "detection" / "detection.json") or {}
     frame_times = [f.get("wall_time_s") for f in det.get("frames", []) if f.get("wall_time_s") is not None]
     if frame_times:
@@ -207,26 +221,16 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     if not reuse or not (out / "report.html").is_file():
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        args = ["import-libpleno", str(set_dir / "libpleno-src")]
+        args = [str(set_dir / "libpleno-src")]
         if (set_dir / "libpleno-src-eval").is_dir():
             args += ["--role", "evaluation", str(set_dir / "libpleno-src-eval")]
         step = truth.get("translation", {}).get("step_mm")
         if (set_dir / "libpleno-src-trans").is_dir() and step:
             args += ["--role", "translation", str(set_dir / "libpleno-src-trans"), "--step-mm", str(step)]
-        code, text, _ = sh([*args, "-o", str(ds)])
-        if code:
-            return res | {"error": f"import-libpleno: {text}"}
-        code, text, wall = sh(["run", str(ds), "-o", str(out)])
-        res["run_wall_s"] = wall
-        res["run_exit_code"] = code
-        if code:
-            res["run_error"] = text.splitlines()[-3:]
-    timings = {}
-    for stage in ("precalibration", "detection", "calibration", "blur", "evaluation", "profile"):
-        st = load(out / stage / "stage.json")
-        if st:
-            timings[stage] = st.get("wall_time_s")
-    res["timings_s"] = timings
+        res |= import_and_run(args, ds, out)
+        if "error" in res:
+            return res
+    res["timings_s"] = stage_timings(out)
     det = load(out / "detection" / "detection.json") or {}
     frames = det.get("frames", [])
     res["linking"] = {
