@@ -44,7 +44,7 @@ from scipy.stats import chi2
 from threadpoolctl import threadpool_limits
 
 from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenoptic_poses
-from plenocal.calib.parameters import ParameterLayout, derived_values
+from plenocal.calib.parameters import OPTIONAL_GROUPS, ParameterLayout, derived_values
 from plenocal.calib.priors import Prior, PriorTerms, check_priors, exit_pupil_prior, quantity
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import MeasuredPupilRadii, Residuals
@@ -638,7 +638,7 @@ def calibrate(
                               pupil_radii=pupil_radii)
 
         held = set(opt.freeze)
-        auto = tuple(g for g in REAL_LENS_TERMS if getattr(opt, g) is None and not held >= set(_REAL_LENS_PARAMETERS[g]))
+        auto = tuple(g for g in REAL_LENS_TERMS if getattr(opt, g) is None and not held >= set(OPTIONAL_GROUPS[g]))
         opt = dataclasses.replace(opt, **{g: True for g in REAL_LENS_TERMS if getattr(opt, g) is None and g not in auto})
         if not auto:
             return solve(opt, initial)
@@ -669,8 +669,9 @@ def calibrate(
         return chosen
 
 
-REAL_LENS_TERMS = ("exit_pupil", "depth_distortion")
-"""The :class:`CalibrationOptions` flags of the real-lens terms that the data choose by default."""
+REAL_LENS_TERMS = tuple(OPTIONAL_GROUPS)
+"""The :class:`CalibrationOptions` flags of the real-lens terms that the data choose by default
+(the layout's optional groups: ``exit_pupil``, ``depth_distortion``)."""
 
 REAL_LENS_TERM_FALSE_ALARM = 1e-3
 """Probability that a real-lens term (the exit pupil e; the depth distortion Z1, Z2) is kept for a
@@ -680,8 +681,6 @@ thin-lens data — the 6-frame demo render 0.1; 11.5, synthetic R12-A 0.4; 3.6, 
 —; synthetic R12-A with the exit pupil 9.35 mm behind H′ 21.9; 2.3, 7.3 mm in front 35.7; 5.1;
 the real-optics R12-B (a Cooke triplet, pupils ~1 cm from H, H′) 205; 2475 (``docs/model.md``,
 "A real main lens")."""
-
-_REAL_LENS_PARAMETERS = {"exit_pupil": ("exit_pupil_mm",), "depth_distortion": ("z1", "z2")}
 
 REAL_LENS_TEST_SIGMA = {"exit_pupil": "jacobian", "depth_distortion": "larger"}
 """Which σ each real-lens term's Wald test uses: the Jacobian's, or the larger of it and the frame
@@ -715,7 +714,7 @@ def real_lens_evidence(result: CalibrationResult, terms: Iterable[str], *,
     corr = result.covariance[: len(names), : len(names)] / np.outer(np.where(sd > 0, sd, 1.0), np.where(sd > 0, sd, 1.0))
     out: dict[str, dict[str, object]] = {}
     for term in terms:
-        params = _REAL_LENS_PARAMETERS[term]
+        params = OPTIONAL_GROUPS[term]
         idx = [names.index(n) for n in params]
         theta = np.array([est[n].value for n in params])
         s = sd[idx] if REAL_LENS_TEST_SIGMA[term] == "jacobian" else np.array([est[n].std_max for n in params])

@@ -124,7 +124,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "D": ("D_mm",),
     "mla_pose": ("theta_x_rad", "theta_y_rad", "theta_z_rad", "tx_mm", "ty_mm", "D_mm"),
 }
-_OPTIONAL_GROUPS: dict[str, tuple[str, ...]] = {"exit_pupil": ("exit_pupil_mm",), "depth_distortion": ("z1", "z2")}
+OPTIONAL_GROUPS: dict[str, tuple[str, ...]] = {"exit_pupil": ("exit_pupil_mm",), "depth_distortion": ("z1", "z2")}
+"""The layout's optional parameter groups (the real-lens terms), by their ParameterLayout flag."""
 
 # Parameters whose change moves the micro-image centres (MIC residuals, paper §5.2).
 MIC_PARAMETERS = frozenset(
@@ -219,7 +220,7 @@ class ParameterLayout:
         g = dict(_GROUPS)
         for flag, group in ((self.exit_pupil, "exit_pupil"), (self.depth_distortion, "depth_distortion")):
             if flag:
-                g[group] = _OPTIONAL_GROUPS[group]
+                g[group] = OPTIONAL_GROUPS[group]
         if self.depth_distortion:
             g["distortion"] = (*g["distortion"], "z1", "z2")
         g["pitch"] = ("pitch0_mm", "pitch1_mm") if self.two_pitches else ("pitch_mm",)

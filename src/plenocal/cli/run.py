@@ -260,9 +260,9 @@ def summary_rows(out: Path) -> list[tuple[str, str]]:
         rows.append(("converged (iterations, solve s)", f"{cal.get('converged')} ({cal.get('iterations')}, {cal.get('wall_time_s', float('nan')):.2f})"))
         sel = cal.get("model_selection") or {}
         if sel:
-            kept = [{"exit_pupil": "exit pupil", "depth_distortion": "depth distortion"}.get(t, t)
-                    for t, ev in sel.items() if isinstance(ev, dict) and ev.get("kept")]
-            rows.append(("main-lens model (chosen by the data)", ", ".join(kept) if kept else "thin lens (the paper's)"))
+            from plenocal.viz.verdict import chosen_model_text
+
+            rows.append(("main-lens model (chosen by the data)", chosen_model_text(sel, thin="thin lens (the paper's)")))
     ev = load(out / "evaluation" / "report.json")
     if ev:
         held = ev.get("holdout") or {}

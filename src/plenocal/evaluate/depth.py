@@ -32,7 +32,7 @@ def on_board(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard, *,
              margin_squares: float = BOARD_MARGIN_SQUARES) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
     """Which points (N, 3, camera frame) lie over the printed board, and their signed distance to
     its plane along its normal (mm; ``pose`` maps board to camera coordinates)."""
-    local = (points_mm - pose.translation) @ pose.rotation  # board frame: Rᵀ(X − t)
+    local = pose.inverse().apply(points_mm)  # board frame
     m = margin_squares * board.square_mm
     w, h = (board.columns - 1) * board.square_mm, (board.rows - 1) * board.square_mm
     inside = (local[:, 0] >= -m) & (local[:, 0] <= w + m) & (local[:, 1] >= -m) & (local[:, 1] <= h + m)

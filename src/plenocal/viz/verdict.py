@@ -457,6 +457,16 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
     return out, rows
 
 
+REAL_LENS_TERM_WORDS = {"exit_pupil": "exit pupil", "depth_distortion": "depth distortion"}
+"""The real-lens terms of calibration's ``model_selection``, in words."""
+
+
+def chosen_model_text(selection: Mapping[str, Any], *, thin: str) -> str:
+    """The real-lens terms that ``model_selection`` kept, in words, or ``thin`` when none."""
+    kept = [REAL_LENS_TERM_WORDS.get(t, t) for t, ev in selection.items() if isinstance(ev, Mapping) and ev.get("kept")]
+    return ", ".join(kept) if kept else thin
+
+
 def model_findings(selection: Any) -> list[Finding]:
     """What the main-lens model the data chose means for the camera (calibration's
     ``model_selection``, :func:`plenocal.calib.calibrate.real_lens_evidence`): which terms, and,
@@ -466,10 +476,7 @@ def model_findings(selection: Any) -> list[Finding]:
     st = "calibration"
     if not isinstance(selection, Mapping) or not selection:
         return []
-    kept = [t for t, ev in selection.items() if isinstance(ev, Mapping) and ev.get("kept")]
-    words = {"exit_pupil": "exit pupil", "depth_distortion": "depth distortion"}
-    out = [Finding(st, "info", "main-lens model chosen by the data: "
-                   + (", ".join(words.get(t, t) for t in kept) if kept else "the paper's thin lens"))]
+    out = [Finding(st, "info", "main-lens model chosen by the data: " + chosen_model_text(selection, thin="the paper's thin lens"))]
     field = selection.get("depth_distortion")
     pupil = selection.get("exit_pupil")
     if isinstance(field, Mapping) and field.get("kept"):
