@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from plenocal.io.observations import read_observations, validate_observations
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.poses import read_poses
 from plenocal.model.camera import PlenopticCamera
+from plenocal.model.geometry import Pose
 from plenocal.model.observations import Observations
 
 HELP = ("reprojection RMSEs (u, v, ρ, micro-image centres) of a camera and poses on a dataset's observations; "
@@ -165,19 +167,21 @@ def calibration_copies(dataset: Dataset, role: ImageRole, frames: list[int]) -> 
 
 
 def holdout_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations,
-                    frames: list[int], where: Path) -> dict[str, Any]:
+                    frames: list[int], where: Path) -> tuple[dict[str, Any], dict[int, Pose]]:
     """``holdout``: RMSEs of the evaluation frames with re-estimated poses (reference §9.1), and
-    which of them are calibration frames (``calibration_copies``)."""
+    which of them are calibration frames (``calibration_copies``); and those poses."""
     try:
         res = evaluate_holdout(camera, observations, dataset.manifest.target, frames=frames)
     except DataError as exc:
         raise DataError(f"{where}: evaluation frames {frames}: {exc}") from None
-    return {"holdout": res.to_json() | {"calibration_copies": calibration_copies(dataset, ImageRole.EVALUATION, frames)}}
+    return ({"holdout": res.to_json() | {"calibration_copies": calibration_copies(dataset, ImageRole.EVALUATION, frames)}},
+            res.poses)
 
 
 def translation_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations,
-                        frames: list[int], where: Path) -> dict[str, Any]:
-    """``translation``: ε_z over all pairs grouped by ground-truth displacement, and per step."""
+                        frames: list[int], where: Path) -> tuple[dict[str, Any], dict[int, Pose]]:
+    """``translation``: ε_z over all pairs grouped by ground-truth displacement, and per step; and
+    the frames' re-estimated poses."""
     entries = {int(e.frame): e for e in dataset.manifest.with_role(ImageRole.TRANSLATION) if e.frame is not None}
     missing = [f for f in frames if entries[f].displacement_mm is None]
     if missing:
@@ -201,14 +205,15 @@ def translation_section(camera: PlenopticCamera, dataset: Dataset, observations:
     out["n_bap"] = ev["n_bap"]
     if "rejected" in ev:
         out["rejected"] = ev["rejected"]
-    return {"translation": out}
+    return {"translation": out}, res.poses
 
 
 def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations, folder: Path,
-                  where: Path) -> dict[str, Any]:
+                  where: Path, *, poses: Mapping[int, Pose]) -> dict[str, Any]:
     """``depth``: each depth frame's points against its board plane (pose re-estimated from its
-    features) and, for translation frames, the board depths against the known displacements
-    (:mod:`plenocal.evaluate.depth`)."""
+    features: ``poses`` holds those the held-out and translation sections re-estimated, the others
+    are re-estimated here) and, for translation frames, the board depths against the known
+    displacements (:mod:`plenocal.evaluate.depth`)."""
     from plenocal.evaluate.depth import displacement_errors, plane_errors
     from plenocal.io.ply import read_ply
 
@@ -218,12 +223,12 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
         frames = sorted(int(f) for f in doc["frames"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputFileError(doc_path, f"not a 'plenocal depth' record ({exc}); run 'plenocal depth' into {folder}") from None
-    with_features = sorted(set(frames) & set(np.unique(observations.bap.frame).tolist()))
+    missing = sorted((set(frames) - set(poses)) & set(np.unique(observations.bap.frame).tolist()))
     try:
-        res = evaluate_holdout(camera, observations, dataset.manifest.target, frames=with_features) if with_features else None
+        res = evaluate_holdout(camera, observations, dataset.manifest.target, frames=missing) if missing else None
     except DataError as exc:
-        raise DataError(f"{where}: depth frames {with_features}: {exc}") from None
-    poses = res.poses if res is not None else {}
+        raise DataError(f"{where}: depth frames {missing}: {exc}") from None
+    poses = {**poses, **(res.poses if res is not None else {})}
     per_frame: dict[str, Any] = {}
     board_depth: dict[int, float] = {}
     for f in frames:
@@ -282,12 +287,17 @@ def run(args: argparse.Namespace) -> int:
         p, rejection_info = calibration_rejection(cal_report, required=explicit)
         report = evaluate_observations(camera, poses, dataset.manifest.target, observations, reject_probability=p)
         sections.append(reprojection_section(report, rejection_info))
+    reestimated: dict[int, Pose] = {}
     if eval_frames:
-        sections.append(holdout_section(camera, dataset, observations, eval_frames, Path(obs_path)))
+        section, frame_poses = holdout_section(camera, dataset, observations, eval_frames, Path(obs_path))
+        sections.append(section)
+        reestimated |= frame_poses
     if trans_frames:
-        sections.append(translation_section(camera, dataset, observations, trans_frames, Path(obs_path)))
+        section, frame_poses = translation_section(camera, dataset, observations, trans_frames, Path(obs_path))
+        sections.append(section)
+        reestimated |= frame_poses
     if getattr(args, "depth", None) is not None:
-        sections.append(depth_section(camera, dataset, observations, Path(args.depth), Path(obs_path)))
+        sections.append(depth_section(camera, dataset, observations, Path(args.depth), Path(obs_path), poses=reestimated))
     inputs = {
         "dataset": str(dataset.folder),
         "camera": str(camera_path),
