@@ -38,6 +38,14 @@ STATUS_OUTSIDE = 4
 """The micro-image is not wholly in the image, or its centre is not lit in the white."""
 
 
+@nb.njit(cache=True)
+def _disc_bounds(cx, cy, radius, W, H):  # pragma: no cover - compiled
+    """Inclusive pixel bounds (x_lo, x_hi, y_lo, y_hi) of the disc of ``radius`` about (cx, cy),
+    clipped to a W × H image."""
+    return (max(math.ceil(cx - radius), 0), min(math.floor(cx + radius), W - 1),
+            max(math.ceil(cy - radius), 0), min(math.floor(cy + radius), H - 1))
+
+
 @nb.njit(cache=True, inline="always")
 def _level(s2, levels):  # pragma: no cover - compiled
     n = levels.shape[0]
@@ -108,10 +116,7 @@ def _pair_cost(stack, levels, cix, ciy, cjx, cjy, dx, dy, radius, s2_i, s2_j, st
     ki, ti_ = _level(s2_i, levels)
     kj, tj_ = _level(s2_j, levels)
     r2 = radius * radius
-    x_lo = max(math.ceil(cix - radius), 0)
-    x_hi = min(math.floor(cix + radius), W - 1)
-    y_lo = max(math.ceil(ciy - radius), 0)
-    y_hi = min(math.floor(ciy + radius), H - 1)
+    x_lo, x_hi, y_lo, y_hi = _disc_bounds(cix, ciy, radius, W, H)
     sad = 0.0
     n = 0
     for y in range(y_lo, y_hi + 1, stride):
@@ -221,10 +226,7 @@ def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     H = stack.shape[1]
     W = stack.shape[2]
     r2 = radius * radius
-    x_lo = max(math.ceil(cix - radius), 0)
-    x_hi = min(math.floor(cix + radius), W - 1)
-    y_lo = max(math.ceil(ciy - radius), 0)
-    y_hi = min(math.floor(ciy + radius), H - 1)
+    x_lo, x_hi, y_lo, y_hi = _disc_bounds(cix, ciy, radius, W, H)
     s = 0.0
     n = 0
     for y in range(y_lo, y_hi + 1):
