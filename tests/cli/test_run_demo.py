@@ -195,3 +195,24 @@ def test_evaluate_puts_the_point_clouds_against_the_board_planes_and_the_displac
         assert frame["n_points"] > 100 and frame["median_abs_percent"] < 2.0, (f, frame)
     n_trans = sum(1 for e in ds.manifest.images if e.role.value == "translation")
     assert ev["displacements"]["n_pairs"] == n_trans * (n_trans - 1) // 2
+
+
+def test_evaluate_depth_refuses_a_missing_or_broken_depth_folder(demo, tmp_path, capsys):
+    """``evaluate --depth`` on a folder without depth.json, or with a broken PLY: exit 2, one line
+    naming the file, nothing written."""
+    import shutil
+
+    dataset, out = demo
+    base = ["evaluate", str(dataset), "--camera", str(out / "calibration" / "camera.json"), "--poses",
+            str(out / "calibration" / "poses.json"), "--observations", str(out / "detection" / "observations.npz")]
+    assert main([*base, "--depth", str(tmp_path / "none"), "-o", str(tmp_path / "ev")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "none/depth.json" in err and "plenocal depth" in err
+    broken = tmp_path / "broken"
+    shutil.copytree(out / "depth", broken)
+    ply = next((broken / "depth").glob("frame-*.ply"))
+    ply.write_bytes(b"junk")
+    assert main([*base, "--depth", str(broken), "-o", str(tmp_path / "ev")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ply.name in err and "cannot read the point cloud" in err
+    assert not (tmp_path / "ev").exists()
