@@ -10,12 +10,16 @@ their σ.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from plenocal.calib.calibrate import CalibrationOptions, calibrate
+from plenocal.calib.priors import Prior
 from plenocal.calib.synthetic import NoiseLevels, perturbed_camera, synthetic_observations
 from plenocal.model.camera import MainLens
+from plenocal.model.observations import POSITIONS_TEMPLATE_FIT
 
 FRAMES = (0, 1, 3, 4, 6, 8, 9, 11, 12, 14)
 KEY = ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "f1_mm", "f2_mm", "f3_mm")
@@ -120,3 +124,24 @@ def test_the_exit_pupil_goes_with_a_curved_field():
     # An unbounded e (σ 39 mm at F = 50 mm: the demo render) stays out: it would only drag F.
     loose = {"exit_pupil": weak | {"std": {"exit_pupil_mm": 39.0}}, "depth_distortion": curved["depth_distortion"]}
     assert not pupil_with_a_curved_field(loose)["exit_pupil"]["kept"]
+
+
+def test_template_fit_positions_are_not_offered_the_exit_pupil(offset_pupil, r12a_board):
+    """libpleno's template-fit (u, v) fit neither (u, v) model, and on the reference's real R12-A
+    files a free e absorbed that misfit (F 38–47 mm written with exit code 0): by default such
+    observations keep the paper's pupil, say why in ``model_selection``, and ``--exit-pupil`` or a
+    prior on e still frees it (here it then recovers the offset pupil)."""
+    e, truth, poses, noisy, start = offset_pupil
+    fitted = dataclasses.replace(noisy, positions=POSITIONS_TEMPLATE_FIT)
+    quick = CalibrationOptions(frame_resampling=False)
+    res = calibrate(fitted, start, r12a_board, options=quick)
+    sel = res.model_selection
+    assert sel["exit_pupil"]["offered"] is False and not sel["exit_pupil"]["kept"], sel
+    assert "depth_distortion" in sel and "wald" in sel["depth_distortion"]  # still the data's choice
+    assert not res.layout.exit_pupil and res.camera.main_lens.exit_pupil_mm == 0.0
+    for options in (dataclasses.replace(quick, exit_pupil=True),
+                    dataclasses.replace(quick, priors=(Prior("exit_pupil_mm", 0.0, 20.0),))):
+        freed = calibrate(fitted, start, r12a_board, options=options)
+        assert freed.layout.exit_pupil and "offered" not in freed.model_selection.get("exit_pupil", {})
+        i = freed.layout.index["exit_pupil_mm"]
+        assert freed.camera.main_lens.exit_pupil_mm == pytest.approx(e, abs=MAX_Z * freed.std[i])

@@ -54,7 +54,7 @@ from plenocal.errors import DataError
 from plenocal.model.camera import MicroLensArray, PlenopticCamera, RhoForm
 from plenocal.model.geometry import Pose
 from plenocal.model.lattice import TypeLayout
-from plenocal.model.observations import BapFeatures, MicroImageCentres, Observations
+from plenocal.model.observations import POSITIONS_TEMPLATE_FIT, BapFeatures, MicroImageCentres, Observations
 from plenocal.model.target import Checkerboard
 
 FloatArray = NDArray[np.float64]
@@ -638,10 +638,14 @@ def calibrate(
                               pupil_radii=pupil_radii)
 
         held = set(opt.freeze)
+        not_offered = not_offered_terms(observations, opt)
+        opt = dataclasses.replace(opt, **{g: False for g in not_offered})
         auto = tuple(g for g in REAL_LENS_TERMS if getattr(opt, g) is None and not held >= set(OPTIONAL_GROUPS[g]))
         opt = dataclasses.replace(opt, **{g: True for g in REAL_LENS_TERMS if getattr(opt, g) is None and g not in auto})
         if not auto:
-            return solve(opt, initial)
+            only = solve(opt, initial)
+            only.model_selection = dict(not_offered)
+            return only
         # The data choose the model, the user's priors then act within it: a prior that fights
         # the data would otherwise make the exit pupil "needed" (F_mm=45±1e-6 on thin-lens data).
         user_priors = any(p.origin == "option" for p in opt.priors)
@@ -650,7 +654,7 @@ def calibrate(
         full = solve(probe_opt, initial)
         evidence = real_lens_evidence(full, auto) if full.converged else {
             g: {"kept": False, "reason": "the camera with every real-lens term did not converge"} for g in auto}
-        evidence = pupil_with_a_curved_field(evidence)
+        evidence = dict(not_offered) | pupil_with_a_curved_field(evidence)
         dropped = [g for g in auto if not evidence[g]["kept"]]
         if not dropped and not user_priors:
             full.model_selection = evidence
@@ -672,6 +676,18 @@ def calibrate(
 REAL_LENS_TERMS = tuple(OPTIONAL_GROUPS)
 """The :class:`CalibrationOptions` flags of the real-lens terms that the data choose by default
 (the layout's optional groups: ``exit_pupil``, ``depth_distortion``)."""
+
+THIN_PUPIL_POSITIONS = frozenset({POSITIONS_TEMPLATE_FIT})
+"""Observations whose (u, v) are not offered the exit pupil by default (``--exit-pupil`` or a prior
+on ``exit_pupil_mm`` still frees it): libpleno's template-fit corners, which are neither chief rays
+nor the apparent positions plenocal's pupil-vignetting shift predicts (on the reference's real
+R12-A observations the chief ray fits them best: the shift, at 0.1 to 1 times its size, raises the
+least-squares cost by 0.1 to 17 %). There the exit pupil absorbs the (u, v) model's misfit instead of
+measuring a pupil: in every one of the 20 model × weighting × loss configurations it was kept
+(W up to 5·10⁴, e 24–29 mm) and 11 of them wrote cameras with F 37.7–47.5 mm and the principal
+point 500–830 px from the sensor centre, with σ_F 1.3–3.6 mm (the paper's BAP, NOUR and RxLive
+cameras of the same images span F 47.7–54.9 mm, each with the pupil in the lens plane). With e
+left out the same 20 configurations are each refused by the radius-slope check in 4–10 s."""
 
 REAL_LENS_TERM_FALSE_ALARM = 1e-3
 """Probability that a real-lens term (the exit pupil e; the depth distortion Z1, Z2) is kept for a
@@ -695,6 +711,17 @@ EXIT_PUPIL_WITH_FIELD_SIGMA_FRACTION = 0.2
 bound it: its σ at most this fraction of F. Beyond, e only wanders and drags F and D with it (the
 8-frame demo render: σ_e 39 mm, e −50 mm, F +7.5 %); the real-optics R12-B has σ_e 1.8 mm, PRISM's
 R12-B 2.0 mm."""
+
+
+def not_offered_terms(observations: Observations, options: CalibrationOptions) -> dict[str, dict[str, object]]:
+    """The real-lens terms left to the data (``None`` in ``options``) that these observations are
+    not offered (:data:`THIN_PUPIL_POSITIONS`), each with the reason, in ``model_selection``'s form."""
+    asked = any(p.name == "exit_pupil_mm" for p in options.priors)
+    if options.exit_pupil is not None or asked or observations.positions not in THIN_PUPIL_POSITIONS:
+        return {}
+    return {"exit_pupil": {"kept": False, "offered": False,
+                           "reason": f"not offered for {observations.positions} (u, v): on such observations e absorbs "
+                                     "the (u, v) model's misfit rather than measuring a pupil (--exit-pupil frees it)"}}
 
 
 def real_lens_evidence(result: CalibrationResult, terms: Iterable[str], *,

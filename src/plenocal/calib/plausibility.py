@@ -122,8 +122,20 @@ def radius_slope_problem(result: Any, omega: Any) -> str | None:
             f"{100 * rel:+.0f} % from the {m_white * 1e3:.1f} µm the white images measured (allowed "
             f"{100 * RADIUS_SLOPE_TOLERANCE:.0f} % and {RADIUS_SLOPE_SIGMA_FACTOR:g} σ): the declared checkerboard "
             "square (manifest.json target.square_mm) or pixel size (camera_spec.pixel_size_mm) does not match "
-            "the images" + ("" if (getattr(result, "pupil", None) or {}).get("vignetting") else
-                            ", or the corners are not chief-ray positions (imported apparent positions: --pupil-vignetting)"))
+            "the images" + _slope_model_cause(result))
+
+
+def _slope_model_cause(result: Any) -> str:
+    """The (u, v) model as the other cause of a radius-slope disagreement, in the words that fit
+    the observations: template-fit corners (whose exit pupil was not offered,
+    :data:`plenocal.calib.calibrate.THIN_PUPIL_POSITIONS`) fit neither (u, v) model."""
+    pupil = ((getattr(result, "model_selection", None) or {}).get("exit_pupil") or {})
+    if pupil.get("offered") is False:
+        return (", or neither (u, v) model fits these template-fit corners (the reference's real R12-A files: "
+                "docs/model.md, \"The reference's real observations\")")
+    if (getattr(result, "pupil", None) or {}).get("vignetting"):
+        return ""
+    return ", or the corners are not chief-ray positions (imported apparent positions: --pupil-vignetting)"
 
 
 def result_problems(result: Any, *, nominal_focal_length_mm: float | None, omega: Any = None) -> list[str]:
