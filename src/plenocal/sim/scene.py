@@ -1,4 +1,6 @@
-"""Scenes for the ray tracer: textured planar plates, a point-like light, a white diffuser.
+"""Scenes for the ray tracer: textured planar plates, textured spheres, a point-like light, a white
+diffuser; and the exact distance along any ray to the first surface it meets (:func:`first_hit`),
+the depth truth of renders of such scenes.
 
 Radiances are relative: 1.0 is the radiance of the white diffuser used for white images, so a
 micro-image pixel fully lit through the main aperture by the diffuser has value 1.0.
@@ -19,6 +21,7 @@ from plenocal.model.target import Checkerboard
 KIND_CHECKERBOARD = 0
 KIND_TEXTURE = 1
 KIND_DISC = 2
+KIND_SPHERE = 3
 PLATE_FIELDS = 24
 
 
@@ -65,6 +68,24 @@ class TexturePlate:
     height_mm: float
 
 
+@dataclass(frozen=True, eq=False)
+class TexturedSphere:
+    """A sphere of ``radius_mm`` centred at ``cam_from_sphere``'s translation, its texture wrapped
+    round it equirectangularly in the sphere frame: columns follow the longitude atan2(y, x) from
+    −π to π, rows the colatitude acos(z / R) from 0 to π (bilinear at texel centres, clamped at the
+    seam and the poles). It shares the scene's one texture image with the texture plates.
+
+    Parameters
+    ----------
+    texture : ndarray, shape (h, w) or (h, w, 3)
+        Radiances (float, 1.0 = the white diffuser).
+    """
+
+    texture: NDArray[np.floating]
+    cam_from_sphere: Pose
+    radius_mm: float
+
+
 @dataclass(frozen=True)
 class DiscLight:
     """A small uniform emitting disc facing the camera (normal along the optical axis).
@@ -82,12 +103,21 @@ class DiscLight:
 class Scene:
     """Plates in front of the camera and the radiance of rays that hit none of them."""
 
-    plates: tuple[CheckerboardPlate | TexturePlate | DiscLight, ...] = field(default_factory=tuple)
+    plates: tuple[CheckerboardPlate | TexturePlate | TexturedSphere | DiscLight, ...] = field(default_factory=tuple)
     background: float = 0.0
 
 
 def _pose_fields(pose: Pose) -> list[float]:
     return [*pose.rotation.reshape(-1).tolist(), *pose.translation.tolist()]
+
+
+def _texture_of(plate: TexturePlate | TexturedSphere) -> NDArray[np.float32]:
+    tex = np.asarray(plate.texture, dtype=np.float32)
+    if tex.ndim == 2:
+        tex = tex[:, :, None]
+    if tex.ndim != 3 or tex.shape[2] not in (1, 3):
+        raise ModelError(f"texture must have shape (h, w) or (h, w, 3), got {tex.shape}")
+    return tex
 
 
 def pack_scene(scene: Scene) -> tuple[NDArray[np.float64], NDArray[np.float32], int]:
@@ -113,20 +143,23 @@ def pack_scene(scene: Scene) -> tuple[NDArray[np.float64], NDArray[np.float32], 
             extent = [-sq - border, sq * b.columns + border, -sq - border, sq * b.rows + border]
             params = [sq, b.columns, b.rows, plate.black, plate.white, 0.0, 0.0]
             rows.append([*_pose_fields(plate.cam_from_world), *extent, KIND_CHECKERBOARD, *params])
-        elif isinstance(plate, TexturePlate):
-            tex = np.asarray(plate.texture, dtype=np.float32)
-            if tex.ndim == 2:
-                tex = tex[:, :, None]
-            if tex.ndim != 3 or tex.shape[2] not in (1, 3):
-                raise ModelError(f"texture must have shape (h, w) or (h, w, 3), got {tex.shape}")
-            if texture is not None and texture is not tex:
+        elif isinstance(plate, TexturePlate | TexturedSphere):
+            tex = _texture_of(plate)
+            if texture is not None and not (texture.shape == tex.shape and np.array_equal(texture, tex)):
                 raise ModelError("the tracer supports one texture image per scene")
             texture = tex
             channels = max(channels, tex.shape[2])
             h, w = tex.shape[:2]
-            extent = [0.0, plate.width_mm, 0.0, plate.height_mm]
-            params = [plate.width_mm / w, plate.height_mm / h, 0.0, 0.0, 0.0, 0.0, 0.0]
-            rows.append([*_pose_fields(plate.cam_from_plate), *extent, KIND_TEXTURE, *params])
+            if isinstance(plate, TexturePlate):
+                extent = [0.0, plate.width_mm, 0.0, plate.height_mm]
+                params = [plate.width_mm / w, plate.height_mm / h, 0.0, 0.0, 0.0, 0.0, 0.0]
+                rows.append([*_pose_fields(plate.cam_from_plate), *extent, KIND_TEXTURE, *params])
+            else:
+                r = plate.radius_mm
+                if not r > 0:
+                    raise ModelError(f"sphere radius must be > 0, got {r}")
+                params = [r, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+                rows.append([*_pose_fields(plate.cam_from_sphere), -r, r, -r, r, KIND_SPHERE, *params])
         elif isinstance(plate, DiscLight):
             if not plate.radius_mm > 0:
                 raise ModelError(f"disc light radius must be > 0, got {plate.radius_mm}")
@@ -140,3 +173,51 @@ def pack_scene(scene: Scene) -> tuple[NDArray[np.float64], NDArray[np.float32], 
     if texture is None:
         texture = np.zeros((1, 1, 1), dtype=np.float32)
     return packed, np.ascontiguousarray(texture), channels
+
+
+def first_hit(scene: Scene, origins: NDArray[np.float64], directions: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Distance t (in units of ``directions``) along rays o + t·d to the first surface of
+    ``scene`` they meet (plates within their extent, spheres' near side, disc lights), inf for
+    none: the exact depth truth of a render (camera frame, mm).
+
+    Parameters
+    ----------
+    origins, directions : ndarray, shape (N, 3)
+
+    Returns
+    -------
+    t : ndarray, shape (N,)
+    """
+    o = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
+    d = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
+    best = np.full(len(o), np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for plate in scene.plates:
+            if isinstance(plate, TexturedSphere):
+                oc = o - plate.cam_from_sphere.translation
+                a = np.einsum("ij,ij->i", d, d)
+                b = np.einsum("ij,ij->i", d, oc)
+                disc = b * b - a * (np.einsum("ij,ij->i", oc, oc) - plate.radius_mm**2)
+                t = (-b - np.sqrt(disc)) / a
+                hit = (disc >= 0.0) & (t > 0.0)
+            else:
+                if isinstance(plate, DiscLight):
+                    pose = Pose(np.eye(3), np.asarray(plate.centre_mm, dtype=np.float64))
+                else:
+                    pose = plate.cam_from_world if isinstance(plate, CheckerboardPlate) else plate.cam_from_plate
+                R, c = pose.rotation, pose.translation
+                n = R[:, 2]
+                t = ((c - o) @ n) / (d @ n)
+                local = (o + t[:, None] * d - c) @ R  # plate frame (x, y, ~0)
+                x, y = local[:, 0], local[:, 1]
+                if isinstance(plate, DiscLight):
+                    inside = x * x + y * y <= plate.radius_mm**2
+                elif isinstance(plate, CheckerboardPlate):
+                    b_ = plate.board
+                    sq, border = b_.square_mm, b_.border_mm
+                    inside = (x >= -sq - border) & (x < sq * b_.columns + border) & (y >= -sq - border) & (y < sq * b_.rows + border)
+                else:
+                    inside = (x >= 0.0) & (x < plate.width_mm) & (y >= 0.0) & (y < plate.height_mm)
+                hit = (t > 0.0) & inside
+            best = np.where(hit & (t < best), t, best)
+    return best

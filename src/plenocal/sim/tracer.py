@@ -61,6 +61,7 @@ from plenocal.sim.sampling import hash4, mix64, sample_patterns, unit_float
 from plenocal.sim.scene import (
     KIND_CHECKERBOARD,
     KIND_DISC,
+    KIND_SPHERE,
     Scene,
     WhiteDiffuser,
     pack_scene,
@@ -350,6 +351,42 @@ def _shade_rays(
                 buf[7, r] = level if hit else buf[7, r]
                 buf[8, r] = level if hit else buf[8, r]
                 buf[9, r] = level if hit else buf[9, r]
+        elif kind == KIND_SPHERE:  # near side of the sphere, texture wrapped by longitude and colatitude
+            radius = p[17]
+            h, w, nc = texture.shape
+            for r in range(n):
+                Lx, Ly, dx, dy, dz = buf[0, r], buf[1, r], buf[2, r], buf[3, r], buf[4, r]
+                ox, oy, oz = Lx - tx, Ly - ty, -tz
+                a = dx * dx + dy * dy + dz * dz
+                b = dx * ox + dy * oy + dz * oz
+                disc = b * b - a * (ox * ox + oy * oy + oz * oz - radius * radius)
+                if disc < 0.0:
+                    continue
+                t = (-b - math.sqrt(disc)) / a
+                if not ((t > 0.0) & (t < buf[6, r])):
+                    continue
+                wx = ox + t * dx
+                wy = oy + t * dy
+                wz = oz + t * dz
+                x = p[0] * wx + p[3] * wy + p[6] * wz
+                y = p[1] * wx + p[4] * wy + p[7] * wz
+                z = p[2] * wx + p[5] * wy + p[8] * wz
+                lon = math.atan2(y, x)
+                colat = math.acos(min(max(z / radius, -1.0), 1.0))
+                fx = min(max((lon + math.pi) / (2.0 * math.pi) * w - 0.5, 0.0), w - 1.0)
+                fy = min(max(colat / math.pi * h - 0.5, 0.0), h - 1.0)
+                ix0 = min(int(fx), w - 1)
+                iy0 = min(int(fy), h - 1)
+                ix1 = min(ix0 + 1, w - 1)
+                iy1 = min(iy0 + 1, h - 1)
+                ax = fx - ix0
+                ay = fy - iy0
+                buf[6, r] = t
+                for c in range(3):
+                    cc = min(c, nc - 1)
+                    buf[7 + c, r] = (1.0 - ay) * (
+                        (1.0 - ax) * texture[iy0, ix0, cc] + ax * texture[iy0, ix1, cc]
+                    ) + ay * ((1.0 - ax) * texture[iy1, ix0, cc] + ax * texture[iy1, ix1, cc])
         else:  # texture: bilinear at texel centres, clamped at the edges
             h, w, nc = texture.shape
             for r in range(n):
