@@ -141,6 +141,60 @@ def no_frame_linked(board: Any, per_frame: list[dict[str, Any]], n_features: int
             "target.rows (inner corners, not squares) and target.square_mm")
 
 
+def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board: Any) -> dict[int, int]:
+    """Frames whose linked nodes are fewer than :func:`nodes_needed` (frame -> linked nodes).
+
+    With few clusters a wrong labelling of a symmetric board fits as well as the right one (PnP
+    has the freedom): such frames are not linked unless the image decided which part of the
+    board they are; nor are they completed by prediction (a wrong pose would predict wrong nodes)."""
+    out: dict[int, int] = {}
+    for frame in np.unique(linked.frame):
+        rows = (linked.frame == frame) & (linked.node >= 0)
+        n_nodes = len(np.unique(linked.node[rows]))
+        r = status.get(int(frame))
+        if n_nodes and n_nodes < nodes_needed(board.n_nodes, image_decided=r is not None and r.image_decided):
+            out[int(frame)] = n_nodes
+    return out
+
+
+def complete_frames(
+    dataset: Dataset, entries: dict[int, Any], white: np.ndarray, *, camera: Any, omega: Any, board: Any,
+    poses: dict[int, Any], known: BapFeatures, rms_bounds: dict[int, float], pupil_vignetting: bool, fit_rendered: bool,
+    detector: Any = None,
+) -> tuple[BapFeatures, dict[int, dict[str, Any]]]:
+    """Board nodes each posed frame misses although in view, predicted with ``camera`` and the
+    frame's pose and fitted in its image (:func:`plenocal.detect.nodes.complete_frame`). Frames
+    whose every node in view is linked are not read again.
+
+    Returns the added features (``node`` set) and per frame a record: ``action`` ("complete",
+    "predicted"), the nodes missing in view before, the counts of the fit and its wall time.
+    ``detector`` (the pre-calibration's camera, default ``camera``) gives the micro-image grid
+    and type layout the corners are fitted in.
+    """
+    from plenocal.detect.nodes import complete_frame, nodes_in_view
+
+    grid_camera = camera if detector is None else detector
+    parts: list[BapFeatures] = []
+    records: dict[int, dict[str, Any]] = {}
+    for frame, pose in sorted(poses.items()):
+        t0 = time.perf_counter()
+        rows = (known.frame == frame) & (known.node >= 0)
+        seen = np.zeros(board.n_nodes, dtype=bool)
+        seen[known.node[rows]] = True
+        missing = nodes_in_view(camera, pose, board, margin_px=grid_camera.grid.diameter_px) & ~seen
+        if not missing.any():
+            records[frame] = {"action": "complete", "missing_in_view": 0}
+            continue
+        image = dataset.read_image(entries[frame])
+        nd = complete_frame(image, white, grid=grid_camera.grid, omega=omega, layout=grid_camera.mla.types, camera=camera,
+                            cam_from_world=pose, board=board, known=known.select(rows), rms_bound=rms_bounds.get(frame, np.inf),
+                            frame=frame, pupil_vignetting=pupil_vignetting, fit_rendered=fit_rendered)
+        parts.append(nd.features)
+        records[frame] = {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
+                          "wall_time_s": time.perf_counter() - t0}
+    return (BapFeatures.concatenate(parts) if parts else BapFeatures.empty()), records
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
@@ -179,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         mic = mic_obs.mic
     parts: list[BapFeatures] = []
     per_frame: list[dict[str, Any]] = []
+    rms_bounds: dict[int, float] = {}  # frame -> its corner fits' residual-outlier bound
     t_all = time.perf_counter()
     overlays: list[tuple[int, np.ndarray, BapFeatures]] = []
     views: dict[int, SceneView] = {}  # frame -> the scene through the barycentre pinhole, for linking
@@ -196,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator,
             )
             parts.append(det.features)
+            rms_bounds[entry.frame] = det.rms_bound
             if det.view is not None:
                 views[entry.frame] = det.view
             per_frame.append(
@@ -221,20 +277,19 @@ def run(args: argparse.Namespace) -> int:
     # symmetric board to tens of px: reject above 10 % of the node spacing (not linked > wrong).
     ext = initial_extrinsics(camera, bap, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
     linked = ext.bap if ext.bap is not None else bap
-    keep = linked.node >= 0
     status = {r.frame: r for r in ext.frames}
-    # With few clusters a wrong labelling of a symmetric board fits as well as the right one
-    # (PnP has the freedom): do not link frames that see too few of the board's nodes, unless
-    # the image decided which part of the board they are.
+    too_few = frames_with_too_few_nodes(linked, status, board)
+    # Frames linked with nodes missing in view: the pose predicts them; fit them there (issue 24).
+    poses = {f: r.pose for f, r in status.items() if r.ok and r.pose is not None and f not in too_few}
+    added, node_records = complete_frames(
+        dataset, {e.frame: e for e in frames}, white, camera=camera, omega=omega, board=board, poses=poses, known=linked,
+        rms_bounds=rms_bounds, pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator,
+    )
+    linked = BapFeatures.concatenate([linked, added])
+    keep = linked.node >= 0
+    for frame in too_few:
+        keep &= linked.frame != frame
     min_clusters = nodes_needed(board.n_nodes, image_decided=False)
-    too_few: dict[int, int] = {}
-    for frame in np.unique(linked.frame):
-        rows = linked.frame == frame
-        n_clusters = len(np.unique(linked.node[rows & keep]))
-        r = status.get(int(frame))
-        if n_clusters and n_clusters < nodes_needed(board.n_nodes, image_decided=r is not None and r.image_decided):
-            too_few[int(frame)] = n_clusters
-            keep &= ~rows
     for rec in per_frame:
         r = status.get(rec["frame"])
         rows = linked.frame == rec["frame"]
@@ -249,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
+        rec["predicted_nodes"] = node_records.get(rec["frame"], {"action": "no pose"})
     if not keep.any():
         raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, len(bap)))
     obs = Observations(linked.select(keep), mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY)
