@@ -82,6 +82,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "main aperture's vignetting of the micro-lens pupil is inverted to chief-ray positions")
     p.add_argument("--invert-estimator", action="store_true", help="chief-ray positions by inverting the corner estimator on rendered corners "
                    "instead of fitting the rendered corner to the pixels (independent, ~30 %% noisier)")
+    second = p.add_argument_group("second pass (after calibration; 'plenocal run' does it)")
+    second.add_argument("--previous", type=Path, default=None, metavar="DIR",
+                        help="a first pass's output: frames it refused or linked partly are detected again with the camera "
+                             "of --camera and the poses of --poses; frames it linked fully are kept as they are")
+    second.add_argument("--camera", type=Path, default=None, metavar="FILE", help="calibrated camera.json (with --previous)")
+    second.add_argument("--poses", type=Path, default=None, metavar="FILE", help="calibrated poses.json (with --previous)")
     p.set_defaults(func=run)
 
 
@@ -198,6 +204,8 @@ def complete_frames(
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
+    if args.previous is not None or args.camera is not None or args.poses is not None:
+        return run_second_pass(args)
     dataset = read_dataset(args.dataset)
     cam_path, mic_path = _precalibration(dataset, args.precalibration)
     out = Path(args.output)
@@ -260,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
                     "role": entry.role.value,
                     "image": entry.path,
                     "counts": det.counts,
+                    "rms_bound": det.rms_bound if np.isfinite(det.rms_bound) else None,
                     "virtual_depths": [float(x) for x in det.virtual_depth if np.isfinite(x)],
                     "wall_time_s": time.perf_counter() - t0,
                 }
@@ -301,6 +310,7 @@ def run(args: argparse.Namespace) -> int:
             "image_decided": bool(r.image_decided) if r else False,
             "note": r.note if r else "",
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
+            "n_clusters": int(r.n_clusters) if r else 0,
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
@@ -343,3 +353,126 @@ def run(args: argparse.Namespace) -> int:
         f"{doc['wall_time_s']:.1f} s; wrote {out}"
     )
     return 0
+
+
+MIN_CLUSTERS_TO_RELINK = 5
+"""A refused frame is detected again in the second pass only if its first pass found at least this
+many clusters (a lattice needs 5 barycentres, :func:`plenocal.calib.linking.lattice_coordinates`;
+with fewer, linking fails whatever the camera, and the frame's detection does not depend on it)."""
+
+
+def run_second_pass(args: argparse.Namespace) -> int:
+    """``detect --previous DIR --camera CAM --poses POSES``: the first pass's frames again, with the
+    calibrated camera (issue 24). Frames it linked fully are kept untouched; frames it linked
+    partly get their missing nodes predicted with the calibrated camera and pose and fitted; frames
+    it refused are detected again and linked with the calibrated camera (its barycentre pinhole),
+    then completed the same way. Writes the first pass's features plus the added ones, and in
+    detection.json per frame what the second pass did (``second_pass``) and in total
+    (``second_pass.added_features``: 0 means calibration need not run again)."""
+    import json
+
+    from plenocal.io.poses import read_poses
+
+    if args.previous is None or args.camera is None or args.poses is None:
+        raise InputFileError(Path(args.output), "a second pass needs --previous, --camera and --poses together")
+    dataset = read_dataset(args.dataset)
+    cam_path, _mic_path = _precalibration(dataset, args.precalibration)
+    prev = Path(args.previous)
+    out = Path(args.output)
+    check_output_folder(out, inputs=[dataset.folder, *dataset.files(), cam_path, prev / "observations.npz", prev / "detection.json",
+                                     args.camera, args.poses], owned=OUTPUTS)
+    t_all = time.perf_counter()
+    pre = read_camera_file(cam_path)
+    omega = pre.internal_parameters
+    if omega is None:
+        raise InputFileError(cam_path, "has no internal_parameters (Ω); use the camera.json written by 'plenocal precalibrate'")
+    calibrated = read_camera_file(args.camera).camera
+    poses = read_poses(args.poses)
+    prev_obs = read_observations(prev / "observations.npz")
+    try:
+        doc = json.loads((prev / "detection.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputFileError(prev / "detection.json", f"cannot be read ({exc}); run the first pass again") from None
+    m = dataset.manifest
+    board = m.target
+    entries = {e.frame: e for e in m.images if e.role in FRAME_ROLES}
+    white = dataset.read_image(m.with_role(ImageRole.DEVIGNETTING)[0])
+    vig, rendered = bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True))
+    parts = [prev_obs.bap]
+    n_added_frames = 0
+    for rec in doc.get("frames", []):
+        frame = int(rec["frame"])
+        t0 = time.perf_counter()
+        first = rec.get("predicted_nodes") or {}
+        linked_ok = bool((rec.get("linking") or {}).get("ok"))
+        if linked_ok and first.get("action") == "complete":
+            rec["second_pass"] = {"action": "kept (fully linked in the first pass)"}
+            continue
+        if frame not in entries:
+            continue
+        known = prev_obs.bap.select(prev_obs.bap.frame == frame)
+        bound = rec.get("rms_bound")
+        rms = {frame: float(bound) if bound is not None else float("inf")}
+        record: dict[str, Any]
+        if linked_ok and frame in poses:
+            added, recs = complete_frames(dataset, entries, white, camera=calibrated, omega=omega, board=board,
+                                          poses={frame: poses[frame]}, known=known, rms_bounds=rms, pupil_vignetting=vig,
+                                          fit_rendered=rendered, detector=pre.camera)
+            record = {"action": "completed with the calibrated camera", **recs.get(frame, {})}
+        elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
+            rec["second_pass"] = {"action": "kept refused (too few clusters for a pose: no camera can link them)"}
+            continue
+        elif not linked_ok:
+            added, record = _relink_refused(dataset, entries[frame], white, pre=pre, calibrated=calibrated, board=board,
+                                            pupil_vignetting=vig, fit_rendered=rendered)
+        else:
+            rec["second_pass"] = {"action": "kept (no calibrated pose)"}
+            continue
+        record["added_features"] = len(added)
+        record["wall_time_s"] = time.perf_counter() - t0
+        rec["second_pass"] = record
+        if len(added):
+            parts.append(added)
+            n_added_frames += 1
+    bap = BapFeatures.concatenate(parts)
+    n_added = len(bap) - len(prev_obs.bap)
+    obs = Observations(bap, prev_obs.mic, prev_obs.positions)
+    doc["n_bap"] = len(bap)
+    doc["n_frames_linked"] = len({int(f) for f in np.unique(bap.frame)})
+    doc["second_pass"] = {"camera": str(args.camera), "poses": str(args.poses), "previous": str(prev),
+                          "added_features": n_added, "frames_with_added_features": n_added_frames,
+                          "wall_time_s": time.perf_counter() - t_all}
+    with atomic_folder(out, owned=OUTPUTS) as tmp:
+        write_observations(tmp / "observations.npz", obs)
+        write_document(tmp / "detection.json", doc)
+    print(f"second pass: {n_added} BAP features added in {n_added_frames} frames ({len(bap)} in "
+          f"{doc['n_frames_linked']} frames); {doc['second_pass']['wall_time_s']:.1f} s; wrote {out}")
+    return 0
+
+
+def _relink_refused(dataset: Dataset, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,
+                    pupil_vignetting: bool, fit_rendered: bool) -> tuple[BapFeatures, dict[str, Any]]:
+    """A frame the first pass refused: detected again, linked with the calibrated camera (as the
+    first pass links, :func:`initial_extrinsics` and :func:`frames_with_too_few_nodes`), then
+    completed with its pose. Returns the linked features and what happened."""
+    image = dataset.read_image(entry)
+    det = detect_frame(image, white, grid=pre.camera.grid, omega=pre.internal_parameters, layout=pre.camera.mla.types,
+                       frame=entry.frame, pupil_vignetting=pupil_vignetting, fit_rendered=fit_rendered)
+    if not len(det.features):
+        return BapFeatures.empty(), {"action": "refused again", "reason": "no features"}
+    views = {entry.frame: det.view} if det.view is not None else None
+    ext = initial_extrinsics(calibrated, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
+    r = ext.frames[0]
+    linked = ext.bap if ext.bap is not None else det.features
+    if not r.ok or r.pose is None:
+        return BapFeatures.empty(), {"action": "refused again", "reason": r.reason}
+    few = frames_with_too_few_nodes(linked, {entry.frame: r}, board)
+    if few:
+        return BapFeatures.empty(), {"action": "refused again", "reason": f"only {few[entry.frame]} linked nodes"}
+    known = linked.select(linked.node >= 0)
+    added, recs = complete_frames(dataset, {entry.frame: entry}, white, camera=calibrated, omega=pre.internal_parameters,
+                                  board=board, poses={entry.frame: r.pose}, known=known,
+                                  rms_bounds={entry.frame: det.rms_bound}, pupil_vignetting=pupil_vignetting,
+                                  fit_rendered=fit_rendered, detector=pre.camera)
+    return BapFeatures.concatenate([known, added]), {"action": "linked with the calibrated camera", "note": r.note,
+                                                      **recs.get(entry.frame, {})}
