@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,9 @@ from typing import Any
 import numpy as np
 
 from plenocal import __version__
-from plenocal.calib.extrinsics import initial_extrinsics
+from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import bounded_int
-from plenocal.detect.pipeline import detect_frame
-from plenocal.detect.view import SceneView
+from plenocal.detect.pipeline import detect_frame, frame_micro_images
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
@@ -163,42 +163,55 @@ def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board
     return out
 
 
-def complete_frames(
-    dataset: Dataset, entries: dict[int, Any], white: np.ndarray, *, camera: Any, omega: Any, board: Any,
-    poses: dict[int, Any], known: BapFeatures, rms_bounds: dict[int, float], pupil_vignetting: bool, fit_rendered: bool,
-    detector: Any = None,
-) -> tuple[BapFeatures, dict[int, dict[str, Any]]]:
-    """Board nodes each posed frame misses although in view, predicted with ``camera`` and the
-    frame's pose and fitted in its image (:func:`plenocal.detect.nodes.complete_frame`). Frames
-    whose every node in view is linked are not read again.
+def complete_frame_nodes(
+    frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, images: Callable[[], tuple[np.ndarray, Any]],
+    rms_bound: float, pitch_px: float, fit_rendered: bool,
+) -> tuple[BapFeatures, dict[str, Any]]:
+    """Board nodes a posed frame misses although in view, predicted with ``camera`` and ``pose``
+    and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`); ``images()`` gives the frame's
+    devignetted image and micro-images, called only when a node is missing. Returns the added
+    features (``node`` set) and a record: ``action`` ("complete": nothing missing, or
+    "predicted"), the nodes missing in view before, the fit's counts and its wall time."""
+    from plenocal.detect.nodes import detect_board_nodes, nodes_in_view
 
-    Returns the added features (``node`` set) and per frame a record: ``action`` ("complete",
-    "predicted"), the nodes missing in view before, the counts of the fit and its wall time.
-    ``detector`` (the pre-calibration's camera, default ``camera``) gives the micro-image grid
-    and type layout the corners are fitted in.
-    """
-    from plenocal.detect.nodes import complete_frame, nodes_in_view
+    t0 = time.perf_counter()
+    known = known.select((known.frame == frame) & (known.node >= 0))
+    seen = np.zeros(board.n_nodes, dtype=bool)
+    seen[known.node] = True
+    missing = nodes_in_view(camera, pose, board, margin_px=pitch_px) & ~seen
+    if not missing.any():
+        return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0}
+    dv, micro = images()
+    nd = detect_board_nodes(dv, micro, camera=camera, cam_from_world=pose, board=board, known=known, rms_bound=rms_bound,
+                            pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered)
+    return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
+                         "wall_time_s": time.perf_counter() - t0}
 
-    grid_camera = camera if detector is None else detector
-    parts: list[BapFeatures] = []
-    records: dict[int, dict[str, Any]] = {}
-    for frame, pose in sorted(poses.items()):
-        t0 = time.perf_counter()
-        rows = (known.frame == frame) & (known.node >= 0)
-        seen = np.zeros(board.n_nodes, dtype=bool)
-        seen[known.node[rows]] = True
-        missing = nodes_in_view(camera, pose, board, margin_px=grid_camera.grid.diameter_px) & ~seen
-        if not missing.any():
-            records[frame] = {"action": "complete", "missing_in_view": 0}
-            continue
-        image = dataset.read_image(entries[frame])
-        nd = complete_frame(image, white, grid=grid_camera.grid, omega=omega, layout=grid_camera.mla.types, camera=camera,
-                            cam_from_world=pose, board=board, known=known.select(rows), rms_bound=rms_bounds.get(frame, np.inf),
-                            frame=frame, pupil_vignetting=pupil_vignetting, fit_rendered=fit_rendered)
-        parts.append(nd.features)
-        records[frame] = {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
-                          "wall_time_s": time.perf_counter() - t0}
-    return (BapFeatures.concatenate(parts) if parts else BapFeatures.empty()), records
+
+def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool,
+               grid_camera: Any = None) -> tuple[BapFeatures, Any, int | None, dict[str, Any]]:
+    """One frame's features linked (:func:`initial_extrinsics`, with its scene view) and, when
+    kept, completed with the nodes its pose predicts (:func:`complete_frame_nodes`, in the
+    detection's own devignetted image). Returns the features (``node`` set, −1 unlinked), the
+    frame's :class:`~plenocal.calib.extrinsics.FramePoseInit` (None without features), its
+    linked nodes when too few (:func:`frames_with_too_few_nodes`) and the completion's record.
+    ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``)."""
+    if not len(det.features):
+        return det.features, None, None, {"action": "no pose"}
+    views = {frame: det.view} if det.view is not None else None
+    ext = initial_extrinsics(camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
+    r = ext.frames[0]
+    linked = ext.bap if ext.bap is not None else det.features
+    few = frames_with_too_few_nodes(linked, {frame: r}, board).get(frame)
+    if not r.ok or r.pose is None or few is not None:
+        return linked, r, few, {"action": "no pose" if not r.ok else "not completed (too few nodes for a trusted pose)"}
+    if det.devignetted is None or det.micro is None:
+        return linked, r, few, {"action": "not completed (no images kept)"}
+    added, record = complete_frame_nodes(frame, r.pose, linked, camera=camera, board=board,
+                                         images=lambda: (det.devignetted, det.micro), rms_bound=det.rms_bound,
+                                         pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
+                                         fit_rendered=fit_rendered)
+    return BapFeatures.concatenate([linked, added]), r, few, record
 
 
 def run(args: argparse.Namespace) -> int:
@@ -239,12 +252,14 @@ def run(args: argparse.Namespace) -> int:
         mic_obs = read_observations(mic_path)
         validate_observations(mic_obs, mic_path, lattice=camera.mla.lattice, image_size=sensor)
         mic = mic_obs.mic
-    parts: list[BapFeatures] = []
+    parts: list[BapFeatures] = []  # per frame, its features linked (node −1 where not)
     per_frame: list[dict[str, Any]] = []
-    rms_bounds: dict[int, float] = {}  # frame -> its corner fits' residual-outlier bound
+    statuses: list[FramePoseInit] = []
+    too_few: dict[int, int] = {}  # frame -> its linked nodes, too few to keep it (frames_with_too_few_nodes)
+    node_records: dict[int, dict[str, Any]] = {}  # frame -> what predicting its missing nodes did
+    n_detected = 0
     t_all = time.perf_counter()
     overlays: list[tuple[int, np.ndarray, BapFeatures]] = []
-    views: dict[int, SceneView] = {}  # frame -> the scene through the barycentre pinhole, for linking
     with Progress(transient=True) as progress, ThreadPoolExecutor(max_workers=1) as reader:
         task = progress.add_task("detecting", total=len(frames))
         # The next image is read (PNG decoding releases the GIL) while this one is detected.
@@ -256,12 +271,19 @@ def run(args: argparse.Namespace) -> int:
             pending = reader.submit(dataset.read_image, frames[i + 1]) if i + 1 < len(frames) else None
             det = detect_frame(
                 image, white, grid=camera.grid, omega=omega, layout=camera.mla.types, frame=entry.frame,
-                pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator,
+                pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator, keep_images=True,
             )
-            parts.append(det.features)
-            rms_bounds[entry.frame] = det.rms_bound
-            if det.view is not None:
-                views[entry.frame] = det.view
+            t_detect = time.perf_counter() - t0
+            # Linked right away (frames are linked independently), so that the nodes its pose
+            # predicts are fitted in the devignetted image still in memory.
+            linked_f, r, few, node_records[entry.frame] = link_frame(det, entry.frame, camera=camera, board=board,
+                                                                     fit_rendered=not args.invert_estimator)
+            n_detected += len(det.features)
+            parts.append(linked_f)
+            if r is not None:
+                statuses.append(r)
+            if few is not None:
+                too_few[entry.frame] = few
             per_frame.append(
                 {
                     "frame": entry.frame,
@@ -270,31 +292,22 @@ def run(args: argparse.Namespace) -> int:
                     "counts": det.counts,
                     "rms_bound": det.rms_bound if np.isfinite(det.rms_bound) else None,
                     "virtual_depths": [float(x) for x in det.virtual_depth if np.isfinite(x)],
-                    "wall_time_s": time.perf_counter() - t0,
+                    "wall_time_s": t_detect,
+                    "linking_s": time.perf_counter() - t0 - t_detect,
                 }
             )
             if len(overlays) < args.overlays:
                 overlays.append((entry.frame, image, det.features))
+            del det
             progress.advance(task)
-    bap = BapFeatures.concatenate(parts)
+    linked = BapFeatures.concatenate(parts)
     config_problem = chief_ray_failure(per_frame, m.camera_spec)
     if config_problem is not None:
         raise InputFileError(dataset.folder / "manifest.json", config_problem)
-    if len(bap) == 0:
+    if n_detected == 0:
         raise DataError(f"{dataset.folder}: no corners found in any checkerboard image; check the devignetting white and the f-numbers")
-    # A correct linking reprojects the cluster barycentres to ~2 px; a wrong labelling of a
-    # symmetric board to tens of px: reject above 10 % of the node spacing (not linked > wrong).
-    ext = initial_extrinsics(camera, bap, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
-    linked = ext.bap if ext.bap is not None else bap
-    status = {r.frame: r for r in ext.frames}
-    too_few = frames_with_too_few_nodes(linked, status, board)
-    # Frames linked with nodes missing in view: the pose predicts them; fit them there (issue 24).
-    poses = {f: r.pose for f, r in status.items() if r.ok and r.pose is not None and f not in too_few}
-    added, node_records = complete_frames(
-        dataset, {e.frame: e for e in frames}, white, camera=camera, omega=omega, board=board, poses=poses, known=linked,
-        rms_bounds=rms_bounds, pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator,
-    )
-    linked = BapFeatures.concatenate([linked, added])
+    status = {r.frame: r for r in statuses}
+    n_added = sum(int(r.get("features_added", 0)) for r in node_records.values())
     keep = linked.node >= 0
     for frame in too_few:
         keep &= linked.frame != frame
@@ -316,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
         }
         rec["predicted_nodes"] = node_records.get(rec["frame"], {"action": "no pose"})
     if not keep.any():
-        raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, len(bap)))
+        raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, n_detected))
     obs = Observations(linked.select(keep), mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY)
     doc = {
         "format": "plenocal-detection",
@@ -330,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
         "n_bap": len(obs.bap),
         "n_mic": len(obs.mic),
         "n_frames": len(frames),
-        "n_frames_linked": sum(1 for r in ext.frames if r.ok and r.frame not in too_few),
+        "n_frames_linked": sum(1 for r in statuses if r.ok and r.frame not in too_few),
         "wall_time_s": time.perf_counter() - t_all,
         "frames": per_frame,
     }
@@ -349,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
     n_ok = doc["n_frames_linked"]
     print(
         f"{len(obs.bap)} BAP features linked to nodes in {n_ok}/{len(frames)} frames "
-        f"({len(bap) - len(obs.bap)} unlinked dropped), {len(obs.mic)} micro-image centres; "
+        f"({int((~keep).sum())} unlinked dropped; {n_added} from predicted nodes), {len(obs.mic)} micro-image centres; "
         f"{doc['wall_time_s']:.1f} s; wrote {out}"
     )
     return 0
@@ -408,17 +421,24 @@ def run_second_pass(args: argparse.Namespace) -> int:
         if linked_ok and first.get("action") == "complete":
             rec["second_pass"] = {"action": "kept (fully linked in the first pass)"}
             continue
+        if linked_ok and first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0)):
+            # Every view the first pass predicted was fitted: the calibrated camera predicts the same nodes.
+            rec["second_pass"] = {"action": "kept (every view its pose predicted was fitted in the first pass)"}
+            continue
         if frame not in entries:
             continue
         known = prev_obs.bap.select(prev_obs.bap.frame == frame)
         bound = rec.get("rms_bound")
-        rms = {frame: float(bound) if bound is not None else float("inf")}
+        rms = float(bound) if bound is not None else float("inf")
         record: dict[str, Any]
         if linked_ok and frame in poses:
-            added, recs = complete_frames(dataset, entries, white, camera=calibrated, omega=omega, board=board,
-                                          poses={frame: poses[frame]}, known=known, rms_bounds=rms, pupil_vignetting=vig,
-                                          fit_rendered=rendered, detector=pre.camera)
-            record = {"action": "completed with the calibrated camera", **recs.get(frame, {})}
+            def images(entry=entries[frame]) -> tuple[np.ndarray, Any]:
+                return frame_micro_images(dataset.read_image(entry), white, grid=pre.camera.grid, omega=omega,
+                                          layout=pre.camera.mla.types, pupil_vignetting=vig)
+
+            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, images=images,
+                                                 rms_bound=rms, pitch_px=pre.camera.grid.diameter_px, fit_rendered=rendered)
+            record["action"] = f"{record['action']} (calibrated camera and pose)"
         elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
             rec["second_pass"] = {"action": "kept refused (too few clusters for a pose: no camera can link them)"}
             continue
@@ -452,27 +472,16 @@ def run_second_pass(args: argparse.Namespace) -> int:
 
 def _relink_refused(dataset: Dataset, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,
                     pupil_vignetting: bool, fit_rendered: bool) -> tuple[BapFeatures, dict[str, Any]]:
-    """A frame the first pass refused: detected again, linked with the calibrated camera (as the
-    first pass links, :func:`initial_extrinsics` and :func:`frames_with_too_few_nodes`), then
-    completed with its pose. Returns the linked features and what happened."""
-    image = dataset.read_image(entry)
-    det = detect_frame(image, white, grid=pre.camera.grid, omega=pre.internal_parameters, layout=pre.camera.mla.types,
-                       frame=entry.frame, pupil_vignetting=pupil_vignetting, fit_rendered=fit_rendered)
-    if not len(det.features):
-        return BapFeatures.empty(), {"action": "refused again", "reason": "no features"}
-    views = {entry.frame: det.view} if det.view is not None else None
-    ext = initial_extrinsics(calibrated, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
-    r = ext.frames[0]
-    linked = ext.bap if ext.bap is not None else det.features
-    if not r.ok or r.pose is None:
-        return BapFeatures.empty(), {"action": "refused again", "reason": r.reason}
-    few = frames_with_too_few_nodes(linked, {entry.frame: r}, board)
-    if few:
-        return BapFeatures.empty(), {"action": "refused again", "reason": f"only {few[entry.frame]} linked nodes"}
-    known = linked.select(linked.node >= 0)
-    added, recs = complete_frames(dataset, {entry.frame: entry}, white, camera=calibrated, omega=pre.internal_parameters,
-                                  board=board, poses={entry.frame: r.pose}, known=known,
-                                  rms_bounds={entry.frame: det.rms_bound}, pupil_vignetting=pupil_vignetting,
-                                  fit_rendered=fit_rendered, detector=pre.camera)
-    return BapFeatures.concatenate([known, added]), {"action": "linked with the calibrated camera", "note": r.note,
-                                                      **recs.get(entry.frame, {})}
+    """A frame the first pass refused: detected again, linked with the calibrated camera (its
+    barycentre pinhole; :func:`link_frame`, as the first pass links) and completed with its pose.
+    Returns the linked features and what happened."""
+    det = detect_frame(dataset.read_image(entry), white, grid=pre.camera.grid, omega=pre.internal_parameters,
+                       layout=pre.camera.mla.types, frame=entry.frame, pupil_vignetting=pupil_vignetting,
+                       fit_rendered=fit_rendered, keep_images=True)
+    linked, r, few, record = link_frame(det, entry.frame, camera=calibrated, board=board, fit_rendered=fit_rendered,
+                                        grid_camera=pre.camera)
+    if r is None or not r.ok or few is not None:
+        why = "no features" if r is None else (r.reason or f"only {few} linked nodes")
+        return BapFeatures.empty(), {"action": "refused again", "reason": why}
+    return linked.select(linked.node >= 0), {**record, "action": f"linked with the calibrated camera; {record['action']}",
+                                             "note": r.note}

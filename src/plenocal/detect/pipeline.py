@@ -80,6 +80,10 @@ class FrameDetection:
     rms_bound: float = float("inf")
     """The frame's residual-outlier bound on a corner fit's RMS (:func:`residual_outlier_bound`),
     for corners fitted later in the same frame (:func:`plenocal.detect.nodes.detect_board_nodes`)."""
+    devignetted: NDArray[np.float64] | None = None
+    """(H, W) the devignetted image (with ``keep_images``), for fitting more corners in the frame."""
+    micro: MicroImages | None = None
+    """Its micro-images (with ``keep_images``)."""
 
 
 def detect_frame(
@@ -92,6 +96,7 @@ def detect_frame(
     frame: int = 0,
     pupil_vignetting: bool = True,
     fit_rendered: bool = True,
+    keep_images: bool = False,
 ) -> FrameDetection:
     """BAP features of one raw checkerboard image.
 
@@ -110,6 +115,9 @@ def detect_frame(
         the corner estimator instead (:func:`corners.chief_ray_corners`): an independent
         estimator, ~30 % noisier (12 full-scale r12-b frames: uv RMS 0.103 px instead of
         0.074 px) and slower where blur is large.
+    keep_images : keep the devignetted image and the micro-images in the result (about 200 MB
+        at full scale), so that corners predicted later in the frame are fitted without
+        devignetting it again (:func:`plenocal.detect.nodes.detect_board_nodes`).
     """
     dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting)
     sel, uv, fit, rms_bound, counts = _first_corners(dv, micro)
@@ -149,7 +157,8 @@ def detect_frame(
         cluster=labels[keep],
     )
     counts["features"] = n
-    return FrameDetection(feats, v_cluster, counts, scene_view(dv, micro.weight, pitch_px=grid.diameter_px), rms_bound=rms_bound)
+    return FrameDetection(feats, v_cluster, counts, scene_view(dv, micro.weight, pitch_px=grid.diameter_px), rms_bound=rms_bound,
+                          devignetted=dv if keep_images else None, micro=micro if keep_images else None)
 
 
 def frame_micro_images(
