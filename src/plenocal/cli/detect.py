@@ -27,6 +27,7 @@ import numpy as np
 from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import bounded_int
+from plenocal.detect.corners import devignette
 from plenocal.detect.pipeline import detect_frame, frame_micro_images
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
@@ -164,15 +165,17 @@ def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board
 
 
 def complete_frame_nodes(
-    frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, images: Callable[[], tuple[np.ndarray, Any]],
+    frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any, devignetted: Callable[[], np.ndarray],
     rms_bound: float, pitch_px: float, fit_rendered: bool,
 ) -> tuple[BapFeatures, dict[str, Any]]:
     """Board nodes a posed frame misses although in view, predicted with ``camera`` and ``pose``
-    and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`); ``images()`` gives the frame's
-    devignetted image and micro-images, called only when a node is missing. Returns the added
-    features (``node`` set) and a record: ``action`` ("complete": nothing missing, or
-    "predicted"), the nodes missing in view before, the fit's counts and its wall time."""
-    from plenocal.detect.nodes import detect_board_nodes, nodes_in_view
+    and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`). ``micro``: the micro-images
+    (the white's alone decide them); ``devignetted()`` gives the frame's devignetted image, called
+    only when some missing node is predicted in two or more free micro-images (a node seen once
+    gives no feature). Returns the added features (``node`` set) and a record: ``action``
+    ("complete": nothing missing; "predicted in ≤ 1 view": nothing to fit; "predicted"), the nodes
+    missing in view before, the fit's counts and its wall time."""
+    from plenocal.detect.nodes import detect_board_nodes, nodes_in_view, predict_node_views
 
     t0 = time.perf_counter()
     known = known.select((known.frame == frame) & (known.node >= 0))
@@ -181,9 +184,12 @@ def complete_frame_nodes(
     missing = nodes_in_view(camera, pose, board, margin_px=pitch_px) & ~seen
     if not missing.any():
         return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0}
-    dv, micro = images()
-    nd = detect_board_nodes(dv, micro, camera=camera, cam_from_world=pose, board=board, known=known, rms_bound=rms_bound,
-                            pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered)
+    views = predict_node_views(camera, pose, board, micro=micro, nodes=np.flatnonzero(missing))
+    if not np.any(np.bincount(views.node, minlength=board.n_nodes) >= 2):
+        return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)",
+                                     "missing_in_view": int(missing.sum()), "wall_time_s": time.perf_counter() - t0}
+    nd = detect_board_nodes(devignetted(), micro, camera=camera, cam_from_world=pose, board=board, known=known,
+                            rms_bound=rms_bound, pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered)
     return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
                          "wall_time_s": time.perf_counter() - t0}
 
@@ -207,8 +213,8 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
         return linked, r, few, {"action": "no pose" if not r.ok else "not completed (too few nodes for a trusted pose)"}
     if det.devignetted is None or det.micro is None:
         return linked, r, few, {"action": "not completed (no images kept)"}
-    added, record = complete_frame_nodes(frame, r.pose, linked, camera=camera, board=board,
-                                         images=lambda: (det.devignetted, det.micro), rms_bound=det.rms_bound,
+    added, record = complete_frame_nodes(frame, r.pose, linked, camera=camera, board=board, micro=det.micro,
+                                         devignetted=lambda: det.devignetted, rms_bound=det.rms_bound,
                                          pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
                                          fit_rendered=fit_rendered)
     return BapFeatures.concatenate([linked, added]), r, few, record
@@ -413,6 +419,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
     vig, rendered = bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True))
     parts = [prev_obs.bap]
     n_added_frames = 0
+    micro = None
     for rec in doc.get("frames", []):
         frame = int(rec["frame"])
         t0 = time.perf_counter()
@@ -432,12 +439,16 @@ def run_second_pass(args: argparse.Namespace) -> int:
         rms = float(bound) if bound is not None else float("inf")
         record: dict[str, Any]
         if linked_ok and frame in poses:
-            def images(entry=entries[frame]) -> tuple[np.ndarray, Any]:
-                return frame_micro_images(dataset.read_image(entry), white, grid=pre.camera.grid, omega=omega,
-                                          layout=pre.camera.mla.types, pupil_vignetting=vig)
+            if micro is None:  # the micro-images are the white's: set up once, each frame only devignetted
+                micro = frame_micro_images(white, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types,
+                                           pupil_vignetting=vig)[1]
 
-            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, images=images,
-                                                 rms_bound=rms, pitch_px=pre.camera.grid.diameter_px, fit_rendered=rendered)
+            def devignetted(entry=entries[frame]) -> np.ndarray:
+                return devignette(dataset.read_image(entry), white)[0]
+
+            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro,
+                                                 devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
+                                                 fit_rendered=rendered)
             record["action"] = f"{record['action']} (calibrated camera and pose)"
         elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
             rec["second_pass"] = {"action": "kept refused (too few clusters for a pose: no camera can link them)"}
