@@ -10,7 +10,7 @@ there with the frame's own estimator (:func:`plenocal.detect.corners.locate_corn
 the prediction with the board's line directions), kept when the fit looks like the frame's
 corners and its ray meets the board near the node (:data:`MAX_BOARD_DISTANCE_FRACTION`), and linked by node, not by
 cluster size. Nodes with two or more fitted views get υ, ρ and chief-ray positions as the
-detector's clusters do (:func:`plenocal.detect.pipeline._estimate`); a node seen in one
+detector's clusters do (:func:`plenocal.detect.pipeline.estimate_clusters`); a node seen in one
 micro-image has no υ of its own (its ρ would be the model's, not an observation), so it is
 counted but gives no BAP feature.
 """
@@ -27,8 +27,8 @@ from plenocal.detect.corners import CornerFit, locate_corners
 from plenocal.detect.pipeline import (
     BORDER_MARGIN_PX,
     MicroImages,
-    _estimate,
     corner_shape_ok,
+    estimate_clusters,
 )
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
@@ -267,13 +267,13 @@ def detect_board_nodes(
 
 def _node_features(dv, micro, idx, corner, fit: CornerFit, node, per_node, *, pitch_px, fit_rendered, frame) -> BapFeatures:
     """BAP features of the nodes fitted in two or more micro-images: each node is one cluster for
-    υ, ρ and the chief-ray positions (:func:`plenocal.detect.pipeline._estimate`, exact rounds)."""
+    υ, ρ and the chief-ray positions (:func:`plenocal.detect.pipeline.estimate_clusters`, exact rounds)."""
     multi = per_node[node] >= 2
     if not np.any(multi):
         return BapFeatures.empty()
     idx, corner, fit, node = idx[multi], corner[multi], fit.select(multi), node[multi]
     ids, labels0 = np.unique(node, return_inverse=True)
-    labels, v_obs, _v, rho, chief, _counts = _estimate(dv, micro, idx, corner, fit, labels0.astype(np.int64),
+    labels, v_obs, _v, rho, chief, _counts = estimate_clusters(dv, micro, idx, corner, fit, labels0.astype(np.int64),
                                                       pitch_px=pitch_px, fit_rendered=fit_rendered, exact=True)
     keep = (labels >= 0) & np.isfinite(v_obs) & (np.isfinite(rho) | (not micro.typed))
     n = int(keep.sum())

@@ -124,7 +124,7 @@ def detect_frame(
     clusters = cluster_observations(uv, grid.diameter_px)
     counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
     est = {"pitch_px": grid.diameter_px, "fit_rendered": fit_rendered}
-    labels, v_obs, v_cluster, rho, chief, fit_counts = _estimate(dv, micro, sel, uv, fit, clusters.labels, **est)
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate_clusters(dv, micro, sel, uv, fit, clusters.labels, **est)
     labels, v_obs, v_cluster, screen_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
     # Guided detection: every valid cluster predicts where its corner must appear in all the
     # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
@@ -139,7 +139,7 @@ def detect_frame(
         fit = CornerFit.concatenate([fit, g_fit])
         labels = np.concatenate([labels, g_lab])
     # Final: chief-ray positions by inverting the image formation, then υ and ρ from them.
-    labels, v_obs, v_cluster, rho, chief, fit_counts = _estimate(dv, micro, sel, uv, fit, labels, exact=True, **est)
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate_clusters(dv, micro, sel, uv, fit, labels, exact=True, **est)
     labels, v_obs, v_cluster, final_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
     counts.update(fit_counts)
     counts["clusters_sparse"] = screen_counts["clusters_sparse"] + final_counts["clusters_sparse"]
@@ -224,7 +224,10 @@ def _first_corners(dv: NDArray[np.float64], micro: MicroImages) -> tuple[
     return idx[accept], corner[accept], fit.select(accept), rms_bound, counts
 
 
-def _estimate(dv, micro, sel, uv, fit, labels0, *, pitch_px, fit_rendered, exact=False):
+def estimate_clusters(
+    dv: NDArray[np.float64], micro: MicroImages, sel: NDArray[np.int64], uv: NDArray[np.float64], fit: CornerFit,
+    labels0: NDArray[np.int64], *, pitch_px: float, fit_rendered: bool, exact: bool = False,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], dict[str, int]]:
     """Validate clusters, υ and ρ from chief-ray positions. Observed corners are displaced by
     the vignetting of the micro-lens pupil (model.projection.pupil_shift): undo it with the
     current ρ and re-estimate, a fixed point converging in a few rounds; the first-order
