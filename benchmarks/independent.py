@@ -97,7 +97,8 @@ def truth_of(set_dir: Path):
     return t, cam, poses
 
 
-STAGES = ("precalibration", "detection", "calibration", "blur", "depth", "evaluation", "profile")
+STAGES = ("precalibration", "detection", "calibration-pass1", "detection-pass2", "calibration", "blur", "depth", "evaluation",
+          "profile")
 
 
 def import_and_run(import_args: list[str], ds: Path, out: Path) -> dict[str, Any]:
@@ -149,6 +150,15 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     if frame_times:
         timings["detection_per_frame_s"] = {"median": float(np.median(frame_times)), "max": float(np.max(frame_times)),
                                             "n": len(frame_times)}
+        # Linking's completion of partly linked frames (predicted nodes, issue 24), within detection's time.
+        timings["detection_predicted_nodes_s"] = sum(float((f.get("predicted_nodes") or {}).get("wall_time_s", 0.0))
+                                                     for f in det.get("frames", []))
+    det2 = load(out / "detection-pass2" / "detection.json") or {}
+    if det2.get("second_pass"):
+        timings["second_pass_s"] = det2["second_pass"].get("wall_time_s")
+        res["second_pass"] = {"added_features": det2["second_pass"].get("added_features"),
+                              "frames_with_added_features": det2["second_pass"].get("frames_with_added_features"),
+                              "frames": {str(f["frame"]): (f.get("second_pass") or {}).get("action") for f in det2.get("frames", [])}}
     res["timings_s"] = timings
     # --- pre-calibration
     pre = read_camera_file(out / "precalibration" / "camera.json") if (out / "precalibration" / "camera.json").is_file() else None
@@ -173,8 +183,10 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
             "apertures_used": [a["f_number"] for a in pj["apertures"] if a["used"]],
             "type_confusion": pj.get("type_confusion"), "pixel_variance_px2": pj.get("pixel_variance_px2"),
             "unblurred_weight": pj.get("unblurred_weight")})
-    # --- detection and linking
-    obs_path = out / "detection" / "observations.npz"
+    # --- detection and linking (after the second pass when the run made one)
+    obs_path = out / "detection-pass2" / "observations.npz"
+    if not obs_path.is_file():
+        obs_path = out / "detection" / "observations.npz"
     if obs_path.is_file() and pre is not None:
         obs = read_observations(obs_path)
         res["linking"], res["detection"] = detection_vs_truth(obs, cam_t, poses_t, dataset, pre)

@@ -216,3 +216,20 @@ def test_evaluate_depth_refuses_a_missing_or_broken_depth_folder(demo, tmp_path,
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and ply.name in err and "cannot read the point cloud" in err
     assert not (tmp_path / "ev").exists()
+
+
+def test_run_makes_a_second_detection_pass(demo):
+    """After the first calibration, a second detection pass with the calibrated camera reports per
+    frame what it did; frames the first pass linked fully are kept, and when nothing is added the
+    final calibration is the first one's (not computed again)."""
+    _dataset, out = demo
+    first = json.loads((out / "detection" / "detection.json").read_text())
+    second = json.loads((out / "detection-pass2" / "detection.json").read_text())
+    sp = second["second_pass"]
+    assert sp["added_features"] >= 0 and second["n_bap"] == first["n_bap"] + sp["added_features"]
+    for rec in second["frames"]:
+        assert rec["second_pass"]["action"]
+        if rec["linking"]["ok"] and rec["predicted_nodes"]["action"] == "complete":
+            assert rec["second_pass"]["action"].startswith("kept")
+    same = (out / "calibration" / "camera.json").read_bytes() == (out / "calibration-pass1" / "camera.json").read_bytes()
+    assert same == (sp["added_features"] == 0)

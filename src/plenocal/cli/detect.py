@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from plenocal import __version__
-from plenocal.calib.extrinsics import initial_extrinsics
+from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import bounded_int
-from plenocal.detect.pipeline import detect_frame
-from plenocal.detect.view import SceneView
+from plenocal.detect.corners import devignette
+from plenocal.detect.pipeline import detect_frame, frame_micro_images
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
@@ -82,6 +83,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "main aperture's vignetting of the micro-lens pupil is inverted to chief-ray positions")
     p.add_argument("--invert-estimator", action="store_true", help="chief-ray positions by inverting the corner estimator on rendered corners "
                    "instead of fitting the rendered corner to the pixels (independent, ~30 %% noisier)")
+    second = p.add_argument_group("second pass (after calibration; 'plenocal run' does it)")
+    second.add_argument("--previous", type=Path, default=None, metavar="DIR",
+                        help="a first pass's output: frames it refused or linked partly are detected again with the camera "
+                             "of --camera and the poses of --poses; frames it linked fully are kept as they are")
+    second.add_argument("--camera", type=Path, default=None, metavar="FILE", help="calibrated camera.json (with --previous)")
+    second.add_argument("--poses", type=Path, default=None, metavar="FILE", help="calibrated poses.json (with --previous)")
     p.set_defaults(func=run)
 
 
@@ -141,9 +148,83 @@ def no_frame_linked(board: Any, per_frame: list[dict[str, Any]], n_features: int
             "target.rows (inner corners, not squares) and target.square_mm")
 
 
+def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board: Any) -> dict[int, int]:
+    """Frames whose linked nodes are fewer than :func:`nodes_needed` (frame -> linked nodes).
+
+    With few clusters a wrong labelling of a symmetric board fits as well as the right one (PnP
+    has the freedom): such frames are not linked unless the image decided which part of the
+    board they are; nor are they completed by prediction (a wrong pose would predict wrong nodes)."""
+    out: dict[int, int] = {}
+    for frame in np.unique(linked.frame):
+        rows = (linked.frame == frame) & (linked.node >= 0)
+        n_nodes = len(np.unique(linked.node[rows]))
+        r = status.get(int(frame))
+        if n_nodes and n_nodes < nodes_needed(board.n_nodes, image_decided=r is not None and r.image_decided):
+            out[int(frame)] = n_nodes
+    return out
+
+
+def complete_frame_nodes(
+    frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any, devignetted: Callable[[], np.ndarray],
+    rms_bound: float, pitch_px: float, fit_rendered: bool,
+) -> tuple[BapFeatures, dict[str, Any]]:
+    """Board nodes a posed frame misses although in view, predicted with ``camera`` and ``pose``
+    and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`). ``micro``: the micro-images
+    (the white's alone decide them); ``devignetted()`` gives the frame's devignetted image, called
+    only when some missing node is predicted in two or more free micro-images (a node seen once
+    gives no feature). Returns the added features (``node`` set) and a record: ``action``
+    ("complete": nothing missing; "predicted in ≤ 1 view": nothing to fit; "predicted"), the nodes
+    missing in view before, the fit's counts and its wall time."""
+    from plenocal.detect.nodes import detect_board_nodes, nodes_in_view, predict_node_views
+
+    t0 = time.perf_counter()
+    known = known.select((known.frame == frame) & (known.node >= 0))
+    seen = np.zeros(board.n_nodes, dtype=bool)
+    seen[known.node] = True
+    missing = nodes_in_view(camera, pose, board, margin_px=pitch_px) & ~seen
+    if not missing.any():
+        return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0}
+    views = predict_node_views(camera, pose, board, micro=micro, nodes=np.flatnonzero(missing))
+    if not np.any(np.bincount(views.node, minlength=board.n_nodes) >= 2):
+        return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)",
+                                     "missing_in_view": int(missing.sum()), "wall_time_s": time.perf_counter() - t0}
+    nd = detect_board_nodes(devignetted(), micro, camera=camera, cam_from_world=pose, board=board, known=known,
+                            rms_bound=rms_bound, pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered)
+    return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
+                         "wall_time_s": time.perf_counter() - t0}
+
+
+def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool,
+               grid_camera: Any = None) -> tuple[BapFeatures, Any, int | None, dict[str, Any]]:
+    """One frame's features linked (:func:`initial_extrinsics`, with its scene view) and, when
+    kept, completed with the nodes its pose predicts (:func:`complete_frame_nodes`, in the
+    detection's own devignetted image). Returns the features (``node`` set, −1 unlinked), the
+    frame's :class:`~plenocal.calib.extrinsics.FramePoseInit` (None without features), its
+    linked nodes when too few (:func:`frames_with_too_few_nodes`) and the completion's record.
+    ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``)."""
+    if not len(det.features):
+        return det.features, None, None, {"action": "no pose"}
+    views = {frame: det.view} if det.view is not None else None
+    ext = initial_extrinsics(camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
+    r = ext.frames[0]
+    linked = ext.bap if ext.bap is not None else det.features
+    few = frames_with_too_few_nodes(linked, {frame: r}, board).get(frame)
+    if not r.ok or r.pose is None or few is not None:
+        return linked, r, few, {"action": "no pose" if not r.ok else "not completed (too few nodes for a trusted pose)"}
+    if det.devignetted is None or det.micro is None:
+        return linked, r, few, {"action": "not completed (no images kept)"}
+    added, record = complete_frame_nodes(frame, r.pose, linked, camera=camera, board=board, micro=det.micro,
+                                         devignetted=lambda: det.devignetted, rms_bound=det.rms_bound,
+                                         pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
+                                         fit_rendered=fit_rendered)
+    return BapFeatures.concatenate([linked, added]), r, few, record
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
+    if args.previous is not None or args.camera is not None or args.poses is not None:
+        return run_second_pass(args)
     dataset = read_dataset(args.dataset)
     cam_path, mic_path = _precalibration(dataset, args.precalibration)
     out = Path(args.output)
@@ -177,11 +258,14 @@ def run(args: argparse.Namespace) -> int:
         mic_obs = read_observations(mic_path)
         validate_observations(mic_obs, mic_path, lattice=camera.mla.lattice, image_size=sensor)
         mic = mic_obs.mic
-    parts: list[BapFeatures] = []
+    parts: list[BapFeatures] = []  # per frame, its features linked (node −1 where not)
     per_frame: list[dict[str, Any]] = []
+    statuses: list[FramePoseInit] = []
+    too_few: dict[int, int] = {}  # frame -> its linked nodes, too few to keep it (frames_with_too_few_nodes)
+    node_records: dict[int, dict[str, Any]] = {}  # frame -> what predicting its missing nodes did
+    n_detected = 0
     t_all = time.perf_counter()
     overlays: list[tuple[int, np.ndarray, BapFeatures]] = []
-    views: dict[int, SceneView] = {}  # frame -> the scene through the barycentre pinhole, for linking
     with Progress(transient=True) as progress, ThreadPoolExecutor(max_workers=1) as reader:
         task = progress.add_task("detecting", total=len(frames))
         # The next image is read (PNG decoding releases the GIL) while this one is detected.
@@ -193,48 +277,47 @@ def run(args: argparse.Namespace) -> int:
             pending = reader.submit(dataset.read_image, frames[i + 1]) if i + 1 < len(frames) else None
             det = detect_frame(
                 image, white, grid=camera.grid, omega=omega, layout=camera.mla.types, frame=entry.frame,
-                pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator,
+                pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator, keep_images=True,
             )
-            parts.append(det.features)
-            if det.view is not None:
-                views[entry.frame] = det.view
+            t_detect = time.perf_counter() - t0
+            # Linked right away (frames are linked independently), so that the nodes its pose
+            # predicts are fitted in the devignetted image still in memory.
+            linked_f, r, few, node_records[entry.frame] = link_frame(det, entry.frame, camera=camera, board=board,
+                                                                     fit_rendered=not args.invert_estimator)
+            n_detected += len(det.features)
+            parts.append(linked_f)
+            if r is not None:
+                statuses.append(r)
+            if few is not None:
+                too_few[entry.frame] = few
             per_frame.append(
                 {
                     "frame": entry.frame,
                     "role": entry.role.value,
                     "image": entry.path,
                     "counts": det.counts,
+                    "rms_bound": det.rms_bound if np.isfinite(det.rms_bound) else None,
                     "virtual_depths": [float(x) for x in det.virtual_depth if np.isfinite(x)],
-                    "wall_time_s": time.perf_counter() - t0,
+                    "wall_time_s": t_detect,
+                    "linking_s": time.perf_counter() - t0 - t_detect,
                 }
             )
             if len(overlays) < args.overlays:
                 overlays.append((entry.frame, image, det.features))
+            del det
             progress.advance(task)
-    bap = BapFeatures.concatenate(parts)
+    linked = BapFeatures.concatenate(parts)
     config_problem = chief_ray_failure(per_frame, m.camera_spec)
     if config_problem is not None:
         raise InputFileError(dataset.folder / "manifest.json", config_problem)
-    if len(bap) == 0:
+    if n_detected == 0:
         raise DataError(f"{dataset.folder}: no corners found in any checkerboard image; check the devignetting white and the f-numbers")
-    # A correct linking reprojects the cluster barycentres to ~2 px; a wrong labelling of a
-    # symmetric board to tens of px: reject above 10 % of the node spacing (not linked > wrong).
-    ext = initial_extrinsics(camera, bap, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
-    linked = ext.bap if ext.bap is not None else bap
+    status = {r.frame: r for r in statuses}
+    n_added = sum(int(r.get("features_added", 0)) for r in node_records.values())
     keep = linked.node >= 0
-    status = {r.frame: r for r in ext.frames}
-    # With few clusters a wrong labelling of a symmetric board fits as well as the right one
-    # (PnP has the freedom): do not link frames that see too few of the board's nodes, unless
-    # the image decided which part of the board they are.
+    for frame in too_few:
+        keep &= linked.frame != frame
     min_clusters = nodes_needed(board.n_nodes, image_decided=False)
-    too_few: dict[int, int] = {}
-    for frame in np.unique(linked.frame):
-        rows = linked.frame == frame
-        n_clusters = len(np.unique(linked.node[rows & keep]))
-        r = status.get(int(frame))
-        if n_clusters and n_clusters < nodes_needed(board.n_nodes, image_decided=r is not None and r.image_decided):
-            too_few[int(frame)] = n_clusters
-            keep &= ~rows
     for rec in per_frame:
         r = status.get(rec["frame"])
         rows = linked.frame == rec["frame"]
@@ -246,11 +329,13 @@ def run(args: argparse.Namespace) -> int:
             "image_decided": bool(r.image_decided) if r else False,
             "note": r.note if r else "",
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
+            "n_clusters": int(r.n_clusters) if r else 0,
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
+        rec["predicted_nodes"] = node_records.get(rec["frame"], {"action": "no pose"})
     if not keep.any():
-        raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, len(bap)))
+        raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, n_detected))
     obs = Observations(linked.select(keep), mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY)
     doc = {
         "format": "plenocal-detection",
@@ -264,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
         "n_bap": len(obs.bap),
         "n_mic": len(obs.mic),
         "n_frames": len(frames),
-        "n_frames_linked": sum(1 for r in ext.frames if r.ok and r.frame not in too_few),
+        "n_frames_linked": sum(1 for r in statuses if r.ok and r.frame not in too_few),
         "wall_time_s": time.perf_counter() - t_all,
         "frames": per_frame,
     }
@@ -283,7 +368,131 @@ def run(args: argparse.Namespace) -> int:
     n_ok = doc["n_frames_linked"]
     print(
         f"{len(obs.bap)} BAP features linked to nodes in {n_ok}/{len(frames)} frames "
-        f"({len(bap) - len(obs.bap)} unlinked dropped), {len(obs.mic)} micro-image centres; "
+        f"({int((~keep).sum())} unlinked dropped; {n_added} from predicted nodes), {len(obs.mic)} micro-image centres; "
         f"{doc['wall_time_s']:.1f} s; wrote {out}"
     )
     return 0
+
+
+MIN_CLUSTERS_TO_RELINK = 5
+"""A refused frame is detected again in the second pass only if its first pass found at least this
+many clusters (a lattice needs 5 barycentres, :func:`plenocal.calib.linking.lattice_coordinates`;
+with fewer, linking fails whatever the camera, and the frame's detection does not depend on it)."""
+
+
+def run_second_pass(args: argparse.Namespace) -> int:
+    """``detect --previous DIR --camera CAM --poses POSES``: the first pass's frames again, with the
+    calibrated camera (issue 24). Frames it linked fully are kept untouched; frames it linked
+    partly get their missing nodes predicted with the calibrated camera and pose and fitted; frames
+    it refused are detected again and linked with the calibrated camera (its barycentre pinhole),
+    then completed the same way. Writes the first pass's features plus the added ones, and in
+    detection.json per frame what the second pass did (``second_pass``) and in total
+    (``second_pass.added_features``: 0 means calibration need not run again)."""
+    import json
+
+    from plenocal.io.poses import read_poses
+
+    if args.previous is None or args.camera is None or args.poses is None:
+        raise InputFileError(Path(args.output), "a second pass needs --previous, --camera and --poses together")
+    dataset = read_dataset(args.dataset)
+    cam_path, _mic_path = _precalibration(dataset, args.precalibration)
+    prev = Path(args.previous)
+    out = Path(args.output)
+    check_output_folder(out, inputs=[dataset.folder, *dataset.files(), cam_path, prev / "observations.npz", prev / "detection.json",
+                                     args.camera, args.poses], owned=OUTPUTS)
+    t_all = time.perf_counter()
+    pre = read_camera_file(cam_path)
+    omega = pre.internal_parameters
+    if omega is None:
+        raise InputFileError(cam_path, "has no internal_parameters (Ω); use the camera.json written by 'plenocal precalibrate'")
+    calibrated = read_camera_file(args.camera).camera
+    poses = read_poses(args.poses)
+    prev_obs = read_observations(prev / "observations.npz")
+    try:
+        doc = json.loads((prev / "detection.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputFileError(prev / "detection.json", f"cannot be read ({exc}); run the first pass again") from None
+    m = dataset.manifest
+    board = m.target
+    entries = {e.frame: e for e in m.images if e.role in FRAME_ROLES}
+    white = dataset.read_image(m.with_role(ImageRole.DEVIGNETTING)[0])
+    vig, rendered = bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True))
+    parts = [prev_obs.bap]
+    n_added_frames = 0
+    micro = None
+    for rec in doc.get("frames", []):
+        frame = int(rec["frame"])
+        t0 = time.perf_counter()
+        first = rec.get("predicted_nodes") or {}
+        linked_ok = bool((rec.get("linking") or {}).get("ok"))
+        if linked_ok and first.get("action") == "complete":
+            rec["second_pass"] = {"action": "kept (fully linked in the first pass)"}
+            continue
+        if linked_ok and first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0)):
+            # Every view the first pass predicted was fitted: the calibrated camera predicts the same nodes.
+            rec["second_pass"] = {"action": "kept (every view its pose predicted was fitted in the first pass)"}
+            continue
+        if frame not in entries:
+            continue
+        known = prev_obs.bap.select(prev_obs.bap.frame == frame)
+        bound = rec.get("rms_bound")
+        rms = float(bound) if bound is not None else float("inf")
+        record: dict[str, Any]
+        if linked_ok and frame in poses:
+            if micro is None:  # the micro-images are the white's: set up once, each frame only devignetted
+                micro = frame_micro_images(white, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types,
+                                           pupil_vignetting=vig)[1]
+
+            def devignetted(entry=entries[frame]) -> np.ndarray:
+                return devignette(dataset.read_image(entry), white)[0]
+
+            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro,
+                                                 devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
+                                                 fit_rendered=rendered)
+            record["action"] = f"{record['action']} (calibrated camera and pose)"
+        elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
+            rec["second_pass"] = {"action": "kept refused (too few clusters for a pose: no camera can link them)"}
+            continue
+        elif not linked_ok:
+            added, record = _relink_refused(dataset, entries[frame], white, pre=pre, calibrated=calibrated, board=board,
+                                            pupil_vignetting=vig, fit_rendered=rendered)
+        else:
+            rec["second_pass"] = {"action": "kept (no calibrated pose)"}
+            continue
+        record["added_features"] = len(added)
+        record["wall_time_s"] = time.perf_counter() - t0
+        rec["second_pass"] = record
+        if len(added):
+            parts.append(added)
+            n_added_frames += 1
+    bap = BapFeatures.concatenate(parts)
+    n_added = len(bap) - len(prev_obs.bap)
+    obs = Observations(bap, prev_obs.mic, prev_obs.positions)
+    doc["n_bap"] = len(bap)
+    doc["n_frames_linked"] = len({int(f) for f in np.unique(bap.frame)})
+    doc["second_pass"] = {"camera": str(args.camera), "poses": str(args.poses), "previous": str(prev),
+                          "added_features": n_added, "frames_with_added_features": n_added_frames,
+                          "wall_time_s": time.perf_counter() - t_all}
+    with atomic_folder(out, owned=OUTPUTS) as tmp:
+        write_observations(tmp / "observations.npz", obs)
+        write_document(tmp / "detection.json", doc)
+    print(f"second pass: {n_added} BAP features added in {n_added_frames} frames ({len(bap)} in "
+          f"{doc['n_frames_linked']} frames); {doc['second_pass']['wall_time_s']:.1f} s; wrote {out}")
+    return 0
+
+
+def _relink_refused(dataset: Dataset, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,
+                    pupil_vignetting: bool, fit_rendered: bool) -> tuple[BapFeatures, dict[str, Any]]:
+    """A frame the first pass refused: detected again, linked with the calibrated camera (its
+    barycentre pinhole; :func:`link_frame`, as the first pass links) and completed with its pose.
+    Returns the linked features and what happened."""
+    det = detect_frame(dataset.read_image(entry), white, grid=pre.camera.grid, omega=pre.internal_parameters,
+                       layout=pre.camera.mla.types, frame=entry.frame, pupil_vignetting=pupil_vignetting,
+                       fit_rendered=fit_rendered, keep_images=True)
+    linked, r, few, record = link_frame(det, entry.frame, camera=calibrated, board=board, fit_rendered=fit_rendered,
+                                        grid_camera=pre.camera)
+    if r is None or not r.ok or few is not None:
+        why = "no features" if r is None else (r.reason or f"only {few} linked nodes")
+        return BapFeatures.empty(), {"action": "refused again", "reason": why}
+    return linked.select(linked.node >= 0), {**record, "action": f"linked with the calibrated camera; {record['action']}",
+                                             "note": r.note}

@@ -1,6 +1,9 @@
 """``plenocal run DATASET -o OUT``: the whole pipeline, resumable.
 
-precalibrate → detect → calibrate → blur → evaluate → profile → report, each stage writing to
+precalibrate → detect → calibrate (first pass, ``OUT/calibration-pass1``) → detect again
+(second pass, ``OUT/detection-pass2``: the frames the first refused or linked partly, with the
+calibrated camera; issue 24) → calibrate (``OUT/calibration``; pass 1's result copied when the
+second pass added nothing) → blur → depth → evaluate → profile → report, each stage writing to
 ``OUT/<stage>/`` through its own subcommand. A stage is skipped when its outputs exist and its
 fingerprint (its arguments, a hash of the bytes of every input file, including the outputs of the
 stages it reads, and plenocal's version) is the one recorded in ``OUT/<stage>/stage.json``; ``--force``
@@ -92,6 +95,31 @@ class Stage:
     argv: list[str]
     inputs: list[Path]
     outputs: list[Path]
+    same_as_if_nothing_added: tuple[Path, Path] | None = None
+    """(a second pass's detection.json, a folder): when that pass added no feature, this stage's
+    outputs are that folder's (copied) instead of being computed again from the same data."""
+
+
+def nothing_added(detection_json: Path) -> bool:
+    """A second detection pass's detection.json says it added no feature."""
+    try:
+        doc = json.loads(detection_json.read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return (doc.get("second_pass") or {}).get("added_features") == 0
+
+
+def copy_stage_outputs(source: Path, folder: Path) -> None:
+    """``source``'s files (not its stage record) as ``folder``, atomically."""
+    import shutil
+
+    from plenocal.io.atomic import atomic_folder
+
+    names = [p.name for p in source.iterdir() if p.name != STAGE_RECORD]
+    with atomic_folder(folder, owned=[*names, STAGE_RECORD]) as tmp:
+        for name in names:
+            src = source / name
+            (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp / name)
 
 
 def _fingerprint(stage: Stage, cache: dict[Path, str] | None = None) -> str:
@@ -134,7 +162,27 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
                 [det / "observations.npz", det / "detection.json"],
             )
         )
-        obs, initial = det / "observations.npz", ["--initial", str(pre)]
+        cal1, det2 = out / "calibration-pass1", out / "detection-pass2"
+        stages.append(
+            Stage(
+                "calibrate-pass1",
+                ["calibrate", ds, "-o", str(cal1), "--observations", str(det / "observations.npz"), "--initial", str(pre),
+                 *(calibrate_options or [])],
+                [manifest, det / "observations.npz", pre / "camera.json"],
+                [cal1 / "camera.json", cal1 / "poses.json", cal1 / "report.json"],
+            )
+        )
+        stages.append(
+            Stage(
+                "detect-pass2",
+                ["detect", ds, "-o", str(det2), "--precalibration", str(pre), "--previous", str(det),
+                 "--camera", str(cal1 / "camera.json"), "--poses", str(cal1 / "poses.json")],
+                [manifest, *images, pre / "camera.json", pre / "observations.npz", det / "observations.npz",
+                 det / "detection.json", cal1 / "camera.json", cal1 / "poses.json"],
+                [det2 / "observations.npz", det2 / "detection.json"],
+            )
+        )
+        obs, initial = det2 / "observations.npz", ["--initial", str(pre)]
         cal_inputs = [manifest, obs, pre / "camera.json"]
     else:
         if dataset.observations_path is None:
@@ -147,6 +195,7 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
             ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial, *(calibrate_options or [])],
             cal_inputs,
             [cal / "camera.json", cal / "poses.json", cal / "report.json"],
+            (out / "detection-pass2" / "detection.json", out / "calibration-pass1") if has_whites else None,
         )
     )
     camera, poses = cal / "camera.json", cal / "poses.json"
@@ -216,12 +265,17 @@ def execute(stages: list[Stage], out: Path, *, force: bool, log: Callable[[str],
             status[stage.name] = {"status": "up to date", "wall_time_s": 0.0}
             log(f"[{stage.name}] up to date, skipped")
             continue
-        log(f"[{stage.name}] plenocal {' '.join(stage.argv)}")
         t0 = time.perf_counter()
-        try:
-            dispatch(stage.argv)
-        except PlenocalError as exc:
-            raise StageError(stage.name, exc) from None
+        if stage.same_as_if_nothing_added is not None and nothing_added(stage.same_as_if_nothing_added[0]):
+            source = stage.same_as_if_nothing_added[1]
+            log(f"[{stage.name}] the second detection pass added nothing: {source.name}'s result kept")
+            copy_stage_outputs(source, folder)
+        else:
+            log(f"[{stage.name}] plenocal {' '.join(stage.argv)}")
+            try:
+                dispatch(stage.argv)
+            except PlenocalError as exc:
+                raise StageError(stage.name, exc) from None
         wall = time.perf_counter() - t0
         for p in stage.outputs:
             digests.pop(p, None)
@@ -263,6 +317,13 @@ def summary_rows(out: Path) -> list[tuple[str, str]]:
             from plenocal.viz.verdict import chosen_model_text
 
             rows.append(("main-lens model (chosen by the data)", chosen_model_text(sel, thin="thin lens (the paper's)")))
+    d2 = load(out / "detection-pass2" / "detection.json")
+    if d2 and d2.get("second_pass"):
+        sp = d2["second_pass"]
+        rows.append(("second detection pass (calibrated camera)",
+                     f"+{sp.get('added_features')} features in {sp.get('frames_with_added_features')} frames; "
+                     f"{d2.get('n_frames_linked')}/{d2.get('n_frames')} frames linked"
+                     + ("; calibration not run again" if sp.get("added_features") == 0 else "")))
     ev = load(out / "evaluation" / "report.json")
     if ev:
         held = ev.get("holdout") or {}

@@ -77,6 +77,13 @@ class FrameDetection:
     counts: dict[str, int] = field(default_factory=dict)
     view: SceneView | None = None
     """The scene as the barycentre pinhole sees it (:mod:`plenocal.detect.view`), for linking."""
+    rms_bound: float = float("inf")
+    """The frame's residual-outlier bound on a corner fit's RMS (:func:`residual_outlier_bound`),
+    for corners fitted later in the same frame (:func:`plenocal.detect.nodes.detect_board_nodes`)."""
+    devignetted: NDArray[np.float64] | None = None
+    """(H, W) the devignetted image (with ``keep_images``), for fitting more corners in the frame."""
+    micro: MicroImages | None = None
+    """Its micro-images (with ``keep_images``)."""
 
 
 def detect_frame(
@@ -89,6 +96,7 @@ def detect_frame(
     frame: int = 0,
     pupil_vignetting: bool = True,
     fit_rendered: bool = True,
+    keep_images: bool = False,
 ) -> FrameDetection:
     """BAP features of one raw checkerboard image.
 
@@ -107,10 +115,60 @@ def detect_frame(
         the corner estimator instead (:func:`corners.chief_ray_corners`): an independent
         estimator, ~30 % noisier (12 full-scale r12-b frames: uv RMS 0.103 px instead of
         0.074 px) and slower where blur is large.
+    keep_images : keep the devignetted image and the micro-images in the result (about 200 MB
+        at full scale), so that corners predicted later in the frame are fitted without
+        devignetting it again (:func:`plenocal.detect.nodes.detect_board_nodes`).
     """
+    dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting)
+    sel, uv, fit, rms_bound, counts = _first_corners(dv, micro)
+    clusters = cluster_observations(uv, grid.diameter_px)
+    counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
+    est = {"pitch_px": grid.diameter_px, "fit_rendered": fit_rendered}
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate_clusters(dv, micro, sel, uv, fit, clusters.labels, **est)
+    labels, v_obs, v_cluster, screen_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
+    # Guided detection: every valid cluster predicts where its corner must appear in all the
+    # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
+    # there from that start and keep fits that land on the prediction.
+    g_sel, g_uv, g_fit, g_lab = _guided(
+        dv, micro.weight, micro=micro, sel=sel, chief=chief, angles=fit.angles, labels=labels, v_cluster=v_cluster, rms_bound=rms_bound,
+    )
+    counts["guided_added"] = len(g_sel)
+    if len(g_sel):
+        sel = np.concatenate([sel, g_sel])
+        uv = np.concatenate([uv, g_uv])
+        fit = CornerFit.concatenate([fit, g_fit])
+        labels = np.concatenate([labels, g_lab])
+    # Final: chief-ray positions by inverting the image formation, then υ and ρ from them.
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate_clusters(dv, micro, sel, uv, fit, labels, exact=True, **est)
+    labels, v_obs, v_cluster, final_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
+    counts.update(fit_counts)
+    counts["clusters_sparse"] = screen_counts["clusters_sparse"] + final_counts["clusters_sparse"]
+    counts["clusters_virtual_depth_outliers"] = screen_counts["clusters_virtual_depth_outliers"] + final_counts["clusters_virtual_depth_outliers"]
+    keep = (labels >= 0) & np.isfinite(v_obs)
+    n = int(keep.sum())
+    feats = BapFeatures(
+        frame=np.full(n, frame),
+        k=micro.k[sel][keep],
+        l=micro.l[sel][keep],
+        u=chief[keep, 0],
+        v=chief[keep, 1],
+        rho=rho[keep],
+        node=np.full(n, -1),
+        cluster=labels[keep],
+    )
+    counts["features"] = n
+    return FrameDetection(feats, v_cluster, counts, scene_view(dv, micro.weight, pitch_px=grid.diameter_px), rms_bound=rms_bound,
+                          devignetted=dv if keep_images else None, micro=micro if keep_images else None)
+
+
+def frame_micro_images(
+    image: NDArray, white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
+    pupil_vignetting: bool = True,
+) -> tuple[NDArray[np.float64], MicroImages]:
+    """The devignetted image (H, W) and, per micro-image of the grid, what fitting and predicting
+    corners there needs (:class:`MicroImages`). Arguments as :func:`detect_frame`'s."""
     H, W = np.asarray(image).shape[:2]
     dv, weight = devignette(image, white)
-    smooth = cv2.GaussianBlur(dv.astype(np.float32), (0, 0), 1.0)
     k_all, l_all = grid.lattice.all_indices()
     centres = grid.centres(k_all, l_all)
     n_types = max(layout.n_types, 1)
@@ -125,10 +183,27 @@ def detect_frame(
     usable = USABLE_RADIUS_FRACTION * radius
     margin = np.ceil(radius) + 2
     on = (centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin) & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin)
-    idx_on = np.flatnonzero(on)
-    cand = classify(smooth, centres[on], usable[on])
-    idx = idx_on[cand.index]
-    corner, fit = locate_corners(dv, weight, centres[idx], usable[idx], cand.corner, cand.angles)
+    ra_all = np.abs(m_loc) / omega.f_number / s_mm
+    rb_all = np.abs(q_loc) / s_mm
+    blur_offset = (q_loc - q_ref) / s_mm  # physical blur − reported ρ, per micro-image
+    # Unfocused cameras (|q| → 0, R_b → 0): the aperture holds the whole lens disc for every pixel
+    # but a strip R_b wide at the micro-image border, so corners are not displaced.
+    vig = pupil_vignetting and layout.n_types > 0 and float(np.min(rb_all)) > MIN_LENS_RADIUS_PX
+    micro = MicroImages(centres=centres, usable=usable, on_idx=np.flatnonzero(on), types=types, radius_aperture_px=ra_all,
+                        radius_lens_px=rb_all, blur_offset=blur_offset, vignetted=vig, weight=weight, omega=omega,
+                        k=k_all, l=l_all, typed=layout.n_types > 0)
+    return dv, micro
+
+
+def _first_corners(dv: NDArray[np.float64], micro: MicroImages) -> tuple[
+        NDArray[np.int64], NDArray[np.float64], CornerFit, float, dict[str, int]]:
+    """Corners found by classifying every examined micro-image and fitting the X-junction there:
+    (micro-image index (N,), corner (N, 2), fit, the frame's residual-outlier bound, counts)."""
+    smooth = cv2.GaussianBlur(dv.astype(np.float32), (0, 0), 1.0)
+    on_idx, centres, usable = micro.on_idx, micro.centres, micro.usable
+    cand = classify(smooth, centres[on_idx], usable[on_idx])
+    idx = on_idx[cand.index]
+    corner, fit = locate_corners(dv, micro.weight, centres[idx], usable[idx], cand.corner, cand.angles)
     dist = np.hypot(*(corner - centres[idx]).T)
     ok_conv = fit.converged
     ok_border = dist <= usable[idx] - BORDER_MARGIN_PX
@@ -139,134 +214,99 @@ def detect_frame(
     counts = {f"class_{k}": v for k, v in cand.counts.items()}
     counts.update(
         {
-            "micro_images": int(on.sum()),
+            "micro_images": len(on_idx),
             "rejected_not_converged": int((~ok_conv).sum()),
             "rejected_border": int((ok_conv & ~ok_border).sum()),
             "rejected_photometric": int((ok_conv & ok_border & ~ok_photo).sum()),
             "corners": int(accept.sum()),
         }
     )
-    sel = idx[accept]
-    uv = corner[accept]
-    fit = fit.select(accept)
-    clusters = cluster_observations(uv, grid.diameter_px)
-    counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
-    ra_all = np.abs(m_loc) / omega.f_number / s_mm
-    rb_all = np.abs(q_loc) / s_mm
-    blur_offset = (q_loc - q_ref) / s_mm  # physical blur − reported ρ, per micro-image
-    # Unfocused cameras (|q| → 0, R_b → 0): the aperture holds the whole lens disc for every pixel
-    # but a strip R_b wide at the micro-image border, so corners are not displaced.
-    vig = pupil_vignetting and layout.n_types > 0 and float(np.min(rb_all)) > MIN_LENS_RADIUS_PX
+    return idx[accept], corner[accept], fit.select(accept), rms_bound, counts
 
-    def estimate(sel, uv, fit, labels0, *, exact=False):
-        """Validate clusters, υ and ρ from chief-ray positions. Observed corners are displaced by
-        the vignetting of the micro-lens pupil (model.projection.pupil_shift): undo it with the
-        current ρ and re-estimate, a fixed point converging in a few rounds; the first-order
-        model (pupil_unshift) while clusters are being formed, then, with ``exact``, the exact
-        inversion (corners.chief_ray_corners) for the final positions."""
-        t = types[sel]
-        mic_sel = centres[sel]
 
-        def depths(chief, labels_in):
-            labels, fit_counts = validate_clusters(chief, mic_sel, labels_in, lambda_=omega.lambda_)
-            v_obs, v_cluster = virtual_depths(chief, mic_sel, labels, micro_image_pitch_px=grid.diameter_px, lambda_=omega.lambda_)
-            rho = blur_radii_px(v_obs, t, omega) if layout.n_types else np.full(len(sel), np.nan)
-            return labels, fit_counts, v_obs, v_cluster, rho
+def estimate_clusters(
+    dv: NDArray[np.float64], micro: MicroImages, sel: NDArray[np.int64], uv: NDArray[np.float64], fit: CornerFit,
+    labels0: NDArray[np.int64], *, pitch_px: float, fit_rendered: bool, exact: bool = False,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], dict[str, int]]:
+    """Validate clusters, υ and ρ from chief-ray positions. Observed corners are displaced by
+    the vignetting of the micro-lens pupil (model.projection.pupil_shift): undo it with the
+    current ρ and re-estimate, a fixed point converging in a few rounds; the first-order
+    model (pupil_unshift) while clusters are being formed, then, with ``exact``, the exact
+    inversion (corners.chief_ray_corners) for the final positions.
 
-        chief = uv
-        n_chief_failed = 0
-        if not vig:
+    ``dv``: the devignetted image; ``micro``: :class:`MicroImages`; per corner ``sel`` (micro-image),
+    ``uv`` (where it appears), ``fit``, ``labels0`` (cluster, −1 none); ``pitch_px``: the
+    micro-image pitch; ``fit_rendered``: as :func:`detect_frame`'s.
+    Returns labels, v_obs, v_cluster, rho, chief, counts."""
+    omega = micro.omega
+    weight, centres, usable = micro.weight, micro.centres, micro.usable
+    ra_all, rb_all, blur_offset = micro.radius_aperture_px, micro.radius_lens_px, micro.blur_offset
+    t = micro.types[sel]
+    mic_sel = centres[sel]
+    buffer = np.zeros_like(dv) if micro.vignetted and not fit_rendered and exact else None
+
+    def depths(chief, labels_in):
+        labels, fit_counts = validate_clusters(chief, mic_sel, labels_in, lambda_=omega.lambda_)
+        v_obs, v_cluster = virtual_depths(chief, mic_sel, labels, micro_image_pitch_px=pitch_px, lambda_=omega.lambda_)
+        rho = blur_radii_px(v_obs, t, omega) if micro.typed else np.full(len(sel), np.nan)
+        return labels, fit_counts, v_obs, v_cluster, rho
+
+    chief = uv
+    n_chief_failed = 0
+    if not micro.vignetted:
+        labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
+    else:
+        for _ in range(VIRTUAL_DEPTH_ROUNDS):
             labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
-        else:
-            for _ in range(VIRTUAL_DEPTH_ROUNDS):
-                labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
-                chief = pupil_unshift(uv, np.nan_to_num(rho) + blur_offset[sel], mic_sel, ra_all[sel], rb_all[sel])
-            if exact:
-                labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
-                ok = np.zeros(len(sel), dtype=bool)
-                angles = fit.angles
-                position_sigma = np.full(len(sel), np.inf)  # per corner, from the last rendered fit
-                lens_points = np.zeros(len(sel))  # per corner, the lens points it was rendered with
-                first_order = chief
-                rho_prev = None
-                for rnd in range(EXACT_ROUNDS):
-                    if fit_rendered:
-                        # Each round continues from the previous one's corners and line angles;
-                        # a corner may end at most REFINE_MAX_MOVE_PX from its first-order position.
-                        rho_now = np.nan_to_num(rho) + blur_offset[sel]
-                        # (corners in no cluster are not fitted: nothing uses their positions)
-                        redo = (labels0 >= 0) if rho_prev is None else (labels0 >= 0) & unsettled_by_blur_change(
-                            chief, rho_prev, rho_now, mic_sel, ra_all[sel], rb_all[sel], ok=ok, sigma_px=position_sigma)
-                        r_ = np.flatnonzero(redo)
-                        rendered = refine_rendered(
-                            dv, weight, mic_sel[r_], usable[sel][r_], chief[r_], angles[r_], fit.render_sign[r_], rho_now[r_],
-                            ra_all[sel][r_], rb_all[sel][r_], unblurred_weight=omega.unblurred_weight,
-                            iterations=RENDERED_ITERATIONS[min(rnd, 1)],
-                            lens_points_start=None if rnd == 0 else lens_points[r_],
-                        )
-                        new, new_ok = chief.copy(), ok.copy()
-                        angles = angles.copy()
-                        new[r_], new_ok[r_], angles[r_] = rendered.corner, rendered.ok, rendered.angles
-                        position_sigma[r_], lens_points[r_] = rendered.sigma_px, rendered.lens_points
-                        new_ok &= np.hypot(*(new - first_order).T) <= REFINE_MAX_MOVE_PX
-                        rho_prev = rho_now
-                    else:
-                        new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho) + blur_offset[sel], weight, mic_sel, usable[sel],
-                                                        ra_all[sel], rb_all[sel], buffer=buffer,
-                                                        unblurred_weight=omega.unblurred_weight)
-                    if rnd:
-                        # Later rounds refine ρ; a cluster whose υ jumps is not converging: keep its
-                        # previous positions.
-                        v_new = depths(new, np.where(~new_ok & (labels0 >= 0), -1, labels0))[2]
-                        # (observations left out of the previous round have no υ to compare with)
-                        jump = np.isfinite(v_obs) & ~(np.abs(v_new / v_obs - 1.0) <= MAX_EXACT_ROUND_CHANGE)
-                        new = np.where(jump[:, None], chief, new)
-                        new_ok = np.where(jump, ok, new_ok)
-                    chief, ok = new, new_ok
-                    bad = ~ok & (labels0 >= 0)
-                    n_chief_failed = int(bad.sum())
-                    labels, fit_counts, v_obs, v_cluster, rho = depths(chief, np.where(bad, -1, labels0))
+            chief = pupil_unshift(uv, np.nan_to_num(rho) + blur_offset[sel], mic_sel, ra_all[sel], rb_all[sel])
         if exact:
-            fit_counts["rejected_chief_ray_not_converged"] = n_chief_failed
-        return labels, v_obs, v_cluster, rho, chief, fit_counts
-
-    buffer = np.zeros_like(dv) if vig and not fit_rendered else None
-    micro = MicroImages(centres=centres, usable=usable, on_idx=np.flatnonzero(on), types=types, radius_aperture_px=ra_all,
-                         radius_lens_px=rb_all, blur_offset=blur_offset, vignetted=vig, weight=weight, omega=omega)
-    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, fit, clusters.labels)
-    labels, v_obs, v_cluster, screen_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
-    # Guided detection: every valid cluster predicts where its corner must appear in all the
-    # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
-    # there from that start and keep fits that land on the prediction.
-    g_sel, g_uv, g_fit, g_lab = _guided(
-        dv, weight, micro=micro, sel=sel, chief=chief, angles=fit.angles, labels=labels, v_cluster=v_cluster, rms_bound=rms_bound,
-    )
-    counts["guided_added"] = len(g_sel)
-    if len(g_sel):
-        sel = np.concatenate([sel, g_sel])
-        uv = np.concatenate([uv, g_uv])
-        fit = CornerFit.concatenate([fit, g_fit])
-        labels = np.concatenate([labels, g_lab])
-    # Final: chief-ray positions by inverting the image formation, then υ and ρ from them.
-    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate(sel, uv, fit, labels, exact=True)
-    labels, v_obs, v_cluster, final_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
-    counts.update(fit_counts)
-    counts["clusters_sparse"] = screen_counts["clusters_sparse"] + final_counts["clusters_sparse"]
-    counts["clusters_virtual_depth_outliers"] = screen_counts["clusters_virtual_depth_outliers"] + final_counts["clusters_virtual_depth_outliers"]
-    keep = (labels >= 0) & np.isfinite(v_obs)
-    n = int(keep.sum())
-    feats = BapFeatures(
-        frame=np.full(n, frame),
-        k=k_all[sel][keep],
-        l=l_all[sel][keep],
-        u=chief[keep, 0],
-        v=chief[keep, 1],
-        rho=rho[keep],
-        node=np.full(n, -1),
-        cluster=labels[keep],
-    )
-    counts["features"] = n
-    return FrameDetection(feats, v_cluster, counts, scene_view(dv, weight, pitch_px=grid.diameter_px))
+            labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
+            ok = np.zeros(len(sel), dtype=bool)
+            angles = fit.angles
+            position_sigma = np.full(len(sel), np.inf)  # per corner, from the last rendered fit
+            lens_points = np.zeros(len(sel))  # per corner, the lens points it was rendered with
+            first_order = chief
+            rho_prev = None
+            for rnd in range(EXACT_ROUNDS):
+                if fit_rendered:
+                    # Each round continues from the previous one's corners and line angles;
+                    # a corner may end at most REFINE_MAX_MOVE_PX from its first-order position.
+                    rho_now = np.nan_to_num(rho) + blur_offset[sel]
+                    # (corners in no cluster are not fitted: nothing uses their positions)
+                    redo = (labels0 >= 0) if rho_prev is None else (labels0 >= 0) & unsettled_by_blur_change(
+                        chief, rho_prev, rho_now, mic_sel, ra_all[sel], rb_all[sel], ok=ok, sigma_px=position_sigma)
+                    r_ = np.flatnonzero(redo)
+                    rendered = refine_rendered(
+                        dv, weight, mic_sel[r_], usable[sel][r_], chief[r_], angles[r_], fit.render_sign[r_], rho_now[r_],
+                        ra_all[sel][r_], rb_all[sel][r_], unblurred_weight=omega.unblurred_weight,
+                        iterations=RENDERED_ITERATIONS[min(rnd, 1)],
+                        lens_points_start=None if rnd == 0 else lens_points[r_],
+                    )
+                    new, new_ok = chief.copy(), ok.copy()
+                    angles = angles.copy()
+                    new[r_], new_ok[r_], angles[r_] = rendered.corner, rendered.ok, rendered.angles
+                    position_sigma[r_], lens_points[r_] = rendered.sigma_px, rendered.lens_points
+                    new_ok &= np.hypot(*(new - first_order).T) <= REFINE_MAX_MOVE_PX
+                    rho_prev = rho_now
+                else:
+                    new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho) + blur_offset[sel], weight, mic_sel, usable[sel],
+                                                    ra_all[sel], rb_all[sel], buffer=buffer,
+                                                    unblurred_weight=omega.unblurred_weight)
+                if rnd:
+                    # Later rounds refine ρ; a cluster whose υ jumps is not converging: keep its
+                    # previous positions.
+                    v_new = depths(new, np.where(~new_ok & (labels0 >= 0), -1, labels0))[2]
+                    # (observations left out of the previous round have no υ to compare with)
+                    jump = np.isfinite(v_obs) & ~(np.abs(v_new / v_obs - 1.0) <= MAX_EXACT_ROUND_CHANGE)
+                    new = np.where(jump[:, None], chief, new)
+                    new_ok = np.where(jump, ok, new_ok)
+                chief, ok = new, new_ok
+                bad = ~ok & (labels0 >= 0)
+                n_chief_failed = int(bad.sum())
+                labels, fit_counts, v_obs, v_cluster, rho = depths(chief, np.where(bad, -1, labels0))
+    if exact:
+        fit_counts["rejected_chief_ray_not_converged"] = n_chief_failed
+    return labels, v_obs, v_cluster, rho, chief, fit_counts
 
 
 def unsettled_by_blur_change(
@@ -337,6 +377,11 @@ class MicroImages:
     weight: NDArray[np.float64]
     """(H, W) devignetting weight, 0 where the white is dark."""
     omega: InternalParameters
+    k: NDArray[np.int64] | None = None
+    """(M,) micro-lens indices of the micro-images (None: not known)."""
+    l: NDArray[np.int64] | None = None
+    typed: bool = True
+    """The camera has micro-lens types (a blur radius ρ per corner); False: unfocused, ρ is NaN."""
 
     @cached_property
     def tree(self) -> cKDTree:

@@ -1,0 +1,138 @@
+"""Linking near the MLA's conjugate plane and the second detection pass, against the truth (issue 24).
+
+Usage: python benchmarks/link_passes.py SET OUT [--reuse]
+
+SET is a plenocal dataset with ground truth (``ground_truth/observations.npz``: the simulator's
+oracle features), e.g. made by ``benchmarks/make_link_set.py`` (keep it under /work/runs). As
+``plenocal run`` does: ``precalibrate``, ``detect`` (first pass, completing linked frames with
+the pre-calibration camera), ``calibrate``, ``detect --previous`` (second pass with the calibrated
+camera). Per frame: the true nodes seen in ≥ 2 micro-images (a frame with ≥ 4 should link), the
+features and nodes linked in pass 1 and after pass 2, the features on a wrong node (the oracle's
+node of that micro-lens differs, or the oracle has none there), what each pass did, and the
+wall time of detection, of the pass-1 completion and of pass 2. Prints JSON (also OUT/link-passes.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine
+
+from plenocal.cli.main import main as plenocal
+from plenocal.io import read_dataset
+from plenocal.io.observations import read_observations
+
+
+def stage(argv: list[str], out: Path, *, reuse: bool) -> float:
+    """Run ``plenocal ARGV`` unless ``reuse`` and ``out`` exists; its wall time (0 when reused)."""
+    if reuse and out.exists():
+        return 0.0
+    t0 = time.perf_counter()
+    code = plenocal(argv)
+    if code != 0:
+        raise SystemExit(f"plenocal {' '.join(argv)} exited {code}")
+    return time.perf_counter() - t0
+
+
+def wrong_nodes(bap, truth) -> tuple[dict[int, int], dict[int, int]]:
+    """Per frame: features whose node is not the oracle's node of that (frame, k, l); and features
+    in a micro-lens where the oracle has no node."""
+    key = {(int(f), int(k), int(l)): int(n) for f, k, l, n in zip(truth.frame, truth.k, truth.l, truth.node, strict=True)}
+    wrong: dict[int, int] = {}
+    absent: dict[int, int] = {}
+    for f, k, l, n in zip(bap.frame, bap.k, bap.l, bap.node, strict=True):
+        t = key.get((int(f), int(k), int(l)))
+        if t is None:
+            absent[int(f)] = absent.get(int(f), 0) + 1
+        elif t != int(n):
+            wrong[int(f)] = wrong.get(int(f), 0) + 1
+    return wrong, absent
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("set", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--reuse", action="store_true", help="keep stage outputs already in OUT")
+    args = ap.parse_args()
+    ds, out = args.set, args.out
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = read_dataset(ds)
+    truth = read_observations(ds / "ground_truth" / "observations.npz").bap
+    pre, det, cal, det2 = out / "precalibration", out / "detection", out / "calibration-pass1", out / "detection-pass2"
+    wall = {
+        "precalibrate": stage(["precalibrate", str(ds), "-o", str(pre)], pre, reuse=args.reuse),
+        "detect": stage(["detect", str(ds), "-o", str(det), "--precalibration", str(pre), "--overlays", "0"], det, reuse=args.reuse),
+    }
+    try:
+        wall["calibrate"] = stage(["calibrate", str(ds), "-o", str(cal), "--observations", str(det / "observations.npz"),
+                                   "--initial", str(pre)], cal, reuse=args.reuse)
+        wall["detect_pass2"] = stage(["detect", str(ds), "-o", str(det2), "--precalibration", str(pre), "--previous", str(det),
+                                      "--camera", str(cal / "camera.json"), "--poses", str(cal / "poses.json")], det2, reuse=args.reuse)
+    except SystemExit as exc:
+        print(f"second pass not run: {exc}", file=sys.stderr)
+    d1 = json.loads((det / "detection.json").read_text())
+    d2 = json.loads((det2 / "detection.json").read_text()) if (det2 / "detection.json").is_file() else None
+    o1 = read_observations(det / "observations.npz").bap
+    o2 = read_observations(det2 / "observations.npz").bap if d2 else o1
+    w1, a1 = wrong_nodes(o1, truth)
+    w2, a2 = wrong_nodes(o2, truth)
+    board = dataset.manifest.target
+    frames: dict[str, Any] = {}
+    rec2 = {r["frame"]: r for r in (d2 or {}).get("frames", [])}
+    for r in d1["frames"]:
+        f = int(r["frame"])
+        views = np.bincount(truth.node[truth.frame == f], minlength=board.n_nodes)
+        n1 = o1.frame == f
+        n2 = o2.frame == f
+        frames[str(f)] = {
+            "true_nodes_in_2_views": int((views >= 2).sum()),
+            "true_nodes_in_1_view": int((views == 1).sum()),
+            "should_link": bool((views >= 2).sum() >= 4),
+            "pass1": {"linked": bool(r["linking"]["ok"]), "reason": r["linking"]["reason"], "features": int(n1.sum()),
+                      "nodes": len(np.unique(o1.node[n1])), "wrong_node_features": w1.get(f, 0),
+                      "features_where_truth_has_none": a1.get(f, 0), "predicted_nodes": r.get("predicted_nodes")},
+            "pass2": None if d2 is None else {"features": int(n2.sum()), "nodes": len(np.unique(o2.node[n2])),
+                                              "wrong_node_features": w2.get(f, 0), "features_where_truth_has_none": a2.get(f, 0),
+                                              "what": rec2.get(f, {}).get("second_pass")},
+            "detection_s": r.get("wall_time_s"),
+            "pass1_completion_s": (r.get("predicted_nodes") or {}).get("wall_time_s", 0.0),
+            "pass2_s": ((rec2.get(f, {}).get("second_pass") or {}).get("wall_time_s", 0.0)) if d2 else None,
+        }
+    det_s = sum(v["detection_s"] or 0.0 for v in frames.values())
+    comp_s = sum(v["pass1_completion_s"] or 0.0 for v in frames.values())
+    p2_s = (d2 or {}).get("second_pass", {}).get("wall_time_s")
+    res = {
+        "machine": machine(),
+        "set": str(ds),
+        "frames": frames,
+        "summary": {
+            "frames": len(frames),
+            "should_link": sum(v["should_link"] for v in frames.values()),
+            "linked_pass1": sum(bool(v["pass1"]["features"]) for v in frames.values()),
+            "linked_pass2": None if d2 is None else sum(bool(v["pass2"]["features"]) for v in frames.values()),
+            "features_pass1": len(o1), "features_pass2": len(o2),
+            "wrong_node_features_pass1": sum(w1.values()), "wrong_node_features_pass2": sum(w2.values()),
+            "features_where_truth_has_none_pass2": sum(a2.values()),
+            "detection_s": det_s, "pass1_completion_s": comp_s, "pass2_s": p2_s,
+            "detect_stage_s": d1.get("wall_time_s"),
+            "extra_over_detection": (comp_s + (p2_s or 0.0)) / det_s if det_s else None,
+            "stage_wall_s": wall,
+        },
+    }
+    text = json.dumps(res, indent=1)
+    (out / "link-passes.json").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,324 @@
+"""Board nodes predicted by a camera and a board pose, fitted where they appear (issue 24).
+
+Near the plane conjugate to the MLA (virtual depth |υ| small) a board corner shows in only one
+to three micro-images: it forms no cluster (:mod:`plenocal.detect.clusters` needs several views
+for υ), so frames there are lost or keep a partial lattice. Once a frame has a pose (its linked
+clusters, ≥ 4 nodes; or calibration's), every board node's micro-images are known from the
+camera model (paper eq:completemodel: the chief ray from the node's virtual point through each
+micro-lens centre, shifted by the pupil vignetting where corners appear): the corner is fitted
+there with the frame's own estimator (:func:`plenocal.detect.corners.locate_corners`, started at
+the prediction with the board's line directions), kept when the fit looks like the frame's
+corners and its ray meets the board near the node (:data:`MAX_BOARD_DISTANCE_FRACTION`), and linked by node, not by
+cluster size. Nodes with two or more fitted views get υ, ρ and chief-ray positions as the
+detector's clusters do (:func:`plenocal.detect.pipeline.estimate_clusters`); a node seen in one
+micro-image has no υ of its own (its ρ would be the model's, not an observation), so it is
+counted but gives no BAP feature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.spatial import cKDTree
+
+from plenocal.detect.corners import CornerFit, locate_corners
+from plenocal.detect.pipeline import (
+    BORDER_MARGIN_PX,
+    MicroImages,
+    corner_shape_ok,
+    estimate_clusters,
+)
+from plenocal.model.camera import PlenopticCamera
+from plenocal.model.geometry import Pose
+from plenocal.model.observations import BapFeatures
+from plenocal.model.projection import micro_lens_centres, project_bap, pupil_shift_px, virtual_points
+from plenocal.model.target import Checkerboard
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+MAX_BOARD_DISTANCE_FRACTION = 0.25
+"""A fitted corner is linked to its node only if its chief ray, taken back through the main lens
+(:func:`board_points`), meets the board plane of the pose within this fraction of a square of
+that node (the same quarter step that places a barycentre on a lattice site in linking,
+:data:`plenocal.calib.linking.MAX_SITE_DISTANCE_FRACTION`: nearer one node than any other by a
+margin for noise). It is tested on the board and not in pixels because near the MLA's
+conjugate plane the micro-images magnify the virtual image by 1/|υ|: a pose 0.3 mm off in depth
+moves a prediction by 5–10 px there (small r12-a at 0.95 z_c) while its ray still lands within a
+few hundredths of a square of the node; a fit on the neighbouring node's corner lands a whole
+square away."""
+
+RESOLVABLE_BLUR_FRACTION = 0.6
+"""A node is predicted in a micro-image only where its blur radius |ρ| (the camera's,
+eq:blurradius) is at most this fraction of the acceptance disc's radius: a corner blurred over
+most of the micro-image has no position to fit (small r12-a: |ρ| ≈ 4.4 px of an 8.5 px disc at
+0.95 z_c, fitted to 0.1 px; 10.8 px at 0.97 z_c, where fits started at the prediction stay
+there on a featureless blur and pass every shape test)."""
+
+LINE_STEP_FRACTION = 0.25
+"""The board's line directions at a node are taken between the node and points this fraction
+of a square away along the board's axes, projected through the same micro-lens."""
+
+
+@dataclass(frozen=True)
+class PredictedViews:
+    """Micro-images in which the camera model puts board nodes' corners (arrays of shape (n,))."""
+
+    node: IntArray
+    index: IntArray
+    """Micro-image (into :attr:`MicroImages.centres`)."""
+    appear: FloatArray
+    """(n, 2) where the corner appears (chief-ray position shifted by the pupil vignetting), px."""
+    angles: FloatArray
+    """(n, 2) line-normal angles of the board's two lines through the node, radians."""
+    chief: FloatArray
+    """(n, 2) chief-ray positions (the model's (u, v)), px."""
+    depth_mm: FloatArray
+    """(n,) z of the node's virtual point (camera frame, mm)."""
+
+
+@dataclass(frozen=True)
+class NodeDetection:
+    """What :func:`detect_board_nodes` found in one frame."""
+
+    features: BapFeatures
+    """BAP features of the added nodes, ``node`` set, ``cluster`` −1."""
+    fitted_node: IntArray
+    """(m,) node of every accepted fit (also the nodes seen once, which give no feature)."""
+    fitted_index: IntArray
+    """(m,) its micro-image."""
+    fitted_uv: FloatArray
+    """(m, 2) where the corner was fitted (as it appears), px."""
+    board_offset: FloatArray
+    """(m,) distance of each accepted fit's ray from its node on the board, in squares
+    (:data:`MAX_BOARD_DISTANCE_FRACTION`)."""
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def predict_node_views(
+    camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard, *, micro: MicroImages,
+    nodes: IntArray | None = None,
+) -> PredictedViews:
+    """The micro-images in which board nodes' corners appear, per the camera model.
+
+    Candidate micro-lenses are those near the cone from each node's virtual point through the
+    main aperture (as the simulator's :class:`~plenocal.sim.groundtruth.FeatureOracle`); each
+    pair is projected (:func:`~plenocal.model.projection.project_bap`, eq:completemodel) and kept
+    where the corner appears inside the micro-image's acceptance disc (usable radius −
+    :data:`~plenocal.detect.pipeline.BORDER_MARGIN_PX`) on lit pixels, sharp enough to fit
+    (:data:`RESOLVABLE_BLUR_FRACTION`).
+
+    Parameters
+    ----------
+    camera : the camera (pre-calibration's initial one, or calibrated).
+    cam_from_world : the board's pose.
+    board : the checkerboard.
+    micro : the frame's micro-images (:func:`plenocal.detect.pipeline.frame_micro_images`);
+        needs ``k`` and ``l``.
+    nodes : (N,) nodes to predict (default all).
+    """
+    if micro.k is None or micro.l is None:
+        raise ValueError("micro-images without micro-lens indices (k, l)")
+    nodes = np.arange(board.n_nodes) if nodes is None else np.asarray(nodes, dtype=np.int64)
+    z2 = np.zeros((0, 2))
+    empty = PredictedViews(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), z2, z2, z2, np.zeros(0))
+    if not len(nodes) or not len(micro.on_idx):
+        return empty
+    world = board.node_points(nodes)
+    pts = cam_from_world.apply(world)
+    F = camera.main_lens.focal_length_mm
+    if np.any(pts[:, 2] <= F):
+        keep = pts[:, 2] > F
+        nodes, world, pts = nodes[keep], world[keep], pts[keep]
+    on = micro.on_idx
+    C = micro_lens_centres(camera, micro.k[on], micro.l[on])
+    pu = virtual_points(camera, pts)
+    zc = float(np.mean(C[:, 2]))
+    scale = (zc - pu[:, 2]) / (0.0 - pu[:, 2])
+    axis = pu[:, :2] * (1.0 - scale[:, None])
+    cone = F / (2.0 * camera.main_lens.f_number) * np.abs(scale)
+    pitch = 0.5 * sum(camera.mla.pitch_mm)
+    lists = cKDTree(C[:, :2]).query_ball_point(axis, cone + 2.0 * pitch)
+    n = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+    if not n.sum():
+        return empty
+    p = np.repeat(np.arange(len(nodes)), n)
+    idx = on[np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])]
+    k, l = micro.k[idx], micro.l[idx]
+    f = project_bap(camera, pts[p], k, l)
+    chief, rho = f[:, :2], f[:, 2]
+    centres, usable = micro.centres[idx], micro.usable[idx]
+    appear = chief
+    if micro.vignetted:
+        appear = pupil_shift_px(chief, np.nan_to_num(rho) + micro.blur_offset[idx], centres,
+                                micro.radius_aperture_px[idx], micro.radius_lens_px[idx])
+    inside = np.hypot(*(appear - centres).T) <= usable - BORDER_MARGIN_PX
+    inside &= np.abs(rho) <= RESOLVABLE_BLUR_FRACTION * (usable - BORDER_MARGIN_PX) if micro.typed else True
+    H, W = micro.weight.shape
+    iu = np.clip(np.rint(appear[:, 0]).astype(np.int64), 0, W - 1)
+    iv = np.clip(np.rint(appear[:, 1]).astype(np.int64), 0, H - 1)
+    keep = inside & np.all(np.isfinite(appear), axis=1) & (micro.weight[iv, iu] > 0.0)
+    p, idx, k, l, chief, appear = p[keep], idx[keep], k[keep], l[keep], chief[keep], appear[keep]
+    # The board's two lines through the node, as the same micro-lens images them.
+    step = LINE_STEP_FRACTION * board.square_mm
+    angles = np.empty((len(p), 2))
+    for j, axis_w in enumerate((np.array([step, 0.0, 0.0]), np.array([0.0, step, 0.0]))):
+        along = project_bap(camera, cam_from_world.apply(world[p] + axis_w), k, l)[:, :2] - chief
+        angles[:, j] = np.arctan2(along[:, 1], along[:, 0]) + np.pi / 2.0
+    return PredictedViews(nodes[p], idx, appear, angles, chief, pu[p, 2])
+
+
+def board_points(
+    camera: PlenopticCamera, cam_from_world: Pose, chief_uv: FloatArray, k: IntArray, l: IntArray, depth_mm: FloatArray,
+) -> FloatArray:
+    """Where chief rays meet the board plane, in board coordinates (x, y) mm, shape (n, 2).
+
+    The chief ray of a feature runs from its sensor point through the micro-lens centre C(k, l)
+    to the virtual point (eq:completemodel); its stretch about the virtual depth ``depth_mm``
+    (z in the camera frame) is taken back through the inverse distortion and the inverse thin
+    lens (p = F/(z′ + F)·p′, eq:thinlens) to a line in object space, which meets the board
+    plane of ``cam_from_world``.
+
+    Parameters
+    ----------
+    chief_uv : (n, 2) chief-ray positions, px; k, l : (n,) micro-lenses; depth_mm : (n,) the
+        virtual points' z (e.g. the prediction's), mm.
+    """
+    s_mm = camera.sensor.pixel_size_mm
+    u0, v0 = camera.sensor.principal_point_px
+    uv = np.asarray(chief_uv, dtype=np.float64).reshape(-1, 2)
+    S = np.stack([(u0 - uv[:, 0]) * s_mm, (v0 - uv[:, 1]) * s_mm, np.full(len(uv), -camera.sensor.distance_mm)], axis=-1)
+    C = micro_lens_centres(camera, k, l)
+    ray = C - S
+    F = camera.main_lens.focal_length_mm
+    ends = []
+    for dz in (0.0, 0.5 * camera.d_mm):  # two points of the ray near the virtual point
+        t = (np.asarray(depth_mm, dtype=np.float64) + dz - S[:, 2]) / ray[:, 2]
+        p = S + t[:, None] * ray
+        x, y = camera.distortion.invert(p[:, 0], p[:, 1])
+        z = p[:, 2] - camera.distortion.depth(x, y) if camera.distortion.has_depth else p[:, 2]
+        factor = F / (z + F)
+        ends.append(np.stack([x * factor, y * factor, z * factor], axis=-1))
+    R, t0 = cam_from_world.rotation, cam_from_world.translation
+    a, b = (ends[0] - t0) @ R, (ends[1] - t0) @ R  # board frame: world = Rᵀ(cam − t)
+    lam = a[:, 2] / np.where(a[:, 2] != b[:, 2], a[:, 2] - b[:, 2], np.nan)
+    return a[:, :2] + lam[:, None] * (b[:, :2] - a[:, :2])
+
+
+def detect_board_nodes(
+    dv: FloatArray, micro: MicroImages, *, camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard,
+    known: BapFeatures, rms_bound: float, pitch_px: float, frame: int = 0, fit_rendered: bool = True,
+    max_board_distance_fraction: float = MAX_BOARD_DISTANCE_FRACTION,
+) -> NodeDetection:
+    """Corners of the board nodes the frame's features miss, fitted where the camera predicts them.
+
+    Parameters
+    ----------
+    dv : (H, W) the devignetted image; micro : its micro-images
+        (:func:`plenocal.detect.pipeline.frame_micro_images`).
+    camera, cam_from_world, board : the camera, the board's pose in this frame, the board.
+    known : the frame's features linked so far (``node`` ≥ 0): their nodes are not fitted again,
+        their micro-images not reused.
+    rms_bound : the frame's residual-outlier bound (:attr:`plenocal.detect.pipeline.FrameDetection.rms_bound`).
+    pitch_px : micro-image pitch; fit_rendered : as :func:`plenocal.detect.pipeline.detect_frame`'s.
+
+    Returns
+    -------
+    NodeDetection
+        Counts: ``nodes_predicted`` (nodes without a feature predicted in ≥ 1 micro-image),
+        ``views_predicted``, ``rejected_fit`` (not converged, outside the disc, not corner-like,
+        residual outlier), ``rejected_far_from_prediction`` (its ray is not near its node on the
+        board, :data:`MAX_BOARD_DISTANCE_FRACTION`), ``views_fitted``, ``nodes_fitted``,
+        ``nodes_seen_once`` (no feature: no υ), ``nodes_added``, ``features_added``.
+    """
+    known = known.select(known.node >= 0)
+    lut = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(micro.k, micro.l, strict=True))}
+    taken = np.array([lut.get((int(a), int(b)), -1) for a, b in zip(known.k, known.l, strict=True)], dtype=np.int64)
+    todo = np.setdiff1d(np.arange(board.n_nodes), known.node)
+    views = predict_node_views(camera, cam_from_world, board, micro=micro, nodes=todo)
+    fresh = ~np.isin(views.index, taken)
+    # A micro-image predicted for two nodes is left out: which corner it shows is not known.
+    idx_sorted, counts_idx = np.unique(views.index, return_counts=True)
+    fresh &= ~np.isin(views.index, idx_sorted[counts_idx > 1])
+    node, idx, appear, angles = views.node[fresh], views.index[fresh], views.appear[fresh], views.angles[fresh]
+    counts = {"nodes_predicted": len(np.unique(views.node)), "views_predicted": len(node)}
+    corner, fit = locate_corners(dv, micro.weight, micro.centres[idx], micro.usable[idx], appear, angles)
+    good = fit.converged & corner_shape_ok(fit) & (fit.rms <= rms_bound)
+    good &= np.hypot(*(corner - micro.centres[idx]).T) <= micro.usable[idx] - BORDER_MARGIN_PX
+    # Where the fitted corner's chief ray meets the board, against its node (chief-ray position
+    # from the prediction's blur: the pupil-vignetting shift moves it by a pixel or two at most).
+    chief = corner - (appear - views.chief[fresh])
+    on_board = board_points(camera, cam_from_world, chief, micro.k[idx], micro.l[idx], views.depth_mm[fresh])
+    offset = np.hypot(*(on_board - board.node_points(node)[:, :2]).T) / board.square_mm
+    near = offset <= max_board_distance_fraction
+    ok = good & near
+    counts["rejected_fit"] = int((~good).sum())
+    counts["rejected_far_from_prediction"] = int((good & ~near).sum())
+    node, idx, corner, fit = node[ok], idx[ok], corner[ok], fit.select(ok)
+    per_node = np.bincount(node, minlength=board.n_nodes) if len(node) else np.zeros(board.n_nodes, dtype=np.int64)
+    counts.update({"views_fitted": len(node), "nodes_fitted": int((per_node > 0).sum()),
+                   "nodes_seen_once": int((per_node == 1).sum())})
+    feats = _node_features(dv, micro, idx, corner, fit, node, per_node, pitch_px=pitch_px, fit_rendered=fit_rendered, frame=frame)
+    counts.update({"nodes_added": len(np.unique(feats.node)), "features_added": len(feats)})
+    return NodeDetection(feats, node, idx, corner, offset[ok], counts)
+
+
+def _node_features(dv, micro, idx, corner, fit: CornerFit, node, per_node, *, pitch_px, fit_rendered, frame) -> BapFeatures:
+    """BAP features of the nodes fitted in two or more micro-images: each node is one cluster for
+    υ, ρ and the chief-ray positions (:func:`plenocal.detect.pipeline.estimate_clusters`, exact rounds)."""
+    multi = per_node[node] >= 2
+    if not np.any(multi):
+        return BapFeatures.empty()
+    idx, corner, fit, node = idx[multi], corner[multi], fit.select(multi), node[multi]
+    ids, labels0 = np.unique(node, return_inverse=True)
+    labels, v_obs, _v, rho, chief, _counts = estimate_clusters(dv, micro, idx, corner, fit, labels0.astype(np.int64),
+                                                      pitch_px=pitch_px, fit_rendered=fit_rendered, exact=True)
+    keep = (labels >= 0) & np.isfinite(v_obs) & (np.isfinite(rho) | (not micro.typed))
+    n = int(keep.sum())
+    assert micro.k is not None and micro.l is not None
+    return BapFeatures(
+        frame=np.full(n, frame), k=micro.k[idx][keep], l=micro.l[idx][keep], u=chief[keep, 0], v=chief[keep, 1],
+        rho=rho[keep], node=ids[labels[keep]], cluster=np.full(n, -1),
+    )
+
+
+__all__ = [
+    "MAX_BOARD_DISTANCE_FRACTION",
+    "RESOLVABLE_BLUR_FRACTION",
+    "NodeDetection",
+    "PredictedViews",
+    "board_points",
+    "complete_frame",
+    "detect_board_nodes",
+    "nodes_in_view",
+    "predict_node_views",
+]
+
+
+def complete_frame(
+    image: NDArray, white: NDArray, *, grid, omega, layout, camera: PlenopticCamera, cam_from_world: Pose,
+    board: Checkerboard, known: BapFeatures, rms_bound: float, frame: int = 0, pupil_vignetting: bool = True,
+    fit_rendered: bool = True,
+) -> NodeDetection:
+    """:func:`detect_board_nodes` on a raw image: devignetted and its micro-images set up as
+    :func:`plenocal.detect.pipeline.detect_frame` does (same arguments)."""
+    from plenocal.detect.pipeline import frame_micro_images
+
+    dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting)
+    return detect_board_nodes(dv, micro, camera=camera, cam_from_world=cam_from_world, board=board, known=known,
+                              rms_bound=rms_bound, pitch_px=grid.diameter_px, frame=frame, fit_rendered=fit_rendered)
+
+
+def nodes_in_view(camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard, *, margin_px: float) -> NDArray[np.bool_]:
+    """Board nodes whose barycentre (the pinhole projection through the main-lens centre,
+    focal (D + d)/s) is at least ``margin_px`` inside the sensor, shape (n_nodes,)."""
+    p = cam_from_world.apply(board.node_points())
+    f = camera.sensor.distance_mm / camera.sensor.pixel_size_mm
+    u0, v0 = camera.sensor.principal_point_px
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = u0 + f * p[:, 0] / p[:, 2]
+        v = v0 + f * p[:, 1] / p[:, 2]
+    W, H = camera.sensor.width_px, camera.sensor.height_px
+    return (p[:, 2] > 0) & (u >= margin_px) & (u <= W - 1 - margin_px) & (v >= margin_px) & (v <= H - 1 - margin_px)

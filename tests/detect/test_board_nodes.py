@@ -1,0 +1,154 @@
+"""Board corners near the MLA's conjugate plane, seen in one to three micro-images: predicted from
+a camera and a board pose, fitted there and linked by node (issue 24). Small r12-a renders (24
+rays) of a 5 × 4 board at fractions of the conjugate distance z_c (the object distance imaged on
+the MLA); the simulator's oracle gives each node's true micro-images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plenocal.calib.extrinsics import initial_extrinsics
+from plenocal.detect.nodes import MAX_BOARD_DISTANCE_FRACTION, RESOLVABLE_BLUR_FRACTION, detect_board_nodes
+from plenocal.detect.pipeline import detect_frame, frame_micro_images
+from plenocal.model.geometry import Pose, rodrigues
+from plenocal.model.observations import BapFeatures
+from plenocal.model.profile import mla_to_object_mm
+from plenocal.model.projection import project_bap
+from plenocal.model.target import Checkerboard
+from plenocal.model.white import internal_parameters
+from plenocal.sim.groundtruth import FeatureOracle
+from plenocal.sim.presets import preset
+from plenocal.sim.scene import CheckerboardPlate, Scene, WhiteDiffuser
+from plenocal.sim.tracer import render
+
+BOARD = Checkerboard(5, 4, 4.0, border_mm=4.0)
+N = 4.0
+FRACTIONS = (0.9, 0.93, 0.95, 0.97, 1.0, 1.1)
+"""Board distances as fractions of z_c. At 0.93 z_c the detector's clusters cover part of the
+board (the issue's partial lattice); from 0.95 z_c on it finds no cluster at all; at z_c a corner
+on the MLA fills its micro-lens uniformly, beyond it the blur (|ρ| ≥ 10 px) exceeds the disc."""
+
+
+def pose_at(z: float) -> Pose:
+    R = rodrigues(np.radians(3.0) * np.array([0.0, 0.0, 1.0])) @ rodrigues(np.radians(5.0) * np.array([1.0, 0.0, 0.0]))
+    centre = np.array([(BOARD.columns - 1) * BOARD.square_mm / 2, (BOARD.rows - 1) * BOARD.square_mm / 2, 0.0])
+    return Pose(R, np.array([0.5, 0.0, z]) - R @ centre)
+
+
+@pytest.fixture(scope="module")
+def scenes():
+    cam = preset("r12-a", small=True).camera
+    omega = internal_parameters(cam)
+    white = render(cam, WhiteDiffuser(), f_number=N, rays=24, seed=5, image_id=99)
+    zc = float(mla_to_object_mm(cam, 0.0))
+    out = {}
+    for i, f in enumerate(FRACTIONS):
+        pose = pose_at(f * zc)
+        img = render(cam, Scene((CheckerboardPlate(BOARD, pose),), background=0.0), f_number=N, rays=24, seed=5, image_id=i)
+        det = detect_frame(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types, frame=i)
+        dv, micro = frame_micro_images(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types)
+        out[f] = (pose, det, dv, micro)
+    return cam, out
+
+
+def visible_views(cam, pose, micro) -> set[tuple[int, int]]:
+    """(node, micro-image) of the true views a detector can resolve (:data:`RESOLVABLE_BLUR_FRACTION`)."""
+    truth = FeatureOracle(cam).board_features(BOARD, pose)
+    lut = {(int(k), int(l)): i for i, (k, l) in enumerate(zip(micro.k, micro.l, strict=True))}
+    idx = np.array([lut.get((int(k), int(l)), -1) for k, l in zip(truth.k, truth.l, strict=True)], dtype=np.int64)
+    on = np.isin(idx, micro.on_idx)
+    shifted = project_bap(cam, pose.apply(BOARD.node_points(truth.node)), truth.k, truth.l, pupil_vignetting=True)
+    disc = micro.usable[idx] - 1.0
+    inside = on & (np.hypot(*(shifted[:, :2] - micro.centres[idx]).T) <= disc)
+    sharp = np.abs(truth.rho) <= RESOLVABLE_BLUR_FRACTION * disc
+    keep = inside & sharp
+    return {(int(n), int(i)) for n, i in zip(truth.node[keep], idx[keep], strict=True)}
+
+
+def _node_of(micro, feats: BapFeatures, cam, pose) -> np.ndarray:
+    truth = FeatureOracle(cam).board_features(BOARD, pose)
+    key = {(int(k), int(l)): int(n) for k, l, n in zip(truth.k, truth.l, truth.node, strict=True)}
+    return np.array([key.get((int(k), int(l)), -1) for k, l in zip(feats.k, feats.l, strict=True)], dtype=np.int64)
+
+
+def test_a_partial_lattice_is_completed_by_node(scenes):
+    """0.93 z_c: the clusters link to part of the board; the pose they give predicts the rest,
+    found in one to three micro-images each, every one with its true node."""
+    cam, out = scenes
+    pose_true, det, dv, micro = out[0.93]
+    ext = initial_extrinsics(cam, det.features, BOARD, max_rmse_fraction=0.1, views={int(det.features.frame[0]): det.view})
+    rec = ext.frames[0]
+    assert rec.ok, rec.reason
+    known = ext.bap.select(ext.bap.node >= 0)
+    assert 4 <= len(np.unique(known.node)) < BOARD.n_nodes, "premise: a partial lattice"
+    nd = detect_board_nodes(dv, micro, camera=cam, cam_from_world=rec.pose, board=BOARD, known=known,
+                            rms_bound=det.rms_bound, pitch_px=cam.grid.diameter_px, frame=0)
+    wanted = {n for n, _ in visible_views(cam, pose_true, micro)} - set(known.node.tolist())
+    assert wanted, "premise: nodes left to find"
+    found = set(nd.fitted_node.tolist())
+    assert wanted <= found
+    true_fit = {(int(n), int(i)) for n, i in visible_views(cam, pose_true, micro)}
+    assert all((int(n), int(i)) in true_fit for n, i in zip(nd.fitted_node, nd.fitted_index, strict=True))
+    assert np.array_equal(_node_of(micro, nd.features, cam, pose_true), nd.features.node)
+    assert nd.counts["nodes_added"] >= 1 and len(nd.features) >= 2
+    # The added features are chief-ray positions near the model's (prediction error ≪ a pixel at the true pose).
+    pred = project_bap(cam, pose_true.apply(BOARD.node_points(nd.features.node)), nd.features.k, nd.features.l)
+    assert np.median(np.hypot(nd.features.u - pred[:, 0], nd.features.v - pred[:, 1])) < 0.5
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_every_visible_corner_is_found_with_its_node(scenes, fraction):
+    """At and around z_c, from a pose 0.3 mm / 0.1° off the truth: every resolvable true view of
+    every node is fitted and labelled with its node; nothing else."""
+    cam, out = scenes
+    pose_true, det, dv, micro = out[fraction]
+    pose = Pose(pose_true.rotation @ rodrigues(np.radians([0.1, -0.05, 0.05])), pose_true.translation + np.array([0.1, -0.1, 0.3]))
+    nd = detect_board_nodes(dv, micro, camera=cam, cam_from_world=pose, board=BOARD, known=BapFeatures.empty(),
+                            rms_bound=det.rms_bound, pitch_px=cam.grid.diameter_px, frame=0)
+    visible = visible_views(cam, pose_true, micro)
+    if fraction <= 0.95:  # (premise) beyond, no corner is sharp enough to see: nothing may be linked
+        per_node = np.bincount([n for n, _ in visible], minlength=BOARD.n_nodes)
+        assert (per_node > 0).sum() >= 12
+        if fraction == 0.95:
+            assert per_node.max() <= 3
+    fitted = {(int(n), int(i)) for n, i in zip(nd.fitted_node, nd.fitted_index, strict=True)}
+    assert {n for n, _ in visible} <= {n for n, _ in fitted}
+    truth_nodes = _node_of(micro, BapFeatures(frame=np.zeros(len(nd.fitted_index)), k=micro.k[nd.fitted_index],
+                                               l=micro.l[nd.fitted_index], u=nd.fitted_uv[:, 0], v=nd.fitted_uv[:, 1],
+                                               rho=np.zeros(len(nd.fitted_index))), cam, pose_true)
+    assert np.array_equal(truth_nodes, nd.fitted_node)
+    assert np.array_equal(_node_of(micro, nd.features, cam, pose_true), nd.features.node)
+
+
+def test_a_pose_off_by_a_fraction_of_a_square_links_nothing(scenes):
+    """A pose 0.3 or 0.5 square off along the board's x axis: nothing is linked (the fits either
+    fail from their start or their rays miss the nodes, :data:`MAX_BOARD_DISTANCE_FRACTION`)."""
+    cam, out = scenes
+    pose_true, det, dv, micro = out[0.93]
+    for fraction in (0.3, 0.5):
+        shift = pose_true.rotation @ np.array([fraction * BOARD.square_mm, 0.0, 0.0])
+        pose = Pose(pose_true.rotation, pose_true.translation + shift)
+        nd = detect_board_nodes(dv, micro, camera=cam, cam_from_world=pose, board=BOARD, known=BapFeatures.empty(),
+                                rms_bound=det.rms_bound, pitch_px=cam.grid.diameter_px, frame=0)
+        assert nd.counts["views_predicted"] >= 20
+        assert nd.counts["views_fitted"] == 0 and len(nd.features) == 0
+
+
+def test_rays_meet_the_board_at_their_node_and_a_square_from_the_next(scenes):
+    """The back-projection behind the bound: true chief rays meet the true board at their nodes;
+    measured against the neighbouring node they are a square away, four times the bound."""
+    from plenocal.detect.nodes import board_points
+    from plenocal.model.projection import virtual_points
+
+    cam, out = scenes
+    for fraction in (0.9, 0.95):
+        pose = out[fraction][0]
+        truth = FeatureOracle(cam).board_features(BOARD, pose)
+        z = virtual_points(cam, pose.apply(BOARD.node_points(truth.node)))[:, 2]
+        xy = board_points(cam, pose, truth.uv, truth.k, truth.l, z)
+        own = np.hypot(*(xy - BOARD.node_points(truth.node)[:, :2]).T) / BOARD.square_mm
+        assert np.max(own) < 1e-6
+        neighbour = np.where(truth.node % BOARD.columns == BOARD.columns - 1, truth.node - 1, truth.node + 1)
+        other = np.hypot(*(xy - BOARD.node_points(neighbour)[:, :2]).T) / BOARD.square_mm
+        assert np.all(other > 0.99) and np.all(other > 3.9 * MAX_BOARD_DISTANCE_FRACTION)
