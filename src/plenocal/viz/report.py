@@ -21,6 +21,7 @@ import html
 import io
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,10 +76,28 @@ def _kind(doc: dict[str, Any]) -> str | None:
     return None
 
 
+def _latest_pass_first(dirs: list[Path]) -> list[Path]:
+    """Sub-folders in name order, but a stage's later pass before its earlier one: ``X-passN`` is
+    pass N, and a plain ``X`` is pass 1 unless an ``X-pass1`` beside it makes it the final pass
+    (``plenocal run``: ``detection`` then ``detection-pass2``; ``calibration-pass1`` then
+    ``calibration``)."""
+    names = {d.name for d in dirs}
+
+    def key(d: Path) -> tuple[str, int]:
+        m = re.fullmatch(r"(.+)-pass(\d+)", d.name)
+        if m:
+            return m.group(1), -int(m.group(2))
+        later = [int(m2.group(1)) for n in names if (m2 := re.fullmatch(re.escape(d.name) + r"-pass(\d+)", n))]
+        return d.name, -(max(later) + 1 if 1 in later else 1)
+
+    return sorted(dirs, key=key)
+
+
 def collect(folder: Path) -> Collected:
-    """Find every known stage output in ``folder`` and its direct sub-folders (nearest first)."""
+    """Find every known stage output in ``folder`` and its direct sub-folders (nearest first; of
+    a stage run in passes, the latest: :func:`_latest_pass_first`)."""
     c = Collected(Path(folder))
-    dirs = [c.folder, *sorted(p for p in c.folder.iterdir() if p.is_dir())]
+    dirs = [c.folder, *_latest_pass_first([p for p in c.folder.iterdir() if p.is_dir()])]
     for d in dirs:
         for path in sorted(d.glob("*.json")):
             try:
