@@ -37,6 +37,11 @@ STATUS_AT_BOUND = 3
 STATUS_OUTSIDE = 4
 """The micro-image is not wholly in the image, or its centre is not lit in the white."""
 
+REFINE_GOLDEN = 0
+"""Refinement by golden-section search of the coarse bracket."""
+REFINE_PARABOLA = 1
+"""Refinement by the vertex of a parabola through full costs half a coarse step apart."""
+
 
 @nb.njit(cache=True)
 def _disc_bounds(cx, cy, radius, W, H):  # pragma: no cover - compiled
@@ -323,6 +328,25 @@ def star_mask_kernel(centres, idx, found, dirs, half_width):  # pragma: no cover
 
 
 @nb.njit(cache=True)
+def _cost_at(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2, ra, rb, g_table, radius, stride,
+             min_pixels, rho, inv, fwd, px, py, ex, ey):  # pragma: no cover - compiled
+    """:func:`_cost` at w, with the blur radii and shift tables computed there."""
+    _tables_at(w, P, Q, ra, rb, g_table, rho, inv, fwd)
+    return _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radius, stride, min_pixels,
+                 rho, inv, fwd, px, py, ex, ey)
+
+
+@nb.njit(cache=True, inline="always")
+def _vertex(x0, h, f0, f1, f2):  # pragma: no cover - compiled
+    """Abscissa of the parabola's vertex through (x0 − h, f0), (x0, f1), (x0 + h, f2), within
+    [x0 − h, x0 + h] (x0 when the three do not make a minimum)."""
+    den = f0 - 2.0 * f1 + f2
+    if not den > 0.0:
+        return x0
+    return x0 + h * min(max(0.5 * (f0 - f2) / den, -1.0), 1.0)
+
+
+@nb.njit(cache=True)
 def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     """Mean and mean absolute deviation of the unblurred view within ``radius`` of (cix, ciy)."""
     H = stack.shape[0]
@@ -371,12 +395,14 @@ def _work(radius, T, n_table):  # pragma: no cover - compiled
 @nb.njit(parallel=True, cache=True)
 def search_kernel(
     stack, levels, centres, types, neigh, radii, index, w_grid, lam, P, Q, kappa2,
-    coarse_neighbours, coarse_stride, golden_iterations, min_pixels, ra, rb, g_table, refine_stride,
+    coarse_neighbours, coarse_stride, golden_iterations, min_pixels, ra, rb, g_table, refine_stride, refine_mode,
 ):  # pragma: no cover - compiled
     """Inverse virtual depth of micro-images ``index``: coarse search on ``w_grid`` (the first
     ``coarse_neighbours`` neighbours, pixels on a ``coarse_stride`` grid), then golden-section
     search of the bracket around the coarse minimum with every neighbour and the pixels on a
-    ``refine_stride`` grid (0: quincunx); the estimate is the better of the final interior points. ``ra``,
+    ``refine_stride`` grid (0: quincunx); the estimate is the better of the final interior points
+    (``refine_mode`` REFINE_GOLDEN), or the vertex of the parabola through full costs half a coarse
+    step apart around the coarse minimum (REFINE_PARABOLA: 4–5 evaluations). ``ra``,
     ``rb`` (T,): the pupil-vignetting shift's radii (rb all 0: none); ``g_table`` (T, n):
     :func:`centroid_table`. ``stack`` (H, W, L).
 
@@ -421,6 +447,52 @@ def search_kernel(
         out_median[t] = 1.0 - curve[best] / np.median(finite) if np.median(finite) > 0 else 0.0
         if best == 0 or best == G - 1:
             out_status[t] = STATUS_AT_BOUND
+            continue
+        if refine_mode == REFINE_PARABOLA:
+            # full costs at the coarse minimum and half a step either side; the parabola through
+            # the lowest and its two neighbours (one more evaluation when the lowest is a side
+            # point), then its vertex
+            h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5
+            c0 = w_grid[best]
+            fm, pm = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 - h, lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            fc, pc = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0, lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            fp, pp = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 + h, lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
+                wb, cb, pairs = c0, fc, pc
+            else:
+                if fm < fc and fm <= fp:
+                    f2 = fm
+                    fm, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 - 2.0 * h, lam, P, Q, kappa2, ra, rb,
+                                      g_table, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    fp = fc
+                    fc = f2
+                    c0 = c0 - h
+                    pc = pm
+                elif fp < fc:
+                    f2 = fp
+                    fp, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 + 2.0 * h, lam, P, Q, kappa2, ra, rb,
+                                      g_table, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    fm = fc
+                    fc = f2
+                    c0 = c0 + h
+                    pc = pp
+                wv = c0 if math.isnan(fm) or math.isnan(fp) else _vertex(c0, h, fm, fc, fp)
+                if wv == c0:
+                    wb, cb, pairs = c0, fc, pc
+                else:
+                    fv, pv = _cost_at(stack, levels, centres, types, neigh, n_all, i, wv, lam, P, Q, kappa2, ra, rb, g_table, r,
+                                      refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    wb, cb, pairs = wv, fv, pv
+            if math.isnan(cb):
+                out_status[t] = STATUS_NO_PAIRS
+                continue
+            out_w[t] = wb
+            out_cost[t] = cb
+            out_pairs[t] = pairs
+            out_status[t] = STATUS_OK
             continue
         a = w_grid[best - 1]
         b = w_grid[best + 1]
