@@ -5,9 +5,10 @@ The visible PRISM set's 5 translation frames (``../shared/validation/prism-r12b`
 ``plenocal import-libpleno libpleno-src-trans`` into a temporary folder) are listed ``--frames``
 times in all (default 20: each 4 times, under new frame ids) in one manifest, and ``plenocal
 depth`` (truth camera in the images' pixel convention, κ 0.72) runs on them once with
-``--single-process`` (numba's threads over the micro-images) and once with ``--workers N``
+the default, in one process (numba's threads over the micro-images) and once with ``--workers N``
 (default 2 worker processes of one numba thread each, the frames in parallel). Reported: the
-wall time of each (the command's own, cluster start included), seconds per frame, the speed-up,
+wall time of each (the command's own, cluster start included), seconds per frame, the CPU
+seconds of this process and its finished children (the cluster's workers), the speed-up,
 whether every PLY and PNG is the same bytes, and the load average before and after (the machine
 may be shared).
 
@@ -21,6 +22,7 @@ import contextlib
 import io
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,14 +39,22 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
 
 
-def run(argv: list[str]) -> tuple[float, str]:
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the local cluster's workers)."""
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def run(argv: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (this process and the workers) and the output of one command."""
     buf = io.StringIO()
+    c0 = _cpu()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(buf):
         code = plenocal_main(argv)
     if code != 0:
         raise SystemExit(f"plenocal {' '.join(argv)} exited {code}")
-    return time.perf_counter() - t0, buf.getvalue()
+    return time.perf_counter() - t0, _cpu() - c0, buf.getvalue()
 
 
 def main() -> None:
@@ -74,11 +84,11 @@ def main() -> None:
         (ds / "manifest.json").write_text(json.dumps(doc, indent=1))
         base = ["depth", str(ds), "--camera", str(camera), "--kappa", str(args.kappa)]
         # warm-up: numba's caches of this tree (both paths load the same)
-        run([*base, "-o", str(Path(tmp) / "warm"), "--frames", str(seq[0]["frame"]), "--single-process"])
+        _ = run([*base, "-o", str(Path(tmp) / "warm"), "--frames", str(seq[0]["frame"])])
         load0 = os.getloadavg()
-        t_one, out_one = run([*base, "-o", str(Path(tmp) / "one"), "--single-process"])
+        t_one, cpu_one, out_one = run([*base, "-o", str(Path(tmp) / "one")])
         load1 = os.getloadavg()
-        t_dask, out_dask = run([*base, "-o", str(Path(tmp) / "dask"), "--workers", str(args.workers)])
+        t_dask, cpu_dask, out_dask = run([*base, "-o", str(Path(tmp) / "dask"), "--workers", str(args.workers)])
         load2 = os.getloadavg()
         a = sorted((Path(tmp) / "one" / "depth").iterdir())
         b = sorted((Path(tmp) / "dask" / "depth").iterdir())
@@ -86,8 +96,10 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "depth_sequence", "plenocal_version": plenocal.__version__, "machine": machine(),
         "set": str(args.set), "frames": args.frames, "workers": args.workers,
-        "single_process": {"seconds": t_one, "seconds_per_frame": t_one / args.frames, "last_line": out_one.strip().splitlines()[-1]},
-        "local_cluster": {"seconds": t_dask, "seconds_per_frame": t_dask / args.frames, "last_line": out_dask.strip().splitlines()[-1]},
+        "single_process": {"seconds": t_one, "seconds_per_frame": t_one / args.frames, "cpu_seconds": cpu_one,
+                           "last_line": out_one.strip().splitlines()[-1]},
+        "local_cluster": {"seconds": t_dask, "seconds_per_frame": t_dask / args.frames, "cpu_seconds": cpu_dask,
+                          "last_line": out_dask.strip().splitlines()[-1]},
         "speed_up": t_one / t_dask,
         "same_bytes": same,
         "load_average_1min": {"before": load0[0], "between": load1[0], "after": load2[0]},

@@ -85,7 +85,7 @@ def test_depth_on_a_local_dask_cluster_gives_the_same_bytes(dataset, tmp_path, c
     this process (numba's own threads): every PLY and PNG the same bytes."""
     pytest.importorskip("distributed")
     base = ["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "--kappa", str(dataset / "kappa.json")]
-    assert main([*base, "-o", str(tmp_path / "one"), "--single-process"]) == 0
+    assert main([*base, "-o", str(tmp_path / "one")]) == 0
     assert main([*base, "-o", str(tmp_path / "dask"), "--workers", "2"]) == 0
     out = capsys.readouterr().out
     assert "on a local Dask cluster of 2 workers" in out

@@ -17,10 +17,11 @@ distance), then the median of the confident estimates around it (robust aggregat
 - ``OUT/depth.json`` — per frame: counts by status, z percentiles, seconds; the settings; inputs
   with their SHA-256.
 
-Frames are independent (:mod:`plenocal.depth.sequence`): from :data:`MIN_FRAMES_FOR_CLUSTER`
-frames on they run on a ``distributed.LocalCluster`` of ``--workers`` processes (default one per
-core), on an existing Dask cluster with ``--scheduler ADDRESS`` (its workers must see the same
-paths), or in this process with ``--single-process``; the files are the same bytes whichever.
+Frames are independent (:mod:`plenocal.depth.sequence`): with ``--workers N`` they run on a
+``distributed.LocalCluster`` of N worker processes (one task per frame), with ``--scheduler
+ADDRESS`` on an existing Dask cluster (its workers must see the same paths), and by default one
+after the other in this process (the kernels use every core already; see :data:`DEFAULT_LOCAL`);
+the files are the same bytes whichever.
 
 Not here yet: per-pixel depth, depth scaling.
 """
@@ -60,11 +61,13 @@ MAP_SCALE = 4
 """The depth map and central image are 1/MAP_SCALE of the sensor's size."""
 F_NUMBER_RTOL = 0.01
 """A white serves a frame whose f-number is within this fraction of its own."""
-MIN_FRAMES_FOR_CLUSTER = 3
-"""From this many frames on, the default runs them on a local Dask cluster (one worker process
-per core, the frames in parallel); fewer run in this process (the kernels use every core
-already, and starting the cluster's workers, which load the compiled kernels, takes ~5 s).
-PRISM R12-B full-scale frames, 2 cores: see docs/depth.md (benchmarks/depth_sequence.py)."""
+DEFAULT_LOCAL = True
+"""Without ``--workers`` or ``--scheduler`` the frames run in this process. Measured on the PRISM
+R12-B frames (``benchmarks/depth_sequence.py``, 2 cores shared with other jobs, load 8–12): 4
+frames 44 s in this process against 72 s on a 2-worker local cluster, 20 frames 311 s against
+631 s, the same bytes. The matching kernels already spread each frame over the cores, and each
+worker spends ~8 CPU-s starting (importing, loading the compiled kernels, reading the white):
+the cluster pays off with more cores or machines, not on 2."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,10 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ex = p.add_mutually_exclusive_group()
     ex.add_argument("--scheduler", default=None, metavar="ADDRESS",
                     help="run the frames on this existing Dask scheduler (e.g. tcp://host:8786; its workers must see the same paths)")
-    ex.add_argument("--single-process", action="store_true",
-                    help=f"run the frames one after the other in this process (the default below {MIN_FRAMES_FOR_CLUSTER} frames)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help=f"run on a local Dask cluster of N worker processes (default from {MIN_FRAMES_FOR_CLUSTER} frames on: one per core)")
+    ex.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="run the frames on a local Dask cluster of N worker processes (default: one after the other in this process)")
     p.set_defaults(func=run)
 
 
@@ -302,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
     if workers is not None and workers < 1:
         raise UsageError(f"--workers: expected a number of worker processes >= 1, got {workers}")
     scheduler = getattr(args, "scheduler", None)
-    local = bool(getattr(args, "single_process", False)) or (scheduler is None and workers is None and len(frames) < MIN_FRAMES_FOR_CLUSTER)
+    local = DEFAULT_LOCAL and scheduler is None and workers is None
     n_workers = max(1, min(workers if workers is not None else available_cores(), len(frames)))
     # one numba thread per worker of the local cluster when they fill the cores
     threads = None if local or scheduler is not None else max(1, available_cores() // n_workers)

@@ -1,7 +1,7 @@
 """Frames of a sequence mapped over a Dask cluster or in this process, results as they complete.
 
 Depth frames are independent: :func:`map_frames` runs one task per frame on a
-``distributed.LocalCluster`` of worker processes (the default for several frames), on an existing
+``distributed.LocalCluster`` of worker processes, on an existing
 cluster given by its scheduler's address, or one after the other in this process. The tasks are
 deterministic (the numba kernels give the same bytes whatever the thread count), so every path
 gives the same results. ``distributed`` is imported only when a cluster is asked for.
