@@ -309,6 +309,17 @@ def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radi
 
 
 @nb.njit(parallel=True, cache=True)
+def normalised_level_kernel(num, den, out, k, min_den):  # pragma: no cover - compiled
+    """``out[y, x, k]`` = num/den where den > ``min_den``, else 0 (one level of the (H, W, L)
+    blur stack, written in place: no full-size temporaries)."""
+    H, W = num.shape
+    for y in nb.prange(H):
+        for x in range(W):
+            d = den[y, x]
+            out[y, x, k] = num[y, x] / d if d > min_den else np.float32(0.0)
+
+
+@nb.njit(parallel=True, cache=True)
 def star_mask_kernel(centres, idx, found, dirs, half_width):  # pragma: no cover - compiled
     """(N, K) bool: neighbour ``idx[i, kk]`` (where ``found``) lies within ``half_width`` of a
     ray from c_i along one of the unit directions ``dirs`` (D, 2)."""

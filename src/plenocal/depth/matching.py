@@ -49,6 +49,7 @@ from plenocal.depth._kernels import (
     centroid_table,
     cost_curve_kernel,
     micro_image_spread_kernel,
+    normalised_level_kernel,
     search_kernel,
     star_mask_kernel,
 )
@@ -121,6 +122,9 @@ MIN_OVERLAP_PIXELS = 12
 BLUR_VARIANCES_PX2 = (0.0, 0.25, 0.5, 1.0, 1.5, 2.25, 3.0, 4.0, 6.0, 9.0)
 """Variances (px²) of the Gaussian blur stack; σ_r beyond 3 px is clamped to 3 px (on R12
 cameras with κ ≈ 0.3–0.6, σ_r ≲ 2 px over |υ| ≥ 2)."""
+MIN_BLURRED_MASK = 1e-3
+"""A blurred level is 0 where the equally blurred mask of lit pixels is below this (no lit pixel
+near)."""
 MIN_WHITE_FRACTION = 0.1
 """Pixels whose white is below this fraction of its bright level are gaps (weight 0)."""
 CHUNK = 1024
@@ -170,18 +174,16 @@ def blur_stack(devignetted: NDArray, weight: NDArray, *, variances: tuple[float,
     img = np.asarray(devignetted, dtype=np.float32)
     mask = (np.asarray(weight) > 0).astype(np.float32)
     masked = img * mask
-    levels = []
-    for var in variances:
+    out = np.empty((*img.shape, len(variances)), dtype=np.float32)
+    for k, var in enumerate(variances):
         if var <= 0.0:
-            levels.append(masked)
+            normalised_level_kernel(masked, mask, out, k, np.float32(0.5))  # masked / 1 on lit pixels, 0 elsewhere
             continue
         sigma = float(np.sqrt(var))
         num = cv2.GaussianBlur(masked, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
         den = cv2.GaussianBlur(mask, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
-        level = np.zeros(img.shape, dtype=np.float32)
-        np.divide(num, den, out=level, where=den > 1e-3)
-        levels.append(level)
-    return cv2.merge(levels)
+        normalised_level_kernel(num, den, out, k, np.float32(MIN_BLURRED_MASK))
+    return out
 
 
 def neighbour_table(
