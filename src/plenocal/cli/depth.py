@@ -244,7 +244,7 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     if job.threads is not None:
         import numba
 
-        numba.set_num_threads(min(job.threads, numba.config.NUMBA_NUM_THREADS))
+        numba.set_num_threads(min(job.threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     dataset = read_dataset(job.dataset)
     camera = _camera(job.camera_path)
     e = job.frame
@@ -268,7 +268,8 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     message = (f"frame {e.frame}: {c['estimated']} micro-images with a depth ({c['untextured']} untextured, "
                f"{c['at_bound']} out of range), median z {np.nanmedian(z) if ok.any() else float('nan'):.1f} mm, "
                f"{vd.wall_time_s:.1f} s")
-    return FrameDepth(int(e.frame), ply, depth_png(cell_image(camera, z)), grey_png(cell_image(camera, vd.grey)),
+    assert e.frame is not None  # _frames lists frames only
+    return FrameDepth(e.frame, ply, depth_png(cell_image(camera, z)), grey_png(cell_image(camera, vd.grey)),
                       frame_summary(vd, z), vd.settings, message)
 
 
