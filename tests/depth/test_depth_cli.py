@@ -80,6 +80,36 @@ def test_depth_cli_writes_point_clouds_close_to_the_plates(dataset, tmp_path, ca
     assert "frame 1:" in capsys.readouterr().out
 
 
+def test_depth_on_a_local_dask_cluster_gives_the_same_bytes(dataset, tmp_path, capsys):
+    """The frames on a real local cluster of 2 worker processes (one numba thread each) against
+    this process (numba's own threads): every PLY and PNG the same bytes."""
+    pytest.importorskip("distributed")
+    base = ["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "--kappa", str(dataset / "kappa.json")]
+    assert main([*base, "-o", str(tmp_path / "one")]) == 0
+    assert main([*base, "-o", str(tmp_path / "dask"), "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "on a local Dask cluster of 2 workers" in out
+    one = sorted((tmp_path / "one" / "depth").iterdir())
+    dask = sorted((tmp_path / "dask" / "depth").iterdir())
+    assert [p.name for p in one] == [p.name for p in dask] and len(one) == 3 * len(DISTANCES_MM)
+    for a, b in zip(one, dask, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    doc = json.loads((tmp_path / "dask" / "depth.json").read_text())
+    assert list(doc["frames"]) == [str(f) for f in DISTANCES_MM]
+    assert doc["execution"]["where"] == "local Dask cluster of 2 workers"
+
+
+def test_depth_scheduler_that_does_not_answer_is_one_line(dataset, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    out = tmp_path / "out"
+    code = main(["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "--kappa", "0.5", "-o", str(out),
+                 "--scheduler", "tcp://127.0.0.1:9"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert "--scheduler tcp://127.0.0.1:9" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -37,6 +37,11 @@ STATUS_AT_BOUND = 3
 STATUS_OUTSIDE = 4
 """The micro-image is not wholly in the image, or its centre is not lit in the white."""
 
+REFINE_GOLDEN = 0
+"""Refinement by golden-section search of the coarse bracket."""
+REFINE_PARABOLA = 1
+"""Refinement by the vertex of a parabola through full costs half a coarse step apart."""
+
 
 @nb.njit(cache=True)
 def _disc_bounds(cx, cy, radius, W, H):  # pragma: no cover - compiled
@@ -64,12 +69,30 @@ TABLE_STEP_PX = 0.25
 
 
 @nb.njit(cache=True)
-def _shift_tables(rho, ra, rb, n, inv, fwd):  # pragma: no cover - compiled
+def centroid_table(ra, rb, n):  # pragma: no cover - compiled
+    """(T, n) centroid offset g(e_o) of :mod:`plenocal.model.pupil` (the aperture's disc of
+    radius ``ra`` against each lens type's pupil disc of radius ``rb[t]``) at e_o = k·h: the part
+    of the pupil-vignetting shift that does not depend on the hypothesis (0 where R_b is below
+    MIN_LENS_RADIUS_PX: no shift)."""
+    h = TABLE_STEP_PX
+    out = np.zeros((rb.shape[0], n))
+    for t in range(rb.shape[0]):
+        if rb[t] < MIN_LENS_RADIUS_PX:
+            continue
+        for k in range(n):
+            out[t, k] = centroid_partials(k * h, rb[t], ra, True)[0]
+    return out
+
+
+@nb.njit(cache=True)
+def _shift_tables(rho, ra, rb, g, inv, fwd):  # pragma: no cover - compiled
     """Tables of the pupil-vignetting shift (:mod:`plenocal.model.pupil`, eq. (1)) of each lens
     type at blur ``rho[t]``: ``inv[t, k]`` the chief-ray offset e of the observed offset
-    e_o = k·h (explicit, e = e_o − γ_s·g(e_o)), ``fwd[t, k]`` the observed offset e_o of the
-    chief-ray offset e = k·h (inverse of the monotone ``inv``; NaN beyond its range)."""
+    e_o = k·h (explicit, e = e_o − γ_s·g(e_o), g from :func:`centroid_table`), ``fwd[t, k]`` the
+    observed offset e_o of the chief-ray offset e = k·h (inverse of the monotone ``inv``; NaN
+    beyond its range)."""
     h = TABLE_STEP_PX
+    n = inv.shape[1]
     for t in range(rho.shape[0]):
         if rb[t] < MIN_LENS_RADIUS_PX:
             for k in range(n):
@@ -78,8 +101,7 @@ def _shift_tables(rho, ra, rb, n, inv, fwd):  # pragma: no cover - compiled
             continue
         gs = saturated_gain(-rho[t] / rb[t], ra, rb[t])[0]
         for k in range(n):
-            eo = k * h
-            inv[t, k] = eo - gs * centroid_partials(eo, rb[t], ra, True)[0]
+            inv[t, k] = k * h - gs * g[t, k]
         m = 0
         for k in range(n):
             e = k * h
@@ -93,6 +115,29 @@ def _shift_tables(rho, ra, rb, n, inv, fwd):  # pragma: no cover - compiled
             fwd[t, k] = (m + (e - a) / (b - a)) * h if b > a else m * h
 
 
+@nb.njit(cache=True)
+def _tables_at(w, P, Q, ra, rb, g, rho, inv, fwd):  # pragma: no cover - compiled
+    """ρ_t(w) = P_t + Q·w of each type into ``rho`` and the shift tables at it into ``inv``, ``fwd``."""
+    for t in range(P.shape[0]):
+        rho[t] = P[t] + Q * w
+    _shift_tables(rho, ra, rb, g, inv, fwd)
+
+
+@nb.njit(cache=True)
+def grid_tables(w_grid, P, Q, ra, rb, g):  # pragma: no cover - compiled
+    """ρ (G, T) and the shift tables (G, T, n) at every hypothesis of the coarse grid: shared by
+    every micro-image, computed once."""
+    G = w_grid.shape[0]
+    T = P.shape[0]
+    n = g.shape[1]
+    rho = np.empty((G, T))
+    inv = np.empty((G, T, n))
+    fwd = np.empty((G, T, n))
+    for q in range(G):
+        _tables_at(w_grid[q], P, Q, ra, rb, g, rho[q], inv[q], fwd[q])
+    return rho, inv, fwd
+
+
 @nb.njit(cache=True, inline="always")
 def _lookup(table, t, r, n):  # pragma: no cover - compiled
     x = r / TABLE_STEP_PX
@@ -104,24 +149,22 @@ def _lookup(table, t, r, n):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True)
-def _pair_cost(stack, levels, cix, ciy, cjx, cjy, dx, dy, radius, s2_i, s2_j, stride, ti, tj, inv, fwd, n_tab):  # pragma: no cover
-    """Σ|I_i(x) − I_j(y)| and the pixel count over the pixels x of micro-image i within
-    ``radius`` of c_i whose match y lies within ``radius`` of c_j: x's observed offset
-    o_i = x − c_i is unshifted to its chief-ray offset e_i (pupil vignetting, table ``inv`` of
-    type ti), moved by the disparity, e_j = e_i + δ, and shifted to the observed o_j (table
-    ``fwd`` of type tj), y = c_j + o_j. View i blurred by variance ``s2_i``, view j by ``s2_j``
-    (px²). Pixels x on a ``stride`` grid."""
-    H = stack.shape[1]
-    W = stack.shape[2]
-    ki, ti_ = _level(s2_i, levels)
-    kj, tj_ = _level(s2_j, levels)
+def _gather(stack, cix, ciy, radius, stride, ti, inv, px, py, ex, ey):  # pragma: no cover - compiled
+    """The pixels x of micro-image i within ``radius`` of c_i on a ``stride`` grid (0: the
+    quincunx x + y even, half of them) into
+    ``px``, ``py``, and their chief-ray offsets e_i (observed offset o_i = x − c_i unshifted by
+    the table ``inv`` of type ti) into ``ex``, ``ey``; returns their number. Shared by every pair
+    of i at one hypothesis."""
+    H = stack.shape[0]
+    W = stack.shape[1]
+    n_tab = inv.shape[1]
     r2 = radius * radius
     x_lo, x_hi, y_lo, y_hi = _disc_bounds(cix, ciy, radius, W, H)
-    sad = 0.0
-    n = 0
-    for y in range(y_lo, y_hi + 1, stride):
+    m = 0
+    step = 2 if stride == 0 else stride
+    for y in range(y_lo, y_hi + 1, 1 if stride == 0 else stride):
         oy = y - ciy
-        for x in range(x_lo, x_hi + 1, stride):
+        for x in range(x_lo + ((x_lo + y) & 1 if stride == 0 else 0), x_hi + 1, step):
             ox = x - cix
             ro2 = ox * ox + oy * oy
             if ro2 > r2:
@@ -131,62 +174,106 @@ def _pair_cost(stack, levels, cix, ciy, cjx, cjy, dx, dy, radius, s2_i, s2_j, st
                 sc = _lookup(inv, ti, ro, n_tab) / ro
             else:
                 sc = 1.0
-            ex = ox * sc + dx
-            ey = oy * sc + dy
-            re = math.sqrt(ex * ex + ey * ey)
-            if re > 1e-9:
-                sj = _lookup(fwd, tj, re, n_tab)
-                if math.isnan(sj):
-                    continue
-                sj /= re
-            else:
-                sj = 1.0
-            qx = ex * sj
-            qy = ey * sj
-            if qx * qx + qy * qy > r2:
+            px[m] = x
+            py[m] = y
+            ex[m] = ox * sc
+            ey[m] = oy * sc
+            m += 1
+    return m
+
+
+OFFSET_LIMIT_MARGIN_PX = 0.5
+"""The pre-test of :func:`_pair_cost` keeps chief-ray offsets up to this much beyond the one
+observed at the disc's edge (the tables are interpolated; the exact test follows)."""
+
+
+@nb.njit(cache=True, inline="always")
+def _offset_limit2(inv, t, radius):  # pragma: no cover - compiled
+    """Square of the chief-ray offset observed at ``radius`` in type t, plus the margin (∞ when
+    the table does not reach it)."""
+    e = _lookup(inv, t, radius, inv.shape[1])
+    if math.isnan(e):
+        return math.inf
+    e += OFFSET_LIMIT_MARGIN_PX
+    return e * e
+
+
+@nb.njit(cache=True)
+def _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px, py, ex, ey, m, e_lim2):  # pragma: no cover
+    """Σ|I_i(x) − I_j(y)| and the pixel count over the gathered pixels x of micro-image i
+    (:func:`_gather`) whose match y lies within ``radius`` of c_j: the chief-ray offset moves by
+    the disparity, e_j = e_i + δ, and is shifted to the observed o_j (table ``fwd`` of type tj),
+    y = c_j + o_j. View i blurred by variance ``s2_i``, view j by ``s2_j`` (px²); ``stack`` is
+    (H, W, L), the levels of a pixel adjacent in memory. Chief-ray offsets beyond √``e_lim2``
+    (past the one observed at ``radius``, :func:`_offset_limit2`) are skipped before the table
+    lookup: the shift is monotone, so their match lies outside the disc anyway."""
+    H = stack.shape[0]
+    W = stack.shape[1]
+    n_tab = fwd.shape[1]
+    ki, ti_ = _level(s2_i, levels)
+    kj, tj_ = _level(s2_j, levels)
+    r2 = radius * radius
+    sad = 0.0
+    n = 0
+    for p in range(m):
+        ex_ = ex[p] + dx
+        ey_ = ey[p] + dy
+        re2 = ex_ * ex_ + ey_ * ey_
+        if re2 > e_lim2:
+            continue
+        re = math.sqrt(re2)
+        if re > 1e-9:
+            sj = _lookup(fwd, tj, re, n_tab)
+            if math.isnan(sj):
                 continue
-            bx = cjx + qx
-            by = cjy + qy
-            x0 = math.floor(bx)
-            y0 = math.floor(by)
-            if x0 < 0 or y0 < 0 or x0 + 1 >= W or y0 + 1 >= H:
-                continue
-            a = stack[ki, y, x]
-            if ti_ > 0.0:
-                a += ti_ * (stack[ki + 1, y, x] - a)
-            fx = bx - x0
-            fy = by - y0
-            b00 = stack[kj, y0, x0]
-            b01 = stack[kj, y0, x0 + 1]
-            b10 = stack[kj, y0 + 1, x0]
-            b11 = stack[kj, y0 + 1, x0 + 1]
-            if tj_ > 0.0:
-                b00 += tj_ * (stack[kj + 1, y0, x0] - b00)
-                b01 += tj_ * (stack[kj + 1, y0, x0 + 1] - b01)
-                b10 += tj_ * (stack[kj + 1, y0 + 1, x0] - b10)
-                b11 += tj_ * (stack[kj + 1, y0 + 1, x0 + 1] - b11)
-            b = (1.0 - fy) * ((1.0 - fx) * b00 + fx * b01) + fy * ((1.0 - fx) * b10 + fx * b11)
-            sad += abs(a - b)
-            n += 1
+            sj /= re
+        else:
+            sj = 1.0
+        qx = ex_ * sj
+        qy = ey_ * sj
+        if qx * qx + qy * qy > r2:
+            continue
+        bx = cjx + qx
+        by = cjy + qy
+        x0 = math.floor(bx)
+        y0 = math.floor(by)
+        if x0 < 0 or y0 < 0 or x0 + 1 >= W or y0 + 1 >= H:
+            continue
+        x = px[p]
+        y = py[p]
+        a = stack[y, x, ki]
+        if ti_ > 0.0:
+            a += ti_ * (stack[y, x, ki + 1] - a)
+        fx = bx - x0
+        fy = by - y0
+        b00 = stack[y0, x0, kj]
+        b01 = stack[y0, x0 + 1, kj]
+        b10 = stack[y0 + 1, x0, kj]
+        b11 = stack[y0 + 1, x0 + 1, kj]
+        if tj_ > 0.0:
+            b00 += tj_ * (stack[y0, x0, kj + 1] - b00)
+            b01 += tj_ * (stack[y0, x0 + 1, kj + 1] - b01)
+            b10 += tj_ * (stack[y0 + 1, x0, kj + 1] - b10)
+            b11 += tj_ * (stack[y0 + 1, x0 + 1, kj + 1] - b11)
+        b = (1.0 - fy) * ((1.0 - fx) * b00 + fx * b01) + fy * ((1.0 - fx) * b10 + fx * b11)
+        sad += abs(a - b)
+        n += 1
     return sad, n
 
 
 @nb.njit(cache=True)
-def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2, radius, stride, min_pixels,
-          ra, rb, rho, inv, fwd):  # pragma: no cover
+def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radius, stride, min_pixels,
+          rho, inv, fwd, px, py, ex, ey):  # pragma: no cover
     """Mean over the pairs (i, j) with ≥ ``min_pixels`` compared pixels of their mean absolute
     difference at inverse virtual depth w (NaN without such a pair), and the number of pairs.
-    ``ra`` (R_a px) and ``rb`` (R_b px per type) set the pupil-vignetting shift (``rb`` all 0:
-    none); ``rho``, ``inv``, ``fwd``: work arrays (T,), (T, n), (T, n)."""
-    n_tab = inv.shape[1]
-    for t in range(P.shape[0]):
-        rho[t] = P[t] + Q * w
-    _shift_tables(rho, ra, rb, n_tab, inv, fwd)
+    ``rho`` (T,), ``inv``, ``fwd`` (T, n): the blur radii and shift tables at w
+    (:func:`_tables_at`); ``px`` … ``ey``: work arrays for :func:`_gather`."""
     cix = centres[i, 0]
     ciy = centres[i, 1]
     ti = types[i]
     rho_i = rho[ti]
     f = (1.0 - lam) + lam * w
+    m = _gather(stack, cix, ciy, radius, stride, ti, inv, px, py, ex, ey)
     total = 0.0
     count = 0
     pairs = 0
@@ -210,7 +297,8 @@ def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2
             s2_j = s2
         else:
             s2_i = -s2
-        sad, n = _pair_cost(stack, levels, cix, ciy, cjx, cjy, dx, dy, radius, s2_i, s2_j, stride, ti, tj, inv, fwd, n_tab)
+        sad, n = _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px, py, ex, ey, m,
+                            _offset_limit2(inv, tj, radius))
         if n >= min_pixels:
             total += sad
             count += n
@@ -220,11 +308,60 @@ def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2
     return total / count, pairs
 
 
+@nb.njit(parallel=True, cache=True)
+def normalised_level_kernel(num, den, out, k, min_den):  # pragma: no cover - compiled
+    """``out[y, x, k]`` = num/den where den > ``min_den``, else 0 (one level of the (H, W, L)
+    blur stack, written in place: no full-size temporaries)."""
+    H, W = num.shape
+    for y in nb.prange(H):
+        for x in range(W):
+            d = den[y, x]
+            out[y, x, k] = num[y, x] / d if d > min_den else np.float32(0.0)
+
+
+@nb.njit(parallel=True, cache=True)
+def star_mask_kernel(centres, idx, found, dirs, half_width):  # pragma: no cover - compiled
+    """(N, K) bool: neighbour ``idx[i, kk]`` (where ``found``) lies within ``half_width`` of a
+    ray from c_i along one of the unit directions ``dirs`` (D, 2)."""
+    n, kmax = idx.shape
+    out = np.zeros((n, kmax), dtype=np.bool_)
+    for i in nb.prange(n):
+        for kk in range(kmax):
+            if not found[i, kk]:
+                continue
+            vx = centres[idx[i, kk], 0] - centres[i, 0]
+            vy = centres[idx[i, kk], 1] - centres[i, 1]
+            for d in range(dirs.shape[0]):
+                if abs(vx * dirs[d, 1] - vy * dirs[d, 0]) < half_width and (vx * dirs[d, 0] + vy * dirs[d, 1]) > 0:
+                    out[i, kk] = True
+                    break
+    return out
+
+
+@nb.njit(cache=True)
+def _cost_at(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2, ra, rb, g_table, radius, stride,
+             min_pixels, rho, inv, fwd, px, py, ex, ey):  # pragma: no cover - compiled
+    """:func:`_cost` at w, with the blur radii and shift tables computed there."""
+    _tables_at(w, P, Q, ra, rb, g_table, rho, inv, fwd)
+    return _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radius, stride, min_pixels,
+                 rho, inv, fwd, px, py, ex, ey)
+
+
+@nb.njit(cache=True, inline="always")
+def _vertex(x0, h, f0, f1, f2):  # pragma: no cover - compiled
+    """Abscissa of the parabola's vertex through (x0 − h, f0), (x0, f1), (x0 + h, f2), within
+    [x0 − h, x0 + h] (x0 when the three do not make a minimum)."""
+    den = f0 - 2.0 * f1 + f2
+    if not den > 0.0:
+        return x0
+    return x0 + h * min(max(0.5 * (f0 - f2) / den, -1.0), 1.0)
+
+
 @nb.njit(cache=True)
 def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     """Mean and mean absolute deviation of the unblurred view within ``radius`` of (cix, ciy)."""
-    H = stack.shape[1]
-    W = stack.shape[2]
+    H = stack.shape[0]
+    W = stack.shape[1]
     r2 = radius * radius
     x_lo, x_hi, y_lo, y_hi = _disc_bounds(cix, ciy, radius, W, H)
     s = 0.0
@@ -232,7 +369,7 @@ def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     for y in range(y_lo, y_hi + 1):
         for x in range(x_lo, x_hi + 1):
             if (x - cix) ** 2 + (y - ciy) ** 2 <= r2:
-                s += stack[0, y, x]
+                s += stack[y, x, 0]
                 n += 1
     if n == 0:
         return 0.0, 0.0, 0
@@ -241,7 +378,7 @@ def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     for y in range(y_lo, y_hi + 1):
         for x in range(x_lo, x_hi + 1):
             if (x - cix) ** 2 + (y - ciy) ** 2 <= r2:
-                a += abs(stack[0, y, x] - mean)
+                a += abs(stack[y, x, 0] - mean)
     return mean, a / n, n
 
 
@@ -257,15 +394,28 @@ def micro_image_spread_kernel(stack, centres, radii, index):  # pragma: no cover
     return mean, mad
 
 
+@nb.njit(cache=True, inline="always")
+def _work(radius, T, n_table):  # pragma: no cover - compiled
+    """Work arrays of one micro-image: ρ (T,), shift tables (T, n), gathered pixels and offsets."""
+    side = 2 * math.ceil(radius) + 2
+    size = side * side
+    return (np.empty(T), np.empty((T, n_table)), np.empty((T, n_table)), np.empty(size, dtype=np.int64),
+            np.empty(size, dtype=np.int64), np.empty(size), np.empty(size))
+
+
 @nb.njit(parallel=True, cache=True)
 def search_kernel(
     stack, levels, centres, types, neigh, radii, index, w_grid, lam, P, Q, kappa2,
-    coarse_neighbours, coarse_stride, golden_iterations, min_pixels, ra, rb, n_table,
+    coarse_neighbours, coarse_stride, golden_iterations, min_pixels, ra, rb, g_table, refine_stride, refine_mode,
 ):  # pragma: no cover - compiled
     """Inverse virtual depth of micro-images ``index``: coarse search on ``w_grid`` (the first
     ``coarse_neighbours`` neighbours, pixels on a ``coarse_stride`` grid), then golden-section
-    search of the bracket around the coarse minimum with every neighbour and pixel. ``ra``,
-    ``rb`` (T,), ``n_table``: the pupil-vignetting shift's radii and table length (rb all 0: none).
+    search of the bracket around the coarse minimum with every neighbour and the pixels on a
+    ``refine_stride`` grid (0: quincunx); the estimate is the better of the final interior points
+    (``refine_mode`` REFINE_GOLDEN), or the vertex of the parabola through full costs half a coarse
+    step apart around the coarse minimum (REFINE_PARABOLA: 4–5 evaluations). ``ra``,
+    ``rb`` (T,): the pupil-vignetting shift's radii (rb all 0: none); ``g_table`` (T, n):
+    :func:`centroid_table`. ``stack`` (H, W, L).
 
     Returns
     -------
@@ -277,27 +427,30 @@ def search_kernel(
     """
     m = index.shape[0]
     G = w_grid.shape[0]
+    T = P.shape[0]
+    n_table = g_table.shape[1]
     n_all = neigh.shape[1]
+    rho_g, inv_g, fwd_g = grid_tables(w_grid, P, Q, ra, rb, g_table)
     out_w = np.full(m, np.nan)
     out_cost = np.full(m, np.nan)
     out_median = np.full(m, np.nan)
     out_pairs = np.zeros(m, dtype=np.int32)
     out_status = np.zeros(m, dtype=np.int8)
     invphi = (math.sqrt(5.0) - 1.0) / 2.0
+    coarse_min = max(min_pixels // (coarse_stride * coarse_stride), 1)
+    refine_min = max(min_pixels // 2, 1) if refine_stride == 0 else max(min_pixels // (refine_stride * refine_stride), 1)
     for t in nb.prange(m):
         i = index[t]
         r = radii[i]
-        rho = np.empty(P.shape[0])
-        inv = np.empty((P.shape[0], n_table))
-        fwd = np.empty((P.shape[0], n_table))
+        rho, inv, fwd, px, py, ex, ey = _work(r, T, n_table)
         curve = np.empty(G)
         best = -1
-        for g in range(G):
-            c, _ = _cost(stack, levels, centres, types, neigh, coarse_neighbours, i, w_grid[g], lam, P, Q, kappa2,
-                         r, coarse_stride, max(min_pixels // (coarse_stride * coarse_stride), 1), ra, rb, rho, inv, fwd)
-            curve[g] = c
+        for q in range(G):
+            c, _ = _cost(stack, levels, centres, types, neigh, coarse_neighbours, i, w_grid[q], lam, kappa2,
+                         r, coarse_stride, coarse_min, rho_g[q], inv_g[q], fwd_g[q], px, py, ex, ey)
+            curve[q] = c
             if not math.isnan(c) and (best < 0 or c < curve[best]):
-                best = g
+                best = q
         if best < 0:
             out_status[t] = STATUS_NO_PAIRS
             continue
@@ -306,27 +459,83 @@ def search_kernel(
         if best == 0 or best == G - 1:
             out_status[t] = STATUS_AT_BOUND
             continue
+        if refine_mode == REFINE_PARABOLA:
+            # full costs at the coarse minimum and half a step either side; the parabola through
+            # the lowest and its two neighbours (one more evaluation when the lowest is a side
+            # point), then its vertex
+            h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5
+            c0 = w_grid[best]
+            fm, pm = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 - h, lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            fc, pc = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0, lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            fp, pp = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 + h, lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
+                wb, cb, pairs = c0, fc, pc
+            else:
+                if fm < fc and fm <= fp:
+                    f2 = fm
+                    fm, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 - 2.0 * h, lam, P, Q, kappa2, ra, rb,
+                                      g_table, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    fp = fc
+                    fc = f2
+                    c0 = c0 - h
+                    pc = pm
+                elif fp < fc:
+                    f2 = fp
+                    fp, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 + 2.0 * h, lam, P, Q, kappa2, ra, rb,
+                                      g_table, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    fm = fc
+                    fc = f2
+                    c0 = c0 + h
+                    pc = pp
+                wv = c0 if math.isnan(fm) or math.isnan(fp) else _vertex(c0, h, fm, fc, fp)
+                if wv == c0:
+                    wb, cb, pairs = c0, fc, pc
+                else:
+                    fv, pv = _cost_at(stack, levels, centres, types, neigh, n_all, i, wv, lam, P, Q, kappa2, ra, rb, g_table, r,
+                                      refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    wb, cb, pairs = wv, fv, pv
+            if math.isnan(cb):
+                out_status[t] = STATUS_NO_PAIRS
+                continue
+            out_w[t] = wb
+            out_cost[t] = cb
+            out_pairs[t] = pairs
+            out_status[t] = STATUS_OK
+            continue
         a = w_grid[best - 1]
         b = w_grid[best + 1]
         x1 = b - invphi * (b - a)
         x2 = a + invphi * (b - a)
-        f1, _ = _cost(stack, levels, centres, types, neigh, n_all, i, x1, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
-        f2, _ = _cost(stack, levels, centres, types, neigh, n_all, i, x2, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
+        _tables_at(x1, P, Q, ra, rb, g_table, rho, inv, fwd)
+        f1, p1 = _cost(stack, levels, centres, types, neigh, n_all, i, x1, lam, kappa2, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+        _tables_at(x2, P, Q, ra, rb, g_table, rho, inv, fwd)
+        f2, p2 = _cost(stack, levels, centres, types, neigh, n_all, i, x2, lam, kappa2, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
         for _it in range(golden_iterations):
             if f1 <= f2 or math.isnan(f2):
                 b = x2
                 x2 = x1
                 f2 = f1
+                p2 = p1
                 x1 = b - invphi * (b - a)
-                f1, _ = _cost(stack, levels, centres, types, neigh, n_all, i, x1, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
+                _tables_at(x1, P, Q, ra, rb, g_table, rho, inv, fwd)
+                f1, p1 = _cost(stack, levels, centres, types, neigh, n_all, i, x1, lam, kappa2, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
             else:
                 a = x1
                 x1 = x2
                 f1 = f2
+                p1 = p2
                 x2 = a + invphi * (b - a)
-                f2, _ = _cost(stack, levels, centres, types, neigh, n_all, i, x2, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
-        wb = 0.5 * (a + b)
-        cb, pairs = _cost(stack, levels, centres, types, neigh, n_all, i, wb, lam, P, Q, kappa2, r, 1, min_pixels, ra, rb, rho, inv, fwd)
+                _tables_at(x2, P, Q, ra, rb, g_table, rho, inv, fwd)
+                f2, p2 = _cost(stack, levels, centres, types, neigh, n_all, i, x2, lam, kappa2, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+        # the better of the two interior points (already evaluated; within the final bracket,
+        # 0.618^k of the coarse one wide)
+        if f1 <= f2 or math.isnan(f2):
+            wb, cb, pairs = x1, f1, p1
+        else:
+            wb, cb, pairs = x2, f2, p2
         if math.isnan(cb):
             out_status[t] = STATUS_NO_PAIRS
             continue
@@ -339,17 +548,16 @@ def search_kernel(
 
 @nb.njit(parallel=True, cache=True)
 def cost_curve_kernel(stack, levels, centres, types, neigh, radii, index, w_grid, lam, P, Q, kappa2, stride, min_pixels,
-                      ra, rb, n_table):  # pragma: no cover
+                      ra, rb, g_table):  # pragma: no cover
     """(M, G) cost of micro-images ``index`` at every ``w_grid`` value, every neighbour (diagnostics, tests)."""
     m = index.shape[0]
     G = w_grid.shape[0]
     out = np.full((m, G), np.nan)
+    rho_g, inv_g, fwd_g = grid_tables(w_grid, P, Q, ra, rb, g_table)
     for t in nb.prange(m):
         i = index[t]
-        rho = np.empty(P.shape[0])
-        inv = np.empty((P.shape[0], n_table))
-        fwd = np.empty((P.shape[0], n_table))
-        for g in range(G):
-            out[t, g], _ = _cost(stack, levels, centres, types, neigh, neigh.shape[1], i, w_grid[g], lam, P, Q, kappa2,
-                                 radii[i], stride, min_pixels, ra, rb, rho, inv, fwd)
+        _, _, _, px, py, ex, ey = _work(radii[i], P.shape[0], g_table.shape[1])
+        for q in range(G):
+            out[t, q], _ = _cost(stack, levels, centres, types, neigh, neigh.shape[1], i, w_grid[q], lam, kappa2,
+                                 radii[i], stride, min_pixels, rho_g[q], inv_g[q], fwd_g[q], px, py, ex, ey)
     return out

@@ -11,8 +11,10 @@ over their overlap (the reference's normalised SAD), averaged over the pairs. He
 
 - the search runs in w = 1/υ, in which the disparity is linear: a coarse scan of
   [w_min, w_max] (default |υ| ≥ 2, the reference's limit: closer, the micro-images hardly
-  overlap) in steps that move the nearest neighbour's disparity by :data:`COARSE_STEP_PX`, then a
-  golden-section search of the bracket around the coarse minimum;
+  overlap) in steps that move the nearest neighbour's disparity by :data:`COARSE_STEP_PX` (first
+  ring, a quarter of the pixels), then the vertex of a parabola through full costs (every
+  neighbour, half the pixels) half a step apart around the coarse minimum (:data:`REFINE_MODE`;
+  libpleno: golden section);
 - the blurred views come from a stack of Gaussian blurs of the devignetted image (normalised by
   the blurred white mask, as the reference's ``GAUSSIAN_BLUR`` method), interpolated in variance;
 - micro-images whose grey-level spread is below :data:`MIN_GREY_SPREAD` are not matched
@@ -37,15 +39,19 @@ from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
 from plenocal.depth._kernels import (
+    REFINE_PARABOLA,
     STATUS_AT_BOUND,
     STATUS_FLAT,
     STATUS_NO_PAIRS,
     STATUS_OK,
     STATUS_OUTSIDE,
     TABLE_STEP_PX,
+    centroid_table,
     cost_curve_kernel,
     micro_image_spread_kernel,
+    normalised_level_kernel,
     search_kernel,
+    star_mask_kernel,
 )
 from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera, RhoForm
@@ -77,11 +83,13 @@ TEXTURE_RADIUS_FRACTION = 0.6
 devignetted image doubles from 0.6 to 0.85 of it)."""
 COARSE_STEP_PX = 0.5
 """Step of the coarse scan, as the change of the nearest neighbour's disparity (px)."""
-GOLDEN_ITERATIONS = 9
-"""Golden-section iterations on the coarse bracket (2 steps wide): it shrinks by 0.618⁹ ≈ 1/76,
-to ~0.013 px of the nearest neighbour's disparity. PRISM central 1400 × 1000 px at 650 / 450 mm:
-the same errors as with 14 iterations (aggregated median 0.31 / 0.82 % against 0.32 / 0.85 %),
-25–35 % faster."""
+GOLDEN_ITERATIONS = 6
+"""Golden-section iterations on the coarse bracket (2 steps wide, 1 px of the nearest
+neighbour's disparity): it shrinks by 0.618⁶ ≈ 1/18, to ~0.06 px, and the estimate is the better
+of its two interior points. PRISM translation frames 100–104 (aggregated median |z − z_true|/z,
+with the quincunx refinement): 0.89 / 0.61 / 0.50 / 0.48 / 0.31 % against 0.90 / 0.59 / 0.49 /
+0.46 / 0.34 % with 9 iterations and every pixel; the noise of the estimates (3 % per micro-image)
+dwarfs the bracket."""
 RINGS = 2.0
 """Neighbours within this many pitches of a micro-image take part (hexagonal: 18, the two rings
 that see a point at |υ| ≲ 4 with a large overlap; farther ones overlap only at larger |υ|)."""
@@ -95,11 +103,28 @@ COARSE_RINGS = 1.0
 """The coarse scan uses the neighbours within this many pitches (the first ring)."""
 COARSE_STRIDE_PX = 2
 """The coarse scan compares pixels on a grid of this step (a quarter of them)."""
+REFINE_MODE = REFINE_PARABOLA
+"""How the coarse minimum is refined: :data:`~plenocal.depth._kernels.REFINE_PARABOLA`, the
+vertex of the parabola through the full costs at the coarse minimum and half a coarse step
+either side (4–5 cost evaluations), or ``REFINE_GOLDEN``, :data:`GOLDEN_ITERATIONS` of golden
+section (8). PRISM translation frames 100–104 (quincunx), per micro-image / aggregated median
+|z − z_true|/z: parabola 3.26 / 3.47 / 2.89 / 3.83 / 1.54 % and 0.99 / 0.59 / 0.42 / 0.40 /
+0.29 %, displacement errors 3.6 / 0.3 / 2.3 / 2.4 %; golden 3.79 / 3.95 / 3.00 / 3.65 / 1.98 %
+and 0.91 / 0.62 / 0.48 / 0.47 / 0.32 %, 3.6 / 1.1 / 4.6 / 3.1 %."""
+REFINE_STRIDE_PX = 0
+"""The golden-section refinement compares the pixels on a grid of this step, 0 for the
+quincunx (x + y even: half of them, every row and column). PRISM translation frames 100–104,
+aggregated median |z − z_true|/z with 5 iterations: quincunx 0.97 / 0.68 / 0.45 / 0.48 / 0.33 %,
+every other row and column (a quarter) 0.99 / 0.74 / 0.52 / 0.58 / 0.40 %, every pixel (9
+iterations) 0.90 / 0.59 / 0.49 / 0.46 / 0.34 %; the quincunx halves the refinement's time."""
 MIN_OVERLAP_PIXELS = 12
 """A pair counts only if at least this many pixels overlap (the reference: 9)."""
 BLUR_VARIANCES_PX2 = (0.0, 0.25, 0.5, 1.0, 1.5, 2.25, 3.0, 4.0, 6.0, 9.0)
 """Variances (px²) of the Gaussian blur stack; σ_r beyond 3 px is clamped to 3 px (on R12
 cameras with κ ≈ 0.3–0.6, σ_r ≲ 2 px over |υ| ≥ 2)."""
+MIN_BLURRED_MASK = 1e-3
+"""A blurred level is 0 where the equally blurred mask of lit pixels is below this (no lit pixel
+near)."""
 MIN_WHITE_FRACTION = 0.1
 """Pixels whose white is below this fraction of its bright level are gaps (weight 0)."""
 CHUNK = 1024
@@ -142,22 +167,22 @@ def blur_law(camera: PlenopticCamera, *, kappa: float) -> BlurLaw:
 
 
 def blur_stack(devignetted: NDArray, weight: NDArray, *, variances: tuple[float, ...] = BLUR_VARIANCES_PX2) -> NDArray[np.float32]:
-    """(L, H, W) float32: the devignetted image blurred by Gaussians of the given variances (px²),
+    """(H, W, L) float32: the devignetted image blurred by Gaussians of the given variances (px²),
     each normalised by the equally blurred mask of lit pixels (the gaps do not darken the borders).
+    The levels of a pixel are adjacent in memory (the kernels read a pixel at two levels).
     """
     img = np.asarray(devignetted, dtype=np.float32)
     mask = (np.asarray(weight) > 0).astype(np.float32)
-    out = np.empty((len(variances), *img.shape), dtype=np.float32)
     masked = img * mask
+    out = np.empty((*img.shape, len(variances)), dtype=np.float32)
     for k, var in enumerate(variances):
         if var <= 0.0:
-            out[k] = masked
+            normalised_level_kernel(masked, mask, out, k, np.float32(0.5))  # masked / 1 on lit pixels, 0 elsewhere
             continue
         sigma = float(np.sqrt(var))
         num = cv2.GaussianBlur(masked, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
         den = cv2.GaussianBlur(mask, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
-        np.divide(num, den, out=out[k], where=den > 1e-3)
-        out[k][den <= 1e-3] = 0.0
+        normalised_level_kernel(num, den, out, k, np.float32(MIN_BLURRED_MASK))
     return out
 
 
@@ -182,10 +207,7 @@ def neighbour_table(
         first = found[centre] & (dist[centre] <= 1.1 * pitch_px)
         dirs = centres[idx[centre, first]] - centres[centre]
         dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-        vec = centres[idx] - centres[:, None, :]
-        cross = np.abs(vec[..., 0, None] * dirs[:, 1] - vec[..., 1, None] * dirs[:, 0])
-        along = (vec[..., 0, None] * dirs[:, 0] + vec[..., 1, None] * dirs[:, 1]) > 0
-        keep |= found & np.any((cross < 0.25 * pitch_px) & along, axis=-1)
+        keep |= star_mask_kernel(centres, idx, found, np.ascontiguousarray(dirs), 0.25 * pitch_px)
     order = np.argsort(np.where(keep, dist, np.inf), axis=1, kind="stable")
     idx = np.take_along_axis(np.where(keep, idx, -1), order, axis=1).astype(np.int64)
     dist = np.take_along_axis(np.where(keep, dist, np.inf), order, axis=1)
@@ -242,15 +264,17 @@ STATUS_NAMES = {STATUS_OK: "estimated", STATUS_FLAT: "untextured", STATUS_NO_PAI
                 STATUS_OUTSIDE: "outside"}
 
 
-def pupil_radii(camera: PlenopticCamera, f_number: float, max_radius_px: float, *, pupil_vignetting: bool = True) -> tuple[float, FloatArray, int]:
-    """R_a = |m|/(N·s) and R_b = |q_t|/s (px) of the pupil-vignetting shift (0: off), and the length
-    of its radial tables (they reach past the farthest compared offset)."""
+def pupil_radii(camera: PlenopticCamera, f_number: float, max_radius_px: float, *, pupil_vignetting: bool = True) -> tuple[float, FloatArray, FloatArray]:
+    """R_a = |m|/(N·s) and R_b = |q_t|/s (px) of the pupil-vignetting shift (0: off), and the
+    hypothesis-free part of its radial tables (:func:`~plenocal.depth._kernels.centroid_table`,
+    (T, n): they reach past the farthest compared offset)."""
     m, q = radius_law(camera)
     s = camera.sensor.pixel_size_mm
     ra = abs(m) / f_number / s
     rb = np.abs(np.asarray(q, dtype=np.float64)) / s if pupil_vignetting else np.zeros(len(q))
     n_table = int(np.ceil(3.0 * max_radius_px / TABLE_STEP_PX)) + 2
-    return float(ra), np.ascontiguousarray(rb), n_table
+    rb = np.ascontiguousarray(rb)
+    return float(ra), rb, centroid_table(float(ra), rb, n_table)
 
 
 def default_distance_range_mm(camera: PlenopticCamera) -> tuple[float, float]:
@@ -318,6 +342,8 @@ def estimate_virtual_depths(
     rings: float = RINGS,
     star_rings: float = STAR_RINGS,
     golden_iterations: int = GOLDEN_ITERATIONS,
+    refine_stride: int = REFINE_STRIDE_PX,
+    refine_mode: int = REFINE_MODE,
     pupil_vignetting: bool = True,
     subset: NDArray[np.bool_] | None = None,
     chunk: int = CHUNK,
@@ -337,6 +363,8 @@ def estimate_virtual_depths(
     w_range : (w_min, w_max) searched, instead of ``distance_range_mm``.
     min_grey_spread : :data:`MIN_GREY_SPREAD`.
     rings : :data:`RINGS`.
+    golden_iterations, refine_stride, refine_mode : :data:`GOLDEN_ITERATIONS` (golden section
+        only), :data:`REFINE_STRIDE_PX`, :data:`REFINE_MODE`.
     pupil_vignetting : model the radial displacement of defocused detail by the main aperture's
         vignetting of the micro-lens pupil (:mod:`plenocal.model.pupil`; on the R12-A renders it
         moves detail outwards by 30–60 %: without it υ comes out 25–30 % short).
@@ -367,7 +395,7 @@ def estimate_virtual_depths(
     levels = np.asarray(BLUR_VARIANCES_PX2, dtype=np.float64)
     neigh, n_coarse = neighbour_table(centres, grid.diameter_px, rings=rings, star_rings=star_rings)
     law = blur_law(camera, kappa=kappa)
-    ra, rb, n_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
+    ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
     lam = camera.lambda_
     if w_range is None:
         w_range = inverse_depth_range(camera, default_distance_range_mm(camera) if distance_range_mm is None else distance_range_mm)
@@ -399,7 +427,7 @@ def estimate_virtual_depths(
         sel = todo[start:start + chunk]
         ww, cc, med, pp, st = search_kernel(
             stack, levels, centres, types, neigh, radii, sel, w_grid, lam, P, law.slope_px, law.kappa**2,
-            n_coarse, COARSE_STRIDE_PX, int(golden_iterations), MIN_OVERLAP_PIXELS, ra, rb, n_table,
+            n_coarse, COARSE_STRIDE_PX, int(golden_iterations), MIN_OVERLAP_PIXELS, ra, rb, g_table, int(refine_stride), int(refine_mode),
         )
         w[sel], cost[sel], pairs[sel], status[sel] = ww, cc, pp, st
         conf[sel] = np.where(st == STATUS_OK, np.clip(med, 0.0, 1.0), 0.0)
@@ -410,6 +438,7 @@ def estimate_virtual_depths(
     settings = {
         "kappa": float(kappa), "f_number": N, "inverse_depth_range": [float(w_lo), float(w_hi)],
         "coarse_steps": int(n_grid), "coarse_step_px": COARSE_STEP_PX, "golden_iterations": int(golden_iterations),
+        "refine": "parabola" if refine_mode == REFINE_PARABOLA else "golden", "refine_stride_px": int(refine_stride),
         "rings": float(rings), "star_rings": float(star_rings), "coarse_rings": COARSE_RINGS, "neighbours": int(neigh.shape[1]), "coarse_neighbours": int(n_coarse),
         "min_grey_spread": float(min_grey_spread), "usable_radius_fraction": USABLE_RADIUS_FRACTION,
         "blur_variances_px2": list(BLUR_VARIANCES_PX2), "lambda": float(lam),
@@ -436,11 +465,11 @@ def cost_curves(
     radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
     neigh, _ = neighbour_table(centres, grid.diameter_px, rings=rings)
     law = blur_law(camera, kappa=kappa)
-    ra, rb, n_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
+    ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
     return cost_curve_kernel(
         blur_stack(devignetted, weight), np.asarray(BLUR_VARIANCES_PX2), centres, types, neigh, radii,
         np.asarray(index, dtype=np.int64), np.asarray(w_grid, dtype=np.float64), camera.lambda_,
-        np.asarray(law.intercept_px), law.slope_px, law.kappa**2, 1, MIN_OVERLAP_PIXELS, ra, rb, n_table,
+        np.asarray(law.intercept_px), law.slope_px, law.kappa**2, 1, MIN_OVERLAP_PIXELS, ra, rb, g_table,
     )
 
 
