@@ -8,8 +8,8 @@ through it first meets the scene (:func:`plenocal.sim.scene.first_hit`). A micro
 of ~4 mm of the scene at these depths, so along a silhouette it sees two surfaces and its depth is
 a mixture: "silhouette" points are those whose truth changes by more than 2 % within 0.5 mm of
 their line of sight. Measured (render seeds 0, 1, 2; aggregated depths, 1 538–1 540 of 1 760
-micro-images, 87 %): RMS |z − z_true|/z 1.12–1.14 % over every point, 0.63–0.67 % off the silhouettes
-(94 % of the points); on the sphere off its silhouette 0.66–0.70 % (155 points); median 0.09–0.11 %.
+micro-images, 87 %): RMS |z − z_true|/z 1.13–1.14 % over every point, 0.66–0.69 % off the silhouettes
+(94 % of the points); on the sphere off its silhouette 0.75–0.79 % (155 points); median 0.09–0.11 %.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ view is textured here but the background's 0.3 grey): measured 0.87."""
 RMS_ALL = 0.015
 """RMS relative depth error over every point: measured 1.12–1.14 % (the silhouettes' mixtures)."""
 RMS_OFF_SILHOUETTES = 0.01
-"""Off the silhouettes, over the three surfaces: measured 0.63–0.67 %."""
+"""Off the silhouettes, over the three surfaces: measured 0.66–0.69 %."""
 RMS_SPHERE = 0.012
-"""On the sphere off its silhouette: measured 0.66–0.70 %."""
+"""On the sphere off its silhouette: measured 0.75–0.79 %."""
 MEDIAN = 0.003
 """Median |z − z_true|/z: measured 0.09–0.11 %."""
 
