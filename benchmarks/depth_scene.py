@@ -46,7 +46,7 @@ def scene(scale: float) -> tuple[Scene, tuple[str, ...]]:
     """The test scene (tests/depth/test_scene_depth.py) with its lateral sizes × ``scale``."""
     rng = np.random.default_rng(1)
     radius = 8.0 * scale
-    blocks = (max(4, int(round(np.pi * radius / 2.5))), max(8, int(round(2 * np.pi * radius / 2.5))))
+    blocks = (max(4, round(np.pi * radius / 2.5)), max(8, round(2 * np.pi * radius / 2.5)))
     texture = rng.uniform(0.05, 0.95, blocks).repeat(8, 0).repeat(8, 1)
     board = Checkerboard(12, 10, 2.5 * scale, 1.25 * scale)
     c, s = np.cos(np.radians(20.0)), np.sin(np.radians(20.0))
@@ -59,7 +59,7 @@ def scene(scale: float) -> tuple[Scene, tuple[str, ...]]:
 
 def stats(rel: np.ndarray) -> dict[str, float | int]:
     a = np.abs(rel)
-    return {"n": int(len(rel)), "rms_pct": float(100 * np.sqrt(np.mean(rel**2))) if len(rel) else None,
+    return {"n": len(rel), "rms_pct": float(100 * np.sqrt(np.mean(rel**2))) if len(rel) else None,
             "median_pct": float(100 * np.median(a)) if len(rel) else None,
             "p90_pct": float(100 * np.quantile(a, 0.9)) if len(rel) else None,
             "signed_median_pct": float(100 * np.median(rel)) if len(rel) else None}
@@ -100,7 +100,7 @@ def main() -> int:
     out = {
         "benchmark": "depth_scene", "machine": machine(), "preset": "r12-a" + (" small" if args.small else ""),
         "rays": args.rays, "kappa": args.kappa, "seed": args.seed,
-        "micro_images": int(len(vd.ok)), "with_depth": int(ag.ok.sum()), "coverage": float(ag.ok.mean()),
+        "micro_images": len(vd.ok), "with_depth": int(ag.ok.sum()), "coverage": float(ag.ok.mean()),
         "points_off_every_surface": int((~seen).sum()),
         "all": stats(rel[seen]), "off_silhouettes": stats(rel[seen & ~silhouette]),
         "silhouettes": stats(rel[seen & silhouette]),

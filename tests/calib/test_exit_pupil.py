@@ -131,7 +131,7 @@ def test_template_fit_positions_are_not_offered_the_exit_pupil(offset_pupil, r12
     files a free e absorbed that misfit (F 38–47 mm written with exit code 0): by default such
     observations keep the paper's pupil, say why in ``model_selection``, and ``--exit-pupil`` or a
     prior on e still frees it (here it then recovers the offset pupil)."""
-    e, truth, poses, noisy, start = offset_pupil
+    e, _truth, _poses, noisy, start = offset_pupil
     fitted = dataclasses.replace(noisy, positions=POSITIONS_TEMPLATE_FIT)
     quick = CalibrationOptions(frame_resampling=False)
     res = calibrate(fitted, start, r12a_board, options=quick)

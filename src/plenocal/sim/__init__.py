@@ -20,7 +20,15 @@ See ``docs/simulator.md``.
 from plenocal.sim.dataset import FrameSelection, simulate_dataset
 from plenocal.sim.groundtruth import FeatureOracle, true_mics
 from plenocal.sim.presets import PRESET_NAMES, Preset, crop_camera, matching_f_number, preset
-from plenocal.sim.scene import CheckerboardPlate, DiscLight, Scene, TexturedSphere, TexturePlate, WhiteDiffuser, first_hit
+from plenocal.sim.scene import (
+    CheckerboardPlate,
+    DiscLight,
+    Scene,
+    TexturedSphere,
+    TexturePlate,
+    WhiteDiffuser,
+    first_hit,
+)
 from plenocal.sim.sensor import SensorResponse
 from plenocal.sim.tracer import build_optics, render
 
