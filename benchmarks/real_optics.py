@@ -61,7 +61,8 @@ CASES: dict[str, dict[str, Any]] = {
     "double-gauss-lens": {"lens": "double-gauss", "lenslets": "thin", "what": "the double-Gauss with thin lenslets"},
     "double-gauss": {"lens": "double-gauss", "lenslets": "real", "what": "double-Gauss, real lenslets: everything"},
     "tessar": {"lens": "tessar", "lenslets": "real", "what": "Tessar, real lenslets"},
-    "telephoto": {"lens": "telephoto", "lenslets": "real", "what": "telephoto, real lenslets"},
+    "telephoto": {"lens": "telephoto", "lenslets": "real",
+                  "what": "telephoto, real lenslets (an f/5.6 design: `simulate` refuses it at the R12 presets' f/4)"},
     "field-corrector": {"lens": "field-corrector", "lenslets": "real", "what": "Cooke triplet + field corrector, real lenslets"},
 }
 MODELS = {

@@ -129,6 +129,16 @@ def _renderer(args: argparse.Namespace, chosen: Any) -> Any:
         clear_radius_mm=args.clear_radius_mm,
     )
     camera = real_optics_camera(chosen.camera, load_lens(args.lens), lenslets=design)
+    from plenocal.sim.optics.paraxial import axial_clipping, fastest_f_number
+
+    fastest = min((*chosen.plan.white_f_numbers, chosen.plan.checkerboard_f_number))
+    clip = axial_clipping(camera.lens, fastest)
+    if clip is not None:
+        i, semi, needed = clip
+        raise UsageError(f"--lens {args.lens}: the lens cannot open to f/{fastest:g} (the preset's fastest white or "
+                         f"checkerboard aperture): surface {i + 1}'s clear semi-diameter {semi:.2f} mm clips the axial beam "
+                         f"({needed:.2f} mm needed), so its images would be at a slower f-number than declared; this lens "
+                         f"opens to f/{fastest_f_number(camera.lens):.2f} — use a lens or a preset that agree")
     return RealOpticsRenderer(camera, str(args.lens), chosen.plan.checkerboard_f_number,
                               natural_vignetting=not args.no_natural_vignetting)
 

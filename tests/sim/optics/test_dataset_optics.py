@@ -85,6 +85,8 @@ def test_bad_lens_inputs_end_in_one_line_and_exit_2(tmp_path, capsys):
         (["--lenslets", "thin"], "--lenslets needs --lens"),
         (["--lens", "thin", "--substrate-mm", "0.6"], "too thick"),
         (["--lens", "thin", "--clear-radius-mm", "0.5"], "exceeds half the pitch"),
+        # an f/5.6 design at the preset's f/4: its whites would contradict their f-numbers
+        (["--lens", "telephoto"], "cannot open to f/4"),
     ]
     for extra, message in cases:
         code = main(["simulate", "r12-b", "--small", "-o", str(out), "--quiet", "--frames", "white=1", *extra])

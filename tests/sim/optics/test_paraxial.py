@@ -161,3 +161,20 @@ def test_image_of_a_plane_agrees_with_a_paraxial_ray_trace(name):
         y_img = y1 + nu * (z_img - d.last_vertex_z)
         assert y_img == pytest.approx(m * y0, abs=1e-12 * 600)
     assert image_of_plane(p, math.inf)[0] == pytest.approx(d.rear_focal_z, rel=1e-12)
+
+
+def test_which_bundled_lenses_open_to_the_presets_f4():
+    """The axial beam at f/N against every clear aperture (the stop's own radius follows N): the
+    telephoto is an f/5.6 design (its front element clips the axial beam below ~f/5.3, where
+    pre-calibration measured its "f/4" whites at f/5.32), every other bundled lens opens to f/4. At
+    surface 1 the marginal ray of an object at infinity is at the entrance-pupil radius, F/(2N)."""
+    from plenocal.sim.optics.paraxial import axial_clipping, fastest_f_number
+
+    F = 50.0
+    for name in ("double-gauss", "tessar", "field-corrector", "thin", "thick-ideal"):
+        assert axial_clipping(load_lens(name).scaled_to_efl(F), 4.0) is None, name
+    tele = load_lens("telephoto").scaled_to_efl(F)
+    surface, semi, needed = axial_clipping(tele, 4.0)
+    assert surface == 0 and needed == pytest.approx(F / 8.0, rel=1e-9) and semi < needed
+    assert 5.0 < fastest_f_number(tele) < 5.6
+    assert axial_clipping(tele, 5.6) is None

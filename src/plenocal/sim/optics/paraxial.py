@@ -229,6 +229,40 @@ def clear_semi_diameters_mm(p: Prescription, *, f_number: float, image_height_mm
     return tuple(float(x) for x in out)
 
 
+AXIAL_CLIP_TOLERANCE = 1e-3
+"""Relative shortfall of a surface's clear semi-diameter below the axial marginal ray's height
+at which the lens no longer opens to the f-number asked for (the stop's own radius is set from
+the f-number, so it never clips)."""
+
+
+def axial_clipping(p: Prescription, f_number: float) -> tuple[int, float, float] | None:
+    """The first surface (index, its semi-diameter, the height it would need, mm) whose clear
+    aperture clips the paraxial axial beam at ``f_number`` — the lens then works at a slower
+    f-number than the one asked for, and its white images contradict their declared f-numbers —
+    or None when every surface passes it (within :data:`AXIAL_CLIP_TOLERANCE`)."""
+    par = paraxial_data(p, f_number)
+    heights, _ = trace_paraxial(p, par.epd_mm / 2.0, 0.0)
+    for i, (surface, y) in enumerate(zip(p.surfaces, heights, strict=True)):
+        sd = surface.semi_diameter_mm
+        if i != p.stop_index and sd is not None and abs(y) > sd * (1.0 + AXIAL_CLIP_TOLERANCE):
+            return i, float(sd), float(abs(y))
+    return None
+
+
+def fastest_f_number(p: Prescription, *, start: float = 1.0, stop: float = 64.0) -> float:
+    """The smallest f-number at which no clear aperture clips the paraxial axial beam
+    (:func:`axial_clipping`; bisection on the f-number, 1e-3 relative)."""
+    if axial_clipping(p, start) is None:
+        return start
+    lo, hi = start, stop
+    if axial_clipping(p, hi) is not None:
+        return math.inf
+    while hi / lo > 1.0 + 1e-3:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if axial_clipping(p, mid) is not None else (lo, mid)
+    return hi
+
+
 def image_of_plane(p: Prescription, object_distance_mm: float) -> tuple[float, float]:
     """Paraxial image of an object plane ``object_distance_mm`` in front of H (> 0 for a real
     object; ``inf`` for infinity).
