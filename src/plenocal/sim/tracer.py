@@ -291,6 +291,25 @@ def focus_scale(
     return t
 
 
+@numba.njit(cache=True, inline="always", fastmath={"nsz", "arcp", "contract", "reassoc"})
+def _bilinear_texel(buf: NDArray[np.float64], r: int, texture: NDArray[np.float32], fx: float, fy: float) -> None:  # pragma: no cover
+    """Radiance (r, g, b) of ray ``r`` (``buf`` rows 7–9) bilinear in ``texture`` at texel
+    coordinates (fx, fy), clamped to [0, w − 1] × [0, h − 1] by the caller (grey textures repeat
+    their one channel)."""
+    h, w, nc = texture.shape
+    ix0 = min(int(fx), w - 1)
+    iy0 = min(int(fy), h - 1)
+    ix1 = min(ix0 + 1, w - 1)
+    iy1 = min(iy0 + 1, h - 1)
+    ax = fx - ix0
+    ay = fy - iy0
+    for c in range(3):
+        cc = min(c, nc - 1)
+        buf[7 + c, r] = (1.0 - ay) * (
+            (1.0 - ax) * texture[iy0, ix0, cc] + ax * texture[iy0, ix1, cc]
+        ) + ay * ((1.0 - ax) * texture[iy1, ix0, cc] + ax * texture[iy1, ix1, cc])
+
+
 @numba.njit(cache=True, fastmath={"nsz", "arcp", "contract", "reassoc"})
 def _shade_rays(
     buf: NDArray[np.float64], n: int, plates: NDArray[np.float64], texture: NDArray[np.float32],
@@ -353,7 +372,7 @@ def _shade_rays(
                 buf[9, r] = level if hit else buf[9, r]
         elif kind == KIND_SPHERE:  # near side of the sphere, texture wrapped by longitude and colatitude
             radius = p[17]
-            h, w, nc = texture.shape
+            h, w = texture.shape[0], texture.shape[1]
             for r in range(n):
                 Lx, Ly, dx, dy, dz = buf[0, r], buf[1, r], buf[2, r], buf[3, r], buf[4, r]
                 ox, oy, oz = Lx - tx, Ly - ty, -tz
@@ -375,20 +394,10 @@ def _shade_rays(
                 colat = math.acos(min(max(z / radius, -1.0), 1.0))
                 fx = min(max((lon + math.pi) / (2.0 * math.pi) * w - 0.5, 0.0), w - 1.0)
                 fy = min(max(colat / math.pi * h - 0.5, 0.0), h - 1.0)
-                ix0 = min(int(fx), w - 1)
-                iy0 = min(int(fy), h - 1)
-                ix1 = min(ix0 + 1, w - 1)
-                iy1 = min(iy0 + 1, h - 1)
-                ax = fx - ix0
-                ay = fy - iy0
                 buf[6, r] = t
-                for c in range(3):
-                    cc = min(c, nc - 1)
-                    buf[7 + c, r] = (1.0 - ay) * (
-                        (1.0 - ax) * texture[iy0, ix0, cc] + ax * texture[iy0, ix1, cc]
-                    ) + ay * ((1.0 - ax) * texture[iy1, ix0, cc] + ax * texture[iy1, ix1, cc])
+                _bilinear_texel(buf, r, texture, fx, fy)
         else:  # texture: bilinear at texel centres, clamped at the edges
-            h, w, nc = texture.shape
+            h, w = texture.shape[0], texture.shape[1]
             for r in range(n):
                 Lx, Ly, dx, dy, dz = buf[0, r], buf[1, r], buf[2, r], buf[3, r], buf[4, r]
                 t = ((tx - Lx) * nx + (ty - Ly) * ny + tz * nz) / (dx * nx + dy * ny + dz * nz)
@@ -401,18 +410,8 @@ def _shade_rays(
                     continue
                 fx = min(max(x / p[17] - 0.5, 0.0), w - 1.0)
                 fy = min(max(y / p[18] - 0.5, 0.0), h - 1.0)
-                ix0 = min(int(fx), w - 1)
-                iy0 = min(int(fy), h - 1)
-                ix1 = min(ix0 + 1, w - 1)
-                iy1 = min(iy0 + 1, h - 1)
-                ax = fx - ix0
-                ay = fy - iy0
                 buf[6, r] = t
-                for c in range(3):
-                    cc = min(c, nc - 1)
-                    buf[7 + c, r] = (1.0 - ay) * (
-                        (1.0 - ax) * texture[iy0, ix0, cc] + ax * texture[iy0, ix1, cc]
-                    ) + ay * ((1.0 - ax) * texture[iy1, ix0, cc] + ax * texture[iy1, ix1, cc])
+                _bilinear_texel(buf, r, texture, fx, fy)
 
 
 _FASTMATH = {"nsz", "arcp", "contract", "reassoc"}  # no nnan/ninf: the shading uses inf
