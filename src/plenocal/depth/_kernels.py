@@ -497,45 +497,38 @@ def search_kernel(
                     fv, pv = _cost_at(stack, levels, centres, types, neigh, n_all, i, wv, lam, P, Q, kappa2, ra, rb, g_table, r,
                                       refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
                     wb, cb, pairs = wv, fv, pv
-            if math.isnan(cb):
-                out_status[t] = STATUS_NO_PAIRS
-                continue
-            out_w[t] = wb
-            out_cost[t] = cb
-            out_pairs[t] = pairs
-            out_status[t] = STATUS_OK
-            continue
-        a = w_grid[best - 1]
-        b = w_grid[best + 1]
-        x1 = b - invphi * (b - a)
-        x2 = a + invphi * (b - a)
-        _tables_at(x1, P, Q, ra, rb, g_table, rho, inv, fwd)
-        f1, p1 = _cost(stack, levels, centres, types, neigh, n_all, i, x1, lam, kappa2, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
-        _tables_at(x2, P, Q, ra, rb, g_table, rho, inv, fwd)
-        f2, p2 = _cost(stack, levels, centres, types, neigh, n_all, i, x2, lam, kappa2, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
-        for _it in range(golden_iterations):
-            if f1 <= f2 or math.isnan(f2):
-                b = x2
-                x2 = x1
-                f2 = f1
-                p2 = p1
-                x1 = b - invphi * (b - a)
-                _tables_at(x1, P, Q, ra, rb, g_table, rho, inv, fwd)
-                f1, p1 = _cost(stack, levels, centres, types, neigh, n_all, i, x1, lam, kappa2, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
-            else:
-                a = x1
-                x1 = x2
-                f1 = f2
-                p1 = p2
-                x2 = a + invphi * (b - a)
-                _tables_at(x2, P, Q, ra, rb, g_table, rho, inv, fwd)
-                f2, p2 = _cost(stack, levels, centres, types, neigh, n_all, i, x2, lam, kappa2, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
-        # the better of the two interior points (already evaluated; within the final bracket,
-        # 0.618^k of the coarse one wide)
-        if f1 <= f2 or math.isnan(f2):
-            wb, cb, pairs = x1, f1, p1
         else:
-            wb, cb, pairs = x2, f2, p2
+            a = w_grid[best - 1]
+            b = w_grid[best + 1]
+            x1 = b - invphi * (b - a)
+            x2 = a + invphi * (b - a)
+            f1, p1 = _cost_at(stack, levels, centres, types, neigh, n_all, i, x1, lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            f2, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, x2, lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            for _it in range(golden_iterations):
+                if f1 <= f2 or math.isnan(f2):
+                    b = x2
+                    x2 = x1
+                    f2 = f1
+                    p2 = p1
+                    x1 = b - invphi * (b - a)
+                    f1, p1 = _cost_at(stack, levels, centres, types, neigh, n_all, i, x1, lam, P, Q, kappa2, ra, rb, g_table, r,
+                                      refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                else:
+                    a = x1
+                    x1 = x2
+                    f1 = f2
+                    p1 = p2
+                    x2 = a + invphi * (b - a)
+                    f2, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, x2, lam, P, Q, kappa2, ra, rb, g_table, r,
+                                      refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            # the better of the two interior points (already evaluated; within the final bracket,
+            # 0.618^k of the coarse one wide)
+            if f1 <= f2 or math.isnan(f2):
+                wb, cb, pairs = x1, f1, p1
+            else:
+                wb, cb, pairs = x2, f2, p2
         if math.isnan(cb):
             out_status[t] = STATUS_NO_PAIRS
             continue
