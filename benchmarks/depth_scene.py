@@ -35,11 +35,8 @@ from plenocal.detect.corners import devignette
 from plenocal.model.geometry import Pose
 from plenocal.model.target import Checkerboard
 from plenocal.sim.presets import preset
-from plenocal.sim.scene import CheckerboardPlate, Scene, TexturedSphere, WhiteDiffuser, first_hit
+from plenocal.sim.scene import CheckerboardPlate, Scene, TexturedSphere, WhiteDiffuser, depth_truth, first_hit
 from plenocal.sim.tracer import build_optics, render
-
-SILHOUETTE_REACH_MM = 0.5
-SILHOUETTE_JUMP = 0.02
 
 
 def scene(scale: float) -> tuple[Scene, tuple[str, ...]]:
@@ -86,14 +83,9 @@ def main() -> int:
     ag = aggregate_virtual_depths(vd, camera)
     t_depth = time.perf_counter() - t0
     X = points_from_virtual_depth(camera, ag.k[ag.ok], ag.l[ag.ok], ag.virtual_depth[ag.ok])
+    z_true, silhouette = depth_truth(sc, X)
     sight = X / np.linalg.norm(X, axis=1, keepdims=True)
     origin = np.zeros_like(X)
-    z_true = first_hit(sc, origin, sight) * sight[:, 2]
-    silhouette = np.zeros(len(X), dtype=bool)
-    for angle in np.linspace(0.0, 2.0 * np.pi, 12, endpoint=False):
-        step = SILHOUETTE_REACH_MM / z_true[:, None] * np.array([np.cos(angle), np.sin(angle), 0.0])
-        near = first_hit(sc, origin, sight + step) * (sight + step)[:, 2]
-        silhouette |= ~(np.abs(near - z_true) < SILHOUETTE_JUMP * z_true)
     surface = np.argmin(np.stack([first_hit(Scene((p,)), origin, sight) for p in sc.plates]), axis=0)
     rel = (X[:, 2] - z_true) / z_true
     seen = np.isfinite(rel)

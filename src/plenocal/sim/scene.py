@@ -178,7 +178,8 @@ def pack_scene(scene: Scene) -> tuple[NDArray[np.float64], NDArray[np.float32], 
 def first_hit(scene: Scene, origins: NDArray[np.float64], directions: NDArray[np.float64]) -> NDArray[np.float64]:
     """Distance t (in units of ``directions``) along rays o + t·d to the first surface of
     ``scene`` they meet (plates within their extent, spheres' near side, disc lights), inf for
-    none: the exact depth truth of a render (camera frame, mm).
+    none: the exact depth truth of a render (camera frame, mm). Reads the scene as the tracer
+    does (:func:`pack_scene`: each plate's pose, extent and kind).
 
     Parameters
     ----------
@@ -191,33 +192,64 @@ def first_hit(scene: Scene, origins: NDArray[np.float64], directions: NDArray[np
     o = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
     d = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
     best = np.full(len(o), np.inf)
+    plates, _, _ = pack_scene(scene)
     with np.errstate(divide="ignore", invalid="ignore"):
-        for plate in scene.plates:
-            if isinstance(plate, TexturedSphere):
-                oc = o - plate.cam_from_sphere.translation
+        for row in plates:
+            R, c = row[:9].reshape(3, 3), row[9:12]
+            x0, x1, y0, y1 = row[12:16]
+            kind, radius = int(row[16]), row[17]
+            if kind == KIND_SPHERE:
+                oc = o - c
                 a = np.einsum("ij,ij->i", d, d)
                 b = np.einsum("ij,ij->i", d, oc)
-                disc = b * b - a * (np.einsum("ij,ij->i", oc, oc) - plate.radius_mm**2)
+                disc = b * b - a * (np.einsum("ij,ij->i", oc, oc) - radius**2)
                 t = (-b - np.sqrt(disc)) / a
                 hit = (disc >= 0.0) & (t > 0.0)
             else:
-                if isinstance(plate, DiscLight):
-                    pose = Pose(np.eye(3), np.asarray(plate.centre_mm, dtype=np.float64))
-                else:
-                    pose = plate.cam_from_world if isinstance(plate, CheckerboardPlate) else plate.cam_from_plate
-                R, c = pose.rotation, pose.translation
                 n = R[:, 2]
                 t = ((c - o) @ n) / (d @ n)
                 local = (o + t[:, None] * d - c) @ R  # plate frame (x, y, ~0)
                 x, y = local[:, 0], local[:, 1]
-                if isinstance(plate, DiscLight):
-                    inside = x * x + y * y <= plate.radius_mm**2
-                elif isinstance(plate, CheckerboardPlate):
-                    b_ = plate.board
-                    sq, border = b_.square_mm, b_.border_mm
-                    inside = (x >= -sq - border) & (x < sq * b_.columns + border) & (y >= -sq - border) & (y < sq * b_.rows + border)
+                if kind == KIND_DISC:
+                    inside = x * x + y * y <= radius**2
                 else:
-                    inside = (x >= 0.0) & (x < plate.width_mm) & (y >= 0.0) & (y < plate.height_mm)
+                    inside = (x >= x0) & (x < x1) & (y >= y0) & (y < y1)
                 hit = (t > 0.0) & inside
             best = np.where(hit & (t < best), t, best)
     return best
+
+
+SILHOUETTE_REACH_MM = 0.5
+"""A depth point is on a silhouette when the truth changes by more than :data:`SILHOUETTE_JUMP`
+within this lateral distance (mm, at the scene's depth) of its line of sight."""
+SILHOUETTE_JUMP = 0.02
+"""Relative change of the true depth that marks a silhouette (:data:`SILHOUETTE_REACH_MM`)."""
+
+
+def depth_truth(
+    scene: Scene,
+    points_mm: NDArray[np.float64],
+    *,
+    reach_mm: float = SILHOUETTE_REACH_MM,
+    jump: float = SILHOUETTE_JUMP,
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """The true depth z of each point's line of sight from the camera origin (where it first
+    meets ``scene``, :func:`first_hit`) and whether it lies on a silhouette: the truth changes by
+    more than ``jump`` (relative) within ``reach_mm`` of that line, checked in 12 directions (a
+    micro-image's depth there mixes two surfaces).
+
+    Returns
+    -------
+    z_true : ndarray, shape (N,) (inf for a line of sight that meets nothing)
+    silhouette : ndarray of bool, shape (N,)
+    """
+    X = np.asarray(points_mm, dtype=np.float64).reshape(-1, 3)
+    sight = X / np.linalg.norm(X, axis=1, keepdims=True)
+    origin = np.zeros_like(X)
+    z_true = first_hit(scene, origin, sight) * sight[:, 2]
+    silhouette = np.zeros(len(X), dtype=bool)
+    for angle in np.linspace(0.0, 2.0 * np.pi, 12, endpoint=False):
+        step = reach_mm / z_true[:, None] * np.array([np.cos(angle), np.sin(angle), 0.0])
+        near = first_hit(scene, origin, sight + step) * (sight + step)[:, 2]
+        silhouette |= ~(np.abs(near - z_true) < jump * z_true)
+    return z_true, silhouette
