@@ -132,7 +132,7 @@ def _slope_model_cause(result: Any) -> str:
     pupil = ((getattr(result, "model_selection", None) or {}).get("exit_pupil") or {})
     if pupil.get("offered") is False:
         return (", or neither (u, v) model fits these template-fit corners (the reference's real R12-A files: "
-                "docs/model.md, \"The reference's real observations\")")
+                "docs/model.md, \"Pupil vignetting in (u, v)\")")
     if (getattr(result, "pupil", None) or {}).get("vignetting"):
         return ""
     return ", or the corners are not chief-ray positions (imported apparent positions: --pupil-vignetting)"
