@@ -224,12 +224,13 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
                 [out / "depth" / "depth.json"],
             )
         )
+    has_depth = any(s.name == "depth" for s in stages)
     stages.append(
         Stage(
             "evaluate",
             ["evaluate", ds, "--camera", str(camera), "--poses", str(poses), "--observations", str(obs), "-o", str(out / "evaluation"),
-             *(["--depth", str(out / "depth")] if any(s.name == "depth" for s in stages) else [])],
-            [manifest, camera, poses, obs, *([out / "depth" / "depth.json"] if any(s.name == "depth" for s in stages) else [])],
+             *(["--depth", str(out / "depth")] if has_depth else [])],
+            [manifest, camera, poses, obs, *([out / "depth" / "depth.json"] if has_depth else [])],
             [out / "evaluation" / "report.json"],
         )
     )
