@@ -1,0 +1,107 @@
+"""Depth scaling (:mod:`plenocal.depth.scaling`): the board plane's virtual depth along each line of
+sight, the per-frame fit of w_true = c0 + c1·w_matched with its jackknife covariance and Wald
+test, its application, and its document."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plenocal.depth.metric import points_from_virtual_depth
+from plenocal.depth.scaling import DepthScaling, board_virtual_depths, fit_depth_scaling
+from plenocal.model.geometry import Pose
+from plenocal.model.target import Checkerboard
+from plenocal.sim.presets import preset
+
+BOARD = Checkerboard(10, 8, 2.5, 1.25)
+BIAS = (0.0026, 0.977)
+"""c0, c1 of the PRISM R12-B set's matcher (docs/depth.md, "Depth scaling")."""
+FRAME_SCATTER = 0.003
+"""Relative scatter of a frame's w error about the fit (0.29 % RMS on the PRISM set)."""
+POINT_SCATTER = 0.015
+"""Relative scatter of one micro-image's aggregated w about its frame's (0.8–1.5 % there)."""
+
+
+def _rotation(ax: float, ay: float) -> np.ndarray:
+    cx, sx, cy, sy = np.cos(ax), np.sin(ax), np.cos(ay), np.sin(ay)
+    return np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]]) @ np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
+
+
+def test_board_virtual_depths_put_each_line_of_sight_on_the_board_plane():
+    cam = preset("r12-a", small=True).camera
+    k, l = cam.grid.lattice.all_indices()
+    R = _rotation(0.3, -0.2)
+    centre = np.array([0.0, 0.0, 300.0])
+    t = centre - R @ np.array([BOARD.columns - 1, BOARD.rows - 1, 0.0]) * BOARD.square_mm / 2
+    on, ups = board_virtual_depths(cam, k, l, Pose(R, t), BOARD)
+    assert 200 < on.sum() < len(k)
+    pts = points_from_virtual_depth(cam, k[on], l[on], ups[on])
+    distance = (pts - t) @ R[:, 2]
+    assert np.max(np.abs(distance)) < 1e-6 * 300.0
+    local = (pts - t) @ R
+    m = 0.5 * BOARD.square_mm
+    assert np.all(local[:, 0] > -m - 1e-9) and np.all(local[:, 0] < (BOARD.columns - 1) * BOARD.square_mm + m + 1e-9)
+    # a wider margin sees more of the plane, never less
+    on_wide, _ = board_virtual_depths(cam, k, l, Pose(R, t), BOARD, margin_squares=1.0)
+    assert on_wide.sum() > on.sum() and np.all(on_wide[on])
+
+
+def _samples(rng: np.random.Generator, c: tuple[float, float], n_frames: int = 8) -> dict:
+    out = {}
+    for f, w0 in enumerate(np.linspace(0.07, 0.25, n_frames)):
+        wt = w0 * (1 + 0.1 * rng.uniform(-1, 1, 3000))  # a tilted board spans ±10 % of w
+        wm = (wt - c[0]) / c[1]
+        wm = wm * (1 + FRAME_SCATTER * rng.standard_normal()) * (1 + POINT_SCATTER * rng.standard_normal(len(wt)))
+        wm[:75] *= 1.4  # 5 % in wrong minima, on either side (a one-sided 5 % moves the median, and the fit with it)
+        wm[75:150] *= 0.7
+        out[f] = (wm, wt, 50.0 / wt)
+    return out
+
+
+def test_fit_recovers_the_matchers_bias_within_its_sigma_and_keeps_it():
+    s = fit_depth_scaling(_samples(np.random.default_rng(1), BIAS))
+    sd = np.sqrt(np.diag(s.covariance))
+    assert s.kept and s.wald > s.threshold
+    delta = np.array(s.coefficients) - BIAS  # c0 and c1 are correlated (−0.9): their joint distance
+    assert delta @ np.linalg.solve(np.asarray(s.covariance), delta) < s.threshold
+    assert sd[1] < 0.01
+    after = [v["w_error_after_percent"] for v in s.per_frame.values()]
+    before = [v["w_error_before_percent"] for v in s.per_frame.values()]
+    assert np.sqrt(np.mean(np.square(after))) < 0.5 * np.sqrt(np.mean(np.square(before)))
+
+
+def test_an_unbiased_matcher_gets_no_scaling():
+    s = fit_depth_scaling(_samples(np.random.default_rng(2), (0.0, 1.0)))
+    assert not s.kept and s.wald <= s.threshold
+    ups = np.array([4.0, 7.5, np.nan])
+    np.testing.assert_array_equal(s.apply(ups), ups)
+
+
+def test_too_few_frames_give_no_scaling():
+    samples = _samples(np.random.default_rng(3), BIAS, n_frames=3)
+    s = fit_depth_scaling(samples)
+    assert not s.kept and s.n_frames == 0 and "need >= 4" in s.reason
+
+
+def test_apply_and_the_document_round_trip():
+    s = fit_depth_scaling(_samples(np.random.default_rng(1), BIAS))
+    ups = np.array([4.0, 7.5, 12.0, np.nan])
+    c0, c1 = s.coefficients
+    np.testing.assert_allclose(s.apply(ups)[:3], 1.0 / (c0 + c1 / ups[:3]))
+    assert np.isnan(s.apply(ups)[3])
+    back = DepthScaling.from_json(s.to_json())
+    assert back.coefficients == pytest.approx(s.coefficients) and back.kept == s.kept
+    np.testing.assert_allclose(back.covariance, s.covariance)
+    assert back.per_frame.keys() == s.per_frame.keys()
+    rel = s.relative_std(np.array([0.07, 0.25]))
+    assert np.all((rel > 0) & (rel < 0.01))
+
+
+def test_no_scaling_writes_a_plain_json_document():
+    import json
+
+    s = fit_depth_scaling({})
+    doc = json.loads(json.dumps(s.to_json(), allow_nan=False))
+    assert doc["kept"] is False and doc["wald"] is None
+    back = DepthScaling.from_json(doc)
+    assert not back.kept and np.isnan(back.wald)
