@@ -23,12 +23,17 @@ ADDRESS`` on an existing Dask cluster (its workers must see the same paths), and
 after the other in this process (the kernels use every core already; see :data:`DEFAULT_LOCAL`);
 the files are the same bytes whichever.
 
-Not here yet: per-pixel depth, depth scaling.
+With ``--scaling FILE`` (``plenocal depth-scaling``'s fit on the calibration frames), each
+estimate's 1/υ is corrected by the fitted c0 + c1·(1/υ) when the fit was kept
+(:mod:`plenocal.depth.scaling`), before the points; ``depth.json`` records it.
+
+Not here yet: per-pixel depth.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
@@ -43,6 +48,7 @@ from plenocal import __version__
 from plenocal.cli.blur import file_sha256
 from plenocal.depth.matching import VirtualDepthMap, aggregate_virtual_depths, estimate_virtual_depths
 from plenocal.depth.metric import points_from_virtual_depth
+from plenocal.depth.scaling import DepthScaling
 from plenocal.depth.sequence import available_cores, map_frames
 from plenocal.detect.corners import devignette
 from plenocal.errors import DataError, InputFileError, PlenocalError, UsageError
@@ -81,6 +87,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="comma-separated frame ids (default: every calibration, evaluation and translation frame)")
     p.add_argument("--distance-range", type=float, nargs=2, default=None, metavar=("NEAR", "FAR"),
                    help="object distances searched, mm (default: the reference's rule from F and the focus distance)")
+    p.add_argument("--scaling", type=Path, default=None, metavar="FILE",
+                   help="the depth-scaling.json written by 'plenocal depth-scaling': its correction of 1/υ is applied when it was kept")
     p.add_argument("--no-aggregation", action="store_true",
                    help="keep each micro-image's own estimate (default: the median of the confident ones around it)")
     ex = p.add_mutually_exclusive_group()
@@ -203,6 +211,8 @@ class FrameJob:
     aggregate: bool
     threads: int | None = None
     """numba threads of the task (None: as configured)."""
+    scaling: DepthScaling | None = None
+    """Correction of 1/υ (``plenocal depth-scaling``), applied when kept."""
 
 
 @dataclass(frozen=True)
@@ -253,6 +263,8 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     del dv, weight
     if job.aggregate:
         vd = aggregate_virtual_depths(vd, camera)
+    if job.scaling is not None and job.scaling.kept:
+        vd = dataclasses.replace(vd, virtual_depth=job.scaling.apply(vd.virtual_depth))
     ok = vd.ok
     pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok])
     z = np.full(len(vd.k), np.nan)
@@ -285,6 +297,12 @@ def run(args: argparse.Namespace) -> int:
     inputs_read = [dataset.folder, camera_path, *(dataset.path(e.path) for e in frames), *(dataset.path(w.path) for w in whites.values())]
     if kappa_path:
         inputs_read.append(Path(kappa_path))
+    scaling = None
+    if args.scaling is not None:
+        from plenocal.cli.depth_scaling import read_scaling
+
+        scaling = read_scaling(args.scaling)
+        inputs_read.append(Path(args.scaling))
     check_output_folder(out, inputs=inputs_read, owned=OUTPUTS)
     camera = read_camera(camera_path)
     spec = dataset.manifest.camera_spec
@@ -308,7 +326,7 @@ def run(args: argparse.Namespace) -> int:
     n_workers = max(1, min(workers if workers is not None else available_cores(), len(frames)))
     # one numba thread per worker of the local cluster when they fill the cores
     threads = None if local or scheduler is not None else max(1, available_cores() // n_workers)
-    jobs = [FrameJob(Path(dataset.folder).resolve(), e, whites[e.frame], Path(camera_path).resolve(), kappa, distance_range, not args.no_aggregation, threads)
+    jobs = [FrameJob(Path(dataset.folder).resolve(), e, whites[e.frame], Path(camera_path).resolve(), kappa, distance_range, not args.no_aggregation, threads, scaling)
             for e in frames]
     t_all = time.perf_counter()
     summaries: dict[str, Any] = {}
@@ -330,10 +348,12 @@ def run(args: argparse.Namespace) -> int:
                 "dataset": str(dataset.folder),
                 "camera": {"path": str(camera_path), "sha256": file_sha256(camera_path)},
                 "kappa": {"value": kappa, "path": kappa_path, "sha256": file_sha256(kappa_path) if kappa_path else None},
+                "scaling": None if scaling is None else {"path": str(args.scaling), "sha256": file_sha256(args.scaling)},
                 "images": {str(e.frame): {"path": e.path, "sha256": file_sha256(dataset.path(e.path)),
                                           "white": whites[e.frame].path} for e in frames},
             },
             "settings": settings,
+            "scaling": None if scaling is None else {**scaling.to_json(), "applied": scaling.kept},
             "frames": summaries,
             "execution": {"where": "this process" if local else (f"scheduler {scheduler}" if scheduler else f"local Dask cluster of {n_workers} workers")},
             "wall_time_s": time.perf_counter() - t_all,
