@@ -97,7 +97,7 @@ def truth_of(set_dir: Path):
     return t, cam, poses
 
 
-STAGES = ("precalibration", "detection", "calibration-pass1", "detection-pass2", "calibration", "blur", "depth", "evaluation",
+STAGES = ("precalibration", "detection", "calibration-pass1", "detection-pass2", "calibration", "blur", "depth-scaling", "depth", "evaluation",
           "profile")
 
 
@@ -219,8 +219,11 @@ def depth_summary(ev: dict[str, Any], depth: dict[str, Any] | None) -> dict[str,
                 frames[f]["estimated"] = (v.get("counts") or {}).get("estimated")
                 frames[f]["textured"] = v.get("textured")
     disp = d.get("displacements") or {}
+    sc = (depth or {}).get("scaling")
+    scaling = None if not isinstance(sc, dict) else {k: sc.get(k) for k in ("kept", "c0", "c0_std", "c1", "c1_std", "wald", "threshold",
+                                                                             "n_frames", "reason")}
     return {"frames": frames, "displacement_by_step": disp.get("by_displacement"),
-            "displacement_mean_abs_percent": disp.get("mean_abs_percent")}
+            "displacement_mean_abs_percent": disp.get("mean_abs_percent"), "depth_scaling": scaling}
 
 
 def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:

@@ -40,6 +40,12 @@ def test_demo_writes_every_stage_and_the_report(demo):
     assert (out / "depth" / "depth.json").is_file()
     depth = html[html.index('<section id="depth">'):]
     assert "distance to board plane" in depth and "known displacements" in depth and "<img" in depth
+    # the depth scaling fitted on the calibration frames, and whether depth used it (6 frames of a
+    # thin-lens render: W 0.7 against 36, not applied)
+    sc = json.loads((out / "depth-scaling" / "depth-scaling.json").read_text())["scaling"]
+    used = json.loads((out / "depth" / "depth.json").read_text())["scaling"]
+    assert sc["n_frames"] >= 4 and used["applied"] == sc["kept"] and used["c1"] == sc["c1"]
+    assert "Depth scaling" in depth and ("not applied" in depth) == (not sc["kept"])
 
 
 def test_demo_calibration_is_close_to_the_truth(demo):

@@ -3,7 +3,8 @@
 precalibrate → detect → calibrate (first pass, ``OUT/calibration-pass1``) → detect again
 (second pass, ``OUT/detection-pass2``: the frames the first refused or linked partly, with the
 calibrated camera; issue 24) → calibrate (``OUT/calibration``; pass 1's result copied when the
-second pass added nothing) → blur → depth → evaluate → profile → report, each stage writing to
+second pass added nothing) → blur → depth-scaling (the matcher's bias fitted on the calibration
+frames) → depth → evaluate → profile → report, each stage writing to
 ``OUT/<stage>/`` through its own subcommand. A stage is skipped when its outputs exist and its
 fingerprint (its arguments, a hash of the bytes of every input file, including the outputs of the
 stages it reads, and plenocal's version) is the one recorded in ``OUT/<stage>/stage.json``; ``--force``
@@ -41,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="redo every stage even if its outputs are up to date")
     p.add_argument("--no-depth", action="store_true",
                    help="skip the depth stage (per micro-image depth of the evaluation and translation frames)")
+    p.add_argument("--no-depth-scaling", action="store_true",
+                   help="no depth scaling (the matcher's bias in virtual depth fitted on the calibration frames, applied when the data support it)")
     p.add_argument(
         "--no-pupil-vignetting", action="store_true",
         help="detect corners where they appear (the paper's way) instead of inverting the pupil vignetting to chief-ray positions",
@@ -142,7 +145,7 @@ def _up_to_date(stage: Stage, folder: Path, cache: dict[Path, str] | None = None
 
 
 def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: list[str] | None = None,
-         depth: bool = True) -> list[Stage]:
+         depth: bool = True, depth_scaling: bool = True) -> list[Stage]:
     """The stages to run on ``dataset`` (see the module docstring)."""
     m = dataset.manifest
     ds = str(dataset.folder)
@@ -215,12 +218,29 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
                           and e.frame is not None)
     if depth and depth_frames and any(s.name == "blur" for s in stages):
         depth_images = [dataset.path(e.path) for e in m.images if e.frame in depth_frames]
+        kappa = out / "blur" / "kappa.json"
+        scaling_argv: list[str] = []
+        scaling_inputs: list[Path] = []
+        if depth_scaling and m.with_role(ImageRole.CALIBRATION):
+            # The matcher's bias in 1/υ, fitted on the calibration frames against their calibrated poses.
+            cal_images = [dataset.path(e.path) for e in m.with_role(ImageRole.CALIBRATION)]
+            scaling = out / "depth-scaling" / "depth-scaling.json"
+            stages.append(
+                Stage(
+                    "depth-scaling",
+                    ["depth-scaling", ds, "--camera", str(camera), "--poses", str(poses), "--kappa", str(kappa),
+                     "-o", str(out / "depth-scaling")],
+                    [manifest, *cal_images, camera, poses, kappa],
+                    [scaling],
+                )
+            )
+            scaling_argv, scaling_inputs = ["--scaling", str(scaling)], [scaling]
         stages.append(
             Stage(
                 "depth",
-                ["depth", ds, "--camera", str(camera), "--kappa", str(out / "blur" / "kappa.json"), "-o", str(out / "depth"),
-                 "--frames", ",".join(str(f) for f in depth_frames)],
-                [manifest, *depth_images, camera, out / "blur" / "kappa.json"],
+                ["depth", ds, "--camera", str(camera), "--kappa", str(kappa), "-o", str(out / "depth"),
+                 "--frames", ",".join(str(f) for f in depth_frames), *scaling_argv],
+                [manifest, *depth_images, camera, kappa, *scaling_inputs],
                 [out / "depth" / "depth.json"],
             )
         )
@@ -297,6 +317,13 @@ def _depth_summary(doc: dict[str, Any]) -> str:
     return ", ".join(parts) if parts else "—"
 
 
+def scaling_text(sc: dict[str, Any]) -> str:
+    """'c0 ± σ + c1 ± σ · 1/υ, applied (W …)' from a depth-scaling.json's "scaling"."""
+    head = "applied" if sc.get("kept") else "not applied"
+    return (f"{head}: {sc.get('c0', float('nan')):+.5f} ± {sc.get('c0_std', float('nan')):.5f} + "
+            f"{sc.get('c1', float('nan')):.4f} ± {sc.get('c1_std', float('nan')):.4f} · 1/υ ({sc.get('reason', '')})")
+
+
 def summary_rows(out: Path) -> list[tuple[str, str]]:
     """(label, value) pairs of the headline results found in ``out``."""
     rows: list[tuple[str, str]] = []
@@ -336,6 +363,9 @@ def summary_rows(out: Path) -> list[tuple[str, str]]:
         if tr.get("epsilon_z_percent") is not None:
             e = tr["epsilon_z_percent"]
             rows.append(("ε_z [%]", f"{e.get('mean', float('nan')):.2f} ± {e.get('std', float('nan')):.2f}"))
+    sc = load(out / "depth-scaling" / "depth-scaling.json")
+    if sc and isinstance(sc.get("scaling"), dict):
+        rows.append(("depth scaling (1/υ, calibration frames)", scaling_text(sc["scaling"])))
     dj = load(out / "depth" / "depth.json")
     if dj:
         rows.append(("depth (frames: median z mm)", _depth_summary(dj)))
@@ -362,7 +392,7 @@ def run(args: argparse.Namespace) -> int:
     # The run's folder holds one folder per stage and report.html; each stage checks its own.
     check_output_folder(out, inputs=[dataset.folder, *dataset.files()], owned=None)
     stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args),
-                  depth=not args.no_depth)
+                  depth=not args.no_depth, depth_scaling=not args.no_depth_scaling)
     t0 = time.perf_counter()
     with folder_lock(out):
         status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))

@@ -484,6 +484,14 @@ def _depth_section(c: Collected) -> str:
                      _fmt(e.get("within_1_percent"), 3), _fmt(d.get("wall_time_s"), 3)])
     parts = [_table(["frame", "micro-images with a depth / textured", "median z (mm)",
                      "median |distance to board plane| (% of z)", "signed (%)", "fraction within 1 %", "s"], rows)]
+    sc = doc.get("scaling")
+    if isinstance(sc, dict):
+        parts.append(f"<p>Depth scaling (the matcher's bias in 1/υ, fitted on the calibration frames against their "
+                     f"calibrated poses): <b>{'applied' if sc.get('kept') else 'not applied'}</b>, 1/υ ← "
+                     f"{_fmt(sc.get('c0'), 3)} ± {_fmt(sc.get('c0_std'), 2)} + {_fmt(sc.get('c1'), 5)} ± "
+                     f"{_fmt(sc.get('c1_std'), 2)} · 1/υ; {html.escape(str(sc.get('reason', '')))}.</p>")
+    else:
+        parts.append("<p>No depth scaling: the matcher's virtual depths are used as estimated.</p>")
     disp = ev.get("displacements") or {}
     if disp.get("by_displacement"):
         drows = [[_fmt(g.get("displacement_mm"), 4), _fmt(g.get("mean_abs_percent"), 3), _fmt(g.get("std_percent"), 3),
