@@ -110,7 +110,11 @@ either side (4–5 cost evaluations), or ``REFINE_GOLDEN``, :data:`GOLDEN_ITERAT
 section (8). PRISM translation frames 100–104 (quincunx), per micro-image / aggregated median
 |z − z_true|/z: parabola 3.26 / 3.47 / 2.89 / 3.83 / 1.54 % and 0.99 / 0.59 / 0.42 / 0.40 /
 0.29 %, displacement errors 3.6 / 0.3 / 2.3 / 2.4 %; golden 3.79 / 3.95 / 3.00 / 3.65 / 1.98 %
-and 0.91 / 0.62 / 0.48 / 0.47 / 0.32 %, 3.6 / 1.1 / 4.6 / 3.1 %."""
+and 0.91 / 0.62 / 0.48 / 0.47 / 0.32 %, 3.6 / 1.1 / 4.6 / 3.1 %. Tried and left (2026-11-26): the
+equiangular vertex (two lines of opposite slopes through the same three costs, exact for a
+V-shaped SAD): aggregated 0.90 / 0.62 / 0.65 / 0.59 / 0.21 %, signed −0.78 / +0.07 / −0.41 / +0.10 /
++0.06 % against the parabola's −0.77 / −0.33 / −0.28 / −0.06 / +0.13 % — the cost summed over
+pairs and blurred is rounder than a V, and the board steps come out worse (7.7 % for the first)."""
 REFINE_STRIDE_PX = 0
 """The golden-section refinement compares the pixels on a grid of this step, 0 for the
 quincunx (x + y even: half of them, every row and column). PRISM translation frames 100–104,
