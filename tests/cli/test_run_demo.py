@@ -40,6 +40,7 @@ def test_demo_writes_every_stage_and_the_report(demo):
     assert (out / "depth" / "depth.json").is_file()
     depth = html[html.index('<section id="depth">'):]
     assert "distance to board plane" in depth and "known displacements" in depth and "<img" in depth
+    assert "all-in-focus image" in depth
 
 
 def test_demo_calibration_is_close_to_the_truth(demo):

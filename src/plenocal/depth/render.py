@@ -217,6 +217,6 @@ def render_all_in_focus(
     settings = {
         "scale": scale, "blend_pitches": float(blend_pitches), "radius_fraction": float(radius_fraction),
         "sharpness_floor_px": float(sharpness_floor_px), "kappa": float(kappa), "f_number": N,
-        "fill_reach_pitches": float(fill_reach_pitches), "pupil_vignetting": bool(pupil_vignetting),
+        "fill_reach_pitches": float(fill_reach_pitches) if np.isfinite(fill_reach_pitches) else None, "pupil_vignetting": bool(pupil_vignetting),
     }
     return AllInFocus(image, acc_w, scale, len(todo), int(np.sum(filled)), settings, time.perf_counter() - t0)
