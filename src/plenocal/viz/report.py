@@ -54,7 +54,7 @@ FORMATS = {
 
 DEPTH_MAPS_SHOWN = 4
 """Depth maps embedded in the report, each with its all-in-focus image (the first frames'; at full
-scale ~0.4 MB per depth map, 0.17–0.23 MB per all-in-focus image of the PRISM board); the others are
+scale ~0.4 MB per depth map, 0.19–0.26 MB per all-in-focus image of the PRISM board); the others are
 named by path."""
 
 
