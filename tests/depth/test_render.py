@@ -1,11 +1,9 @@
-"""All-in-focus rendering against the truth of a rendered textured plate.
+"""All-in-focus rendering against the truth of a rendered textured plate (tests/depth/conftest.py:
+the small R12-A, band-limited noise at 345 mm, υ ≈ 4.3).
 
-Render: the small R12-A preset (1000 × 800 px), a fronto-parallel plate at 345 mm (υ ≈ 4.3)
-printed with band-limited noise (Gaussian-smoothed, σ 0.15 mm: about the rendering's resolution
-there, a sample every |υ| sensor px of the central view ≈ 0.14 mm on the plate), 32 rays per
-pixel, the white at the same f-number. The truth of every texel is where the model's central view
-puts it (:func:`plenocal.model.projection.central_view_px`); the rendered image is sampled there
-and compared with the texel values by normalised cross-correlation (NCC).
+The truth of every texel is where the model's central view puts it
+(:func:`plenocal.model.projection.central_view_px`); the rendered image is sampled there and
+compared with the texel values by normalised cross-correlation (NCC).
 
 Measured (seed 0, estimated and aggregated depths, the defaults): NCC 0.930, against 0.38 for
 the micro-images' mean grey levels on the same cells; gradient energy 9.6 times theirs; with the
@@ -15,28 +13,17 @@ at υ ≈ 9, 300 mm, × 1.3 changed NCC by < 0.005 on the same texture, with 1-p
 
 from __future__ import annotations
 
-import cv2
 import numba
 import numpy as np
 import pytest
+from noise_plate import KAPPA, PLATE_MM, TEXEL_MM, Z_MM
 
-from plenocal.depth.matching import aggregate_virtual_depths, estimate_virtual_depths
 from plenocal.depth.metric import virtual_depth_of_points
 from plenocal.depth.render import fill_inverse_depths, render_all_in_focus
-from plenocal.detect.corners import bilinear, devignette
-from plenocal.model.geometry import Pose
+from plenocal.detect.corners import bilinear
 from plenocal.model.projection import central_view_px, micro_image_centres, micro_lens_centres, project_bap
 from plenocal.sim.presets import preset
-from plenocal.sim.scene import Scene, TexturePlate, WhiteDiffuser
-from plenocal.sim.tracer import build_optics, render
 
-RAYS = 32
-KAPPA = 0.63
-"""κ of the small R12-A renders (as tests/depth/test_matching.py)."""
-Z_MM = 345.0
-TEXEL_MM = 0.1
-PLATE_MM = (48.0, 40.0)
-TEXTURE_SIGMA_TEXELS = 1.5
 MIN_NCC = 0.88
 """NCC of the all-in-focus image with the texture: measured 0.930 (the rendering's resolution
 and the Monte-Carlo noise keep it below 1)."""
@@ -58,27 +45,8 @@ def r12a():
 
 
 @pytest.fixture(scope="module")
-def texture() -> np.ndarray:
-    rng = np.random.default_rng(1)
-    noise = cv2.GaussianBlur(rng.normal(size=(int(PLATE_MM[1] / TEXEL_MM), int(PLATE_MM[0] / TEXEL_MM))), (0, 0),
-                             TEXTURE_SIGMA_TEXELS)
-    return np.clip(0.5 + 0.2 * noise / noise.std(), 0.05, 1.0).astype(np.float32)
-
-
-@pytest.fixture(scope="module")
-def plate(r12a, texture):
-    optics = build_optics(r12a)
-    white = render(r12a, WhiteDiffuser(), rays=2 * RAYS, seed=0, image_id=999, optics=optics)
-    pose = Pose(np.eye(3), np.array([-PLATE_MM[0] / 2, -PLATE_MM[1] / 2, Z_MM]))
-    img = render(r12a, Scene((TexturePlate(texture, pose, *PLATE_MM),), background=0.3), rays=RAYS, seed=0,
-                 image_id=7, optics=optics)
-    dv, weight = devignette(img, white)
-    vd = aggregate_virtual_depths(estimate_virtual_depths(dv, weight, r12a, kappa=KAPPA), r12a)
-    return dv, weight, vd
-
-
-@pytest.fixture(scope="module")
-def texel_view(r12a, texture):
+def texel_view(r12a, noise_texture):
+    texture = noise_texture
     """Central-view position (px) of every texel centre, and its value."""
     yy, xx = np.mgrid[0:texture.shape[0], 0:texture.shape[1]]
     P = np.column_stack([(xx.ravel() + 0.5) * TEXEL_MM - PLATE_MM[0] / 2, (yy.ravel() + 0.5) * TEXEL_MM - PLATE_MM[1] / 2,
@@ -130,8 +98,8 @@ def test_central_view_is_where_every_micro_image_sees_a_point(r12a):
         np.testing.assert_allclose(c + (uv - c) / gamma[:, None], central_view_px(cam, P), atol=0.01)
 
 
-def test_all_in_focus_matches_the_plate(r12a, plate, texel_view):
-    dv, weight, vd = plate
+def test_all_in_focus_matches_the_plate(r12a, noise_plate, texel_view):
+    dv, weight, vd = noise_plate
     af = render_all_in_focus(dv, weight, r12a, vd.virtual_depth, kappa=KAPPA)
     assert af.image.shape == (800 // af.scale, 1000 // af.scale)
     assert af.drawn > 1500 and af.filled < 0.05 * af.drawn
@@ -147,15 +115,15 @@ def test_all_in_focus_matches_the_plate(r12a, plate, texel_view):
 
 
 @pytest.mark.parametrize("factor", [1.3, 1 / 1.3])
-def test_a_wrong_depth_renders_worse(r12a, plate, texel_view, factor):
-    dv, weight, vd = plate
+def test_a_wrong_depth_renders_worse(r12a, noise_plate, texel_view, factor):
+    dv, weight, vd = noise_plate
     right = _score(render_all_in_focus(dv, weight, r12a, vd.virtual_depth, kappa=KAPPA).image, 4, texel_view)
     wrong = _score(render_all_in_focus(dv, weight, r12a, vd.virtual_depth * factor, kappa=KAPPA).image, 4, texel_view)
     assert wrong < right - MIN_NCC_LOSS
 
 
-def test_same_bytes_with_one_and_two_threads(r12a, plate):
-    dv, weight, vd = plate
+def test_same_bytes_with_one_and_two_threads(r12a, noise_plate):
+    dv, weight, vd = noise_plate
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
@@ -167,8 +135,8 @@ def test_same_bytes_with_one_and_two_threads(r12a, plate):
     np.testing.assert_array_equal(a.image, b.image)
 
 
-def test_without_depths_nothing_is_drawn(r12a, plate):
-    dv, weight, vd = plate
+def test_without_depths_nothing_is_drawn(r12a, noise_plate):
+    dv, weight, vd = noise_plate
     af = render_all_in_focus(dv, weight, r12a, np.full(len(vd.k), np.nan), kappa=KAPPA)
     assert af.drawn == 0 and np.all(np.isnan(af.image))
 
