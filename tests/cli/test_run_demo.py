@@ -46,6 +46,7 @@ def test_demo_writes_every_stage_and_the_report(demo):
     used = json.loads((out / "depth" / "depth.json").read_text())["scaling"]
     assert sc["n_frames"] >= 4 and used["applied"] == sc["kept"] and used["c1"] == sc["c1"]
     assert "Depth scaling" in depth and ("not applied" in depth) == (not sc["kept"])
+    assert "all-in-focus image" in depth
 
 
 def test_demo_calibration_is_close_to_the_truth(demo):

@@ -73,9 +73,12 @@ def test_depth_cli_writes_point_clouds_close_to_the_plates(dataset, tmp_path, ca
         conf = np.asarray(v["confidence"])
         assert np.all((conf >= 0) & (conf <= 1))
         assert np.asarray(v["grey"]).dtype == np.uint8
-        for name in (f"frame-{frame}-depth.png", f"frame-{frame}-central.png"):
+        for name in (f"frame-{frame}-depth.png", f"frame-{frame}-central.png", f"frame-{frame}-allfocus.png"):
             img = cv2.imread(str(out / "depth" / name), cv2.IMREAD_UNCHANGED)
             assert img is not None and img.shape[:2] == (200, 250)
+        allfocus = cv2.imread(str(out / "depth" / f"frame-{frame}-allfocus.png"), cv2.IMREAD_UNCHANGED)
+        assert allfocus.ndim == 2 and np.mean(allfocus == 0) < 0.05  # drawn everywhere but the sensor's rim
+        assert doc["frames"][str(frame)]["allfocus"]["drawn"] > 1500
     assert sorted(p.name for p in out.iterdir()) == ["depth", "depth.json"]
     assert "frame 1:" in capsys.readouterr().out
 
@@ -91,7 +94,7 @@ def test_depth_on_a_local_dask_cluster_gives_the_same_bytes(dataset, tmp_path, c
     assert "on a local Dask cluster of 2 workers" in out
     one = sorted((tmp_path / "one" / "depth").iterdir())
     dask = sorted((tmp_path / "dask" / "depth").iterdir())
-    assert [p.name for p in one] == [p.name for p in dask] and len(one) == 3 * len(DISTANCES_MM)
+    assert [p.name for p in one] == [p.name for p in dask] and len(one) == 4 * len(DISTANCES_MM)
     for a, b in zip(one, dask, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
     doc = json.loads((tmp_path / "dask" / "depth.json").read_text())

@@ -14,6 +14,9 @@ distance), then the median of the confident estimates around it (robust aggregat
   2nd–98th percentiles; black: no depth), one cell per micro-image, at 1/4 of the sensor's size;
 - ``OUT/depth/frame-<id>-central.png`` — the micro-images' mean grey levels on the same cells
   (the scene at micro-image resolution);
+- ``OUT/depth/frame-<id>-allfocus.png`` — the all-in-focus image on the same grid: every
+  micro-image's patch drawn at its depth (:mod:`plenocal.depth.render`; micro-images without a
+  depth take the nearest estimate's; black where nothing is drawn);
 - ``OUT/depth.json`` — per frame: counts by status, z percentiles, seconds; the settings; inputs
   with their SHA-256.
 
@@ -48,6 +51,7 @@ from plenocal import __version__
 from plenocal.cli.blur import file_sha256
 from plenocal.depth.matching import VirtualDepthMap, aggregate_virtual_depths, estimate_virtual_depths
 from plenocal.depth.metric import points_from_virtual_depth
+from plenocal.depth.render import render_all_in_focus
 from plenocal.depth.scaling import DepthScaling
 from plenocal.depth.sequence import available_cores, map_frames
 from plenocal.detect.corners import devignette
@@ -60,11 +64,11 @@ from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.ply import ply_bytes
 from plenocal.model.camera import PlenopticCamera
 
-HELP = "per micro-image depth of raw frames with the calibrated camera (point clouds, depth maps)"
+HELP = "per micro-image depth of raw frames with the calibrated camera (point clouds, depth maps, all-in-focus images)"
 OUTPUTS = ("depth", "depth.json", STAGE_RECORD)
 """What ``depth`` writes in its output folder (replaced as a whole)."""
 MAP_SCALE = 4
-"""The depth map and central image are 1/MAP_SCALE of the sensor's size."""
+"""The depth map, central and all-in-focus images are 1/MAP_SCALE of the sensor's size."""
 F_NUMBER_RTOL = 0.01
 """A white serves a frame whose f-number is within this fraction of its own."""
 DEFAULT_LOCAL = True
@@ -223,6 +227,7 @@ class FrameDepth:
     ply: bytes
     depth_png: bytes
     central_png: bytes
+    allfocus_png: bytes
     summary: dict[str, Any]
     settings: dict[str, Any]
     message: str
@@ -260,9 +265,11 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     e = job.frame
     dv, weight = devignette(dataset.read_image(e), _white(job.dataset, job.white))
     vd = estimate_virtual_depths(dv, weight, camera, kappa=job.kappa, f_number=e.f_number, distance_range_mm=job.distance_range_mm)
-    del dv, weight
     if job.aggregate:
         vd = aggregate_virtual_depths(vd, camera)
+    # the image's geometry is the matched disparity's: drawn with υ as matched, before the scaling
+    allfocus = render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=job.kappa, f_number=e.f_number, scale=MAP_SCALE)
+    del dv, weight
     if job.scaling is not None and job.scaling.kept:
         vd = dataclasses.replace(vd, virtual_depth=job.scaling.apply(vd.virtual_depth))
     ok = vd.ok
@@ -279,10 +286,12 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     c = vd.counts()
     message = (f"frame {e.frame}: {c['estimated']} micro-images with a depth ({c['untextured']} untextured, "
                f"{c['at_bound']} out of range), median z {np.nanmedian(z) if ok.any() else float('nan'):.1f} mm, "
-               f"{vd.wall_time_s:.1f} s")
+               f"{vd.wall_time_s:.1f} s (all-in-focus image {allfocus.wall_time_s:.1f} s)")
     assert e.frame is not None  # _frames lists frames only
+    summary = {**frame_summary(vd, z), "allfocus": {"drawn": allfocus.drawn, "filled": allfocus.filled,
+                                                    "wall_time_s": allfocus.wall_time_s}}
     return FrameDepth(e.frame, ply, depth_png(cell_image(camera, z)), grey_png(cell_image(camera, vd.grey)),
-                      frame_summary(vd, z), vd.settings, message)
+                      grey_png(allfocus.image), summary, {**vd.settings, "allfocus": allfocus.settings}, message)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -338,6 +347,7 @@ def run(args: argparse.Namespace) -> int:
             atomic_write_bytes(folder / f"frame-{res.frame}.ply", res.ply)
             atomic_write_bytes(folder / f"frame-{res.frame}-depth.png", res.depth_png)
             atomic_write_bytes(folder / f"frame-{res.frame}-central.png", res.central_png)
+            atomic_write_bytes(folder / f"frame-{res.frame}-allfocus.png", res.allfocus_png)
             summaries[str(res.frame)] = res.summary
             settings = res.settings
             print(res.message, flush=True)

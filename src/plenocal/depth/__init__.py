@@ -1,7 +1,9 @@
 """Depth from raw images with the calibrated camera (DESIGN §5b).
 
 - :mod:`plenocal.depth.matching`: per micro-image virtual depth by blur-aware matching;
-- :mod:`plenocal.depth.metric`: virtual depth → camera-frame points through the model.
+- :mod:`plenocal.depth.metric`: virtual depth → camera-frame points through the model;
+- :mod:`plenocal.depth.render`: the all-in-focus (central-view) image from the depths;
+- :mod:`plenocal.depth.pixel`: per-pixel refinement of the micro-images' depths.
 
 Uses model/ (and detect/'s devignetting); nothing below imports it.
 """

@@ -198,17 +198,62 @@ def _offset_limit2(inv, t, radius):  # pragma: no cover - compiled
     return e * e
 
 
+@nb.njit(cache=True, inline="always")
+def _match_diff(stack, x, y, ex_, ey_, e_lim2, fwd, tj, n_tab, r2, cjx, cjy, ki, ti_, kj, tj_):  # pragma: no cover
+    """|I_i(x, y) − I_j(c_j + o_j)| for the pixel (x, y) of micro-image i whose chief-ray offset,
+    moved by the disparity, is (ex_, ey_) in j (o_j: that offset shifted by table ``fwd`` of
+    type tj); −1 when the match falls outside j's disc of radius² ``r2`` or the image. View i
+    at blur level ``ki`` + fraction ``ti_`` of the stack, view j at ``kj`` + ``tj_``."""
+    H = stack.shape[0]
+    W = stack.shape[1]
+    re2 = ex_ * ex_ + ey_ * ey_
+    if re2 > e_lim2:
+        return -1.0
+    re = math.sqrt(re2)
+    if re > 1e-9:
+        sj = _lookup(fwd, tj, re, n_tab)
+        if math.isnan(sj):
+            return -1.0
+        sj /= re
+    else:
+        sj = 1.0
+    qx = ex_ * sj
+    qy = ey_ * sj
+    if qx * qx + qy * qy > r2:
+        return -1.0
+    bx = cjx + qx
+    by = cjy + qy
+    x0 = math.floor(bx)
+    y0 = math.floor(by)
+    if x0 < 0 or y0 < 0 or x0 + 1 >= W or y0 + 1 >= H:
+        return -1.0
+    a = stack[y, x, ki]
+    if ti_ > 0.0:
+        a += ti_ * (stack[y, x, ki + 1] - a)
+    fx = bx - x0
+    fy = by - y0
+    b00 = stack[y0, x0, kj]
+    b01 = stack[y0, x0 + 1, kj]
+    b10 = stack[y0 + 1, x0, kj]
+    b11 = stack[y0 + 1, x0 + 1, kj]
+    if tj_ > 0.0:
+        b00 += tj_ * (stack[y0, x0, kj + 1] - b00)
+        b01 += tj_ * (stack[y0, x0 + 1, kj + 1] - b01)
+        b10 += tj_ * (stack[y0 + 1, x0, kj + 1] - b10)
+        b11 += tj_ * (stack[y0 + 1, x0 + 1, kj + 1] - b11)
+    b = (1.0 - fy) * ((1.0 - fx) * b00 + fx * b01) + fy * ((1.0 - fx) * b10 + fx * b11)
+    return abs(a - b)
+
+
 @nb.njit(cache=True)
 def _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px, py, ex, ey, m, e_lim2):  # pragma: no cover
     """Σ|I_i(x) − I_j(y)| and the pixel count over the gathered pixels x of micro-image i
     (:func:`_gather`) whose match y lies within ``radius`` of c_j: the chief-ray offset moves by
     the disparity, e_j = e_i + δ, and is shifted to the observed o_j (table ``fwd`` of type tj),
-    y = c_j + o_j. View i blurred by variance ``s2_i``, view j by ``s2_j`` (px²); ``stack`` is
-    (H, W, L), the levels of a pixel adjacent in memory. Chief-ray offsets beyond √``e_lim2``
-    (past the one observed at ``radius``, :func:`_offset_limit2`) are skipped before the table
-    lookup: the shift is monotone, so their match lies outside the disc anyway."""
-    H = stack.shape[0]
-    W = stack.shape[1]
+    y = c_j + o_j (:func:`_match_diff`). View i blurred by variance ``s2_i``, view j by ``s2_j``
+    (px²); ``stack`` is (H, W, L), the levels of a pixel adjacent in memory. Chief-ray offsets
+    beyond √``e_lim2`` (past the one observed at ``radius``, :func:`_offset_limit2`) are skipped
+    before the table lookup: the shift is monotone, so their match lies outside the disc anyway."""
     n_tab = fwd.shape[1]
     ki, ti_ = _level(s2_i, levels)
     kj, tj_ = _level(s2_j, levels)
@@ -216,47 +261,10 @@ def _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px,
     sad = 0.0
     n = 0
     for p in range(m):
-        ex_ = ex[p] + dx
-        ey_ = ey[p] + dy
-        re2 = ex_ * ex_ + ey_ * ey_
-        if re2 > e_lim2:
+        d = _match_diff(stack, px[p], py[p], ex[p] + dx, ey[p] + dy, e_lim2, fwd, tj, n_tab, r2, cjx, cjy, ki, ti_, kj, tj_)
+        if d < 0.0:
             continue
-        re = math.sqrt(re2)
-        if re > 1e-9:
-            sj = _lookup(fwd, tj, re, n_tab)
-            if math.isnan(sj):
-                continue
-            sj /= re
-        else:
-            sj = 1.0
-        qx = ex_ * sj
-        qy = ey_ * sj
-        if qx * qx + qy * qy > r2:
-            continue
-        bx = cjx + qx
-        by = cjy + qy
-        x0 = math.floor(bx)
-        y0 = math.floor(by)
-        if x0 < 0 or y0 < 0 or x0 + 1 >= W or y0 + 1 >= H:
-            continue
-        x = px[p]
-        y = py[p]
-        a = stack[y, x, ki]
-        if ti_ > 0.0:
-            a += ti_ * (stack[y, x, ki + 1] - a)
-        fx = bx - x0
-        fy = by - y0
-        b00 = stack[y0, x0, kj]
-        b01 = stack[y0, x0 + 1, kj]
-        b10 = stack[y0 + 1, x0, kj]
-        b11 = stack[y0 + 1, x0 + 1, kj]
-        if tj_ > 0.0:
-            b00 += tj_ * (stack[y0, x0, kj + 1] - b00)
-            b01 += tj_ * (stack[y0, x0 + 1, kj + 1] - b01)
-            b10 += tj_ * (stack[y0 + 1, x0, kj + 1] - b10)
-            b11 += tj_ * (stack[y0 + 1, x0 + 1, kj + 1] - b11)
-        b = (1.0 - fy) * ((1.0 - fx) * b00 + fx * b01) + fy * ((1.0 - fx) * b10 + fx * b11)
-        sad += abs(a - b)
+        sad += d
         n += 1
     return sad, n
 

@@ -22,7 +22,7 @@ over their overlap (the reference's normalised SAD), averaged over the pairs. He
 - the confidence is 1 − minimum/median of the coarse cost curve: 0 for a flat curve, → 1 for a
   deep, isolated minimum.
 
-Not here yet: per-pixel refinement, depth scaling, sequences on Dask.
+Not here yet: depth scaling (per-pixel refinement: :mod:`plenocal.depth.pixel`; the all-in-focus image: :mod:`plenocal.depth.render`).
 """
 
 from __future__ import annotations

@@ -257,7 +257,7 @@ def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, FloatArray, FloatA
     threshold = wald_threshold(n, false_alarm)
     kept = bool(np.isfinite(wald) and wald > threshold)
     after = (c[0] + c[1] * wm - wt) / wt
-    per_frame = {f: {"z_median_mm": float(np.median(samples[f][2])), "micro_images": int(len(samples[f][0])),
+    per_frame = {f: {"z_median_mm": float(np.median(samples[f][2])), "micro_images": len(samples[f][0]),
                      "w_error_before_percent": float(100 * (wm[i] - wt[i]) / wt[i]),
                      "w_error_after_percent": float(100 * after[i])} for i, f in enumerate(frames)}
     reason = (f"W = {wald:.1f} {'>' if kept else '<='} {threshold:.1f} (2·F(2, {n - 2}), false alarm {false_alarm:g}) over {n} frames; "

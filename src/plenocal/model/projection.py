@@ -82,6 +82,31 @@ def micro_image_centres(camera: PlenopticCamera, k: ArrayLike, l: ArrayLike) -> 
 project_mic = micro_image_centres
 
 
+def central_view_px(camera: PlenopticCamera, points_cam: ArrayLike) -> FloatArray:
+    """Where camera-frame points appear in the central view: their distorted virtual points
+    (:func:`virtual_points`) projected from the exit-pupil centre onto the sensor, px.
+
+    A virtual point seen at offset o from micro-image centre c_i (whose lens is at inverse virtual
+    depth w = 1/υ from it) lies at X = c_i + o/γ, γ = (1 − λ) + λ·w (the disparity's factor of
+    :mod:`plenocal.depth.matching`): X is this projection, the same for every micro-image that sees
+    the point — the coordinates of the all-in-focus image (:mod:`plenocal.depth.render`). At
+    o = 0 it is c_i itself (the micro-image centre is the exit-pupil centre's projection).
+
+    Parameters
+    ----------
+    points_cam : array_like, shape (N, 3), mm, z > F
+
+    Returns
+    -------
+    ndarray, shape (N, 2): (u, v) px.
+    """
+    pu = virtual_points(camera, points_cam)
+    e = camera.main_lens.exit_pupil_mm
+    scale = (camera.sensor.distance_mm - e) / (-pu[..., 2] - e)
+    u, v = _sensor_uv(camera, pu[..., 0] * scale, pu[..., 1] * scale)
+    return np.stack([u, v], axis=-1)
+
+
 def virtual_points(camera: PlenopticCamera, points_cam: ArrayLike) -> FloatArray:
     """Images of camera-frame points through the thin main lens, distorted (eq:distortion).
 

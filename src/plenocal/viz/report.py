@@ -53,8 +53,9 @@ FORMATS = {
 }
 
 DEPTH_MAPS_SHOWN = 4
-"""Depth maps embedded in the report (the first frames'; ~0.4 MB each at full scale); the others
-are named by path."""
+"""Depth maps embedded in the report, each with its all-in-focus image (the first frames'; at full
+scale ~0.4 MB per depth map, 0.19–0.26 MB per all-in-focus image of the PRISM board); the others are
+named by path."""
 
 
 @dataclass
@@ -465,7 +466,7 @@ def _evaluation_parts(c: Collected, figures: list[tuple[str, str]]) -> str:
 def _depth_section(c: Collected) -> str:
     """The depth stage: per frame the micro-images with a depth, the median z and, from the
     evaluation, the on-board points' distance to the board plane; the displacement errors by step;
-    the first :data:`DEPTH_MAPS_SHOWN` depth maps."""
+    the first :data:`DEPTH_MAPS_SHOWN` depth maps, each with its all-in-focus image."""
     if "depth" not in c.documents:
         return ""
     path, doc = c.documents["depth"]
@@ -504,9 +505,13 @@ def _depth_section(c: Collected) -> str:
         if png.is_file():
             figs.append(_figure_html(_png_data_uri(png.read_bytes()), f"frame {f}: depth per micro-image (turbo colours, "
                                                                         "2nd–98th percentile of z)"))
+        png = path.parent / "depth" / f"frame-{f}-allfocus.png"
+        if png.is_file():
+            figs.append(_figure_html(_png_data_uri(png.read_bytes()), f"frame {f}: all-in-focus image (each micro-image's "
+                                                                        "patch drawn at its depth; black: nothing drawn)"))
     parts += figs
     if len(frames) > DEPTH_MAPS_SHOWN:
-        parts.append(f"<p class=\"src\">The other depth maps and the point clouds (PLY) are in "
+        parts.append(f"<p class=\"src\">The other depth maps, all-in-focus images and the point clouds (PLY) are in "
                      f"{html.escape(str(path.parent / 'depth'))}.</p>")
     parts.append(f'<p class="src">from {html.escape(str(path))}</p>')
     return _section("Depth", "".join(parts), "depth")

@@ -1,0 +1,124 @@
+"""Benchmark: per-pixel depth on the PRISM R12-B translation frames, against the truth. Prints JSON.
+
+The visible PRISM set (frames 100–104: a fronto-parallel board at 450 … 650 mm) imported as
+:mod:`benchmarks.depth` does; each frame is devignetted, matched and aggregated with the defaults
+of ``plenocal depth`` (truth camera in the images' pixel convention, κ 0.72), then refined per
+pixel (:func:`plenocal.depth.pixel.refine_pixel_depths`, defaults), timed after a warm-up (wall
+and CPU seconds of all threads, including the refinement's own blur stack; the load average).
+
+Per frame, over the pixels of the textured board micro-images (line of sight ≥ 5 mm inside the
+plate; the board is fronto-parallel, so every pixel's true z is the board's): the fraction with
+a depth, median and 90th percentile of |z − z_true|/z, the signed median; the same for the
+aggregated micro-image depths they started from.
+
+    python benchmarks/depth_pixel.py [--set PATH] [--frames 100,104] [--kappa 0.72]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, peak_memory_mb
+
+import plenocal
+from depth import board_mask
+from plenocal.cli.depth import white_for
+from plenocal.depth.matching import aggregate_virtual_depths, estimate_virtual_depths
+from plenocal.depth.metric import points_from_virtual_depth
+from plenocal.depth.pixel import refine_pixel_depths
+from plenocal.detect.corners import devignette
+from plenocal.io.camera import read_camera
+from plenocal.io.dataset import read_dataset
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
+
+
+def errors(z: np.ndarray, z_true: float) -> dict[str, float]:
+    rel = (z - z_true) / z_true
+    if rel.size == 0:
+        return {}
+    return {"median_abs_rel_error_pct": float(100 * np.median(np.abs(rel))),
+            "p90_abs_rel_error_pct": float(100 * np.percentile(np.abs(rel), 90)),
+            "signed_median_rel_error_pct": float(100 * np.median(rel))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", type=Path, default=DEFAULT_SET)
+    ap.add_argument("--kappa", type=float, default=0.72)
+    ap.add_argument("--frames", default=None)
+    args = ap.parse_args()
+
+    truth = json.loads((args.set / "truth.json").read_text())
+    camera_path = args.set / "camera" / "camera-true-image-index.json"
+    camera = read_camera(camera_path)
+    plate_size = truth["checkerboard"]["plate_size_mm"]
+    results = []
+    settings: dict = {}
+    with tempfile.TemporaryDirectory(prefix="plenocal-pixel-bench-") as tmp:
+        ds_path = Path(tmp) / "ds"
+        subprocess.run([sys.executable, "-m", "plenocal", "import-libpleno", str(args.set / "libpleno-src-trans"), "-o", str(ds_path)],
+                       check=True, stdout=subprocess.DEVNULL)
+        ds = read_dataset(ds_path)
+        by_name = {Path(e.path).name: e for e in ds.manifest.images if e.frame is not None}
+        wanted = None if args.frames is None else {int(x) for x in args.frames.split(",")}
+        whites: dict[str, np.ndarray] = {}
+        warm = False
+        for name in truth["translation"]["frames"]:
+            e = by_name[name]
+            if wanted is not None and e.frame not in wanted:
+                continue
+            w = white_for(ds, e.f_number)
+            if w.path not in whites:
+                whites[w.path] = ds.read_image(w)
+            dv, weight = devignette(ds.read_image(e), whites[w.path])
+            vd = aggregate_virtual_depths(estimate_virtual_depths(dv, weight, camera, kappa=args.kappa, f_number=e.f_number), camera)
+            if not warm:  # numba caches, page faults: a few micro-images
+                sub = vd.ok.copy()
+                sub[np.flatnonzero(sub)[20:]] = False
+                import dataclasses
+
+                refine_pixel_depths(dv, weight, camera, dataclasses.replace(vd, status=np.where(sub, vd.status, 1).astype(np.int8)),
+                                    kappa=args.kappa, f_number=e.f_number)
+                warm = True
+            c0, t0 = time.process_time(), time.perf_counter()
+            px = refine_pixel_depths(dv, weight, camera, vd, kappa=args.kappa, f_number=e.f_number)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            settings = px.settings
+            info = truth["checkerboards"][name]["plate_in_camera"]
+            R, t = np.array(info["R"]), np.array(info["t"])
+            z_true = float(t[2])
+            onb = board_mask(camera, vd.k, vd.l, R, t, plate_size) & vd.textured
+            on_px = onb[px.micro_image]
+            ok = on_px & np.isfinite(px.virtual_depth)
+            mi = px.micro_image[ok]
+            z_px = points_from_virtual_depth(camera, vd.k[mi], vd.l[mi], px.virtual_depth[ok])[:, 2]
+            okm = onb & vd.ok
+            z_mi = points_from_virtual_depth(camera, vd.k[okm], vd.l[okm], vd.virtual_depth[okm])[:, 2]
+            row = {"frame": e.frame, "image": name, "z_true_mm": z_true, "seconds": wall, "cpu_seconds": cpu,
+                   "load_average_1min": os.getloadavg()[0], "micro_images_refined": int(px.settings["micro_images"]),
+                   "pixels": len(px.x), "board_pixels": int(on_px.sum()),
+                   "board_pixel_coverage": float(ok.sum() / max(on_px.sum(), 1)),
+                   "per_pixel": errors(z_px, z_true), "aggregated_micro_images": errors(z_mi, z_true)}
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    print(json.dumps({
+        "benchmark": "depth_pixel", "plenocal_version": plenocal.__version__, "machine": machine(),
+        "set": str(args.set), "camera": str(camera_path), "kappa": args.kappa, "settings": settings,
+        "frames": results, "targets": {"seconds": 20.0}, "peak_memory_mb": peak_memory_mb(),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()
