@@ -114,9 +114,10 @@ def read_kappa(spec: str | None) -> tuple[float, str | None]:
         if not path.is_file():
             raise InputFileError(path, "no such file (--kappa: the kappa.json written by 'plenocal blur', or a number)") from None
         doc = load_json(path)
-        value = doc.get("kappa") if isinstance(doc, dict) else None
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        found = doc.get("kappa") if isinstance(doc, dict) else None
+        if not isinstance(found, (int, float)) or isinstance(found, bool):
             raise InputFileError(path, "holds no number 'kappa' (expected the kappa.json written by 'plenocal blur')") from None
+        value = float(found)
         source: str | None = str(path)
     else:
         source = None

@@ -328,8 +328,8 @@ def inverse_depth_range(camera: PlenopticCamera, distance_range_mm: tuple[float,
 
 def micro_image_radii_px(camera: PlenopticCamera, types: NDArray[np.int64], f_number: float) -> FloatArray:
     """|R_t(N)| px of each micro-image's type at the main-lens f-number N (eq:miradiusfnumbermc)."""
-    m, q = radius_law(camera)
-    q = np.asarray(q, dtype=np.float64)
+    m, q_types = radius_law(camera)
+    q = np.asarray(q_types, dtype=np.float64)
     return np.abs(m / f_number + q[np.clip(types, 0, len(q) - 1)]) / camera.sensor.pixel_size_mm
 
 
