@@ -1,0 +1,47 @@
+"""``plenocal run``'s plan: the depth-scaling stage sits between blur and depth, feeds depth its
+file, and ``--no-depth-scaling`` / ``--no-depth`` leave it out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from plenocal.cli.run import plan
+from plenocal.io.dataset import ImageEntry, ImageFormat, ImageRole, Manifest, read_dataset, write_manifest
+from plenocal.model.target import Checkerboard
+from plenocal.sim.dataset import camera_spec
+from plenocal.sim.presets import preset
+
+
+@pytest.fixture
+def dataset(tmp_path: Path):
+    p = preset("r12-a", small=True)
+    N = p.camera.main_lens.f_number
+    entries = [ImageEntry("white.png", ImageRole.WHITE, f_number=N), ImageEntry("dev.png", ImageRole.DEVIGNETTING, f_number=N),
+               *(ImageEntry(f"c{i}.png", ImageRole.CALIBRATION, f_number=N, frame=i) for i in range(4)),
+               ImageEntry("t.png", ImageRole.TRANSLATION, f_number=N, frame=100, sequence=0, displacement_mm=0.0)]
+    for e in entries:
+        (tmp_path / e.path).write_bytes(b"")
+    write_manifest(tmp_path, Manifest(camera_spec(p), Checkerboard(10, 8, 2.5, 1.25), tuple(entries), ImageFormat(bit_depth=16)))
+    return read_dataset(tmp_path)
+
+
+def test_depth_scaling_stage_feeds_depth(dataset, tmp_path):
+    stages = {s.name: s for s in plan(dataset, tmp_path / "out", vignetting=True)}
+    names = list(stages)
+    assert names.index("blur") < names.index("depth-scaling") < names.index("depth")
+    scaling = tmp_path / "out" / "depth-scaling" / "depth-scaling.json"
+    assert stages["depth-scaling"].outputs == [scaling]
+    cal = tmp_path / "out" / "calibration"
+    assert cal / "poses.json" in stages["depth-scaling"].inputs and "--poses" in stages["depth-scaling"].argv
+    assert all(dataset.path(f"c{i}.png") in stages["depth-scaling"].inputs for i in range(4))
+    depth = stages["depth"]
+    assert depth.argv[depth.argv.index("--scaling") + 1] == str(scaling) and scaling in depth.inputs
+
+
+def test_no_depth_scaling_and_no_depth(dataset, tmp_path):
+    stages = {s.name: s for s in plan(dataset, tmp_path / "out", vignetting=True, depth_scaling=False)}
+    assert "depth-scaling" not in stages and "--scaling" not in stages["depth"].argv
+    stages = {s.name: s for s in plan(dataset, tmp_path / "out", vignetting=True, depth=False)}
+    assert "depth-scaling" not in stages and "depth" not in stages
