@@ -229,11 +229,12 @@ class VirtualDepthMap:
     k, l : (N,) micro-lens indices; centres_px : (N, 2) micro-image centres (the camera's grid).
     types : (N,) lens types.
     virtual_depth : (N,) υ (NaN where not estimated); confidence : (N,) in [0, 1].
-    cost : (N,) the matching cost at υ (mean absolute difference, units of the white).
+    cost : (N,) the matching cost at υ (mean absolute difference, units of the white; with the
+        parabola refinement the parabola's value at its vertex).
     grey : (N,) mean devignetted grey level (units of the white); spread : (N,) its mean
         absolute deviation relative to it (both within :data:`TEXTURE_RADIUS_FRACTION` of the radius).
     status : (N,) int8, :data:`STATUS_OK` … (``status_names``).
-    pairs : (N,) pairs compared at υ.
+    pairs : (N,) pairs compared at υ (the parabola refinement: at its middle sample).
     settings : what the search used; wall_time_s : its duration.
     """
 
