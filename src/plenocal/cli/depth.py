@@ -49,7 +49,7 @@ from numpy.typing import NDArray
 
 from plenocal import __version__
 from plenocal.cli.blur import file_sha256
-from plenocal.depth.matching import VirtualDepthMap, aggregate_virtual_depths, estimate_virtual_depths
+from plenocal.depth.matching import VirtualDepthMap, depth_map
 from plenocal.depth.metric import points_from_virtual_depth
 from plenocal.depth.render import render_all_in_focus
 from plenocal.depth.scaling import DepthScaling
@@ -265,9 +265,8 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     camera = _camera(job.camera_path)
     e = job.frame
     dv, weight = devignette(dataset.read_image(e), _white(job.dataset, job.white))
-    vd = estimate_virtual_depths(dv, weight, camera, kappa=job.kappa, f_number=e.f_number, distance_range_mm=job.distance_range_mm)
-    if job.aggregate:
-        vd = aggregate_virtual_depths(vd, camera)
+    vd = depth_map(dv, weight, camera, aggregate=job.aggregate, kappa=job.kappa, f_number=e.f_number,
+                   distance_range_mm=job.distance_range_mm)
     # the image's geometry is the matched disparity's: drawn with υ as matched, before the scaling
     allfocus = render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=job.kappa, f_number=e.f_number, scale=MAP_SCALE)
     del dv, weight

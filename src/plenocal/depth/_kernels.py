@@ -36,6 +36,9 @@ STATUS_AT_BOUND = 3
 """The coarse minimum is at an end of the search interval: the depth lies outside it."""
 STATUS_OUTSIDE = 4
 """The micro-image is not wholly in the image, or its centre is not lit in the white."""
+STATUS_NOT_REFINED = 6
+"""The coarse curve's contrast is below the refinement's threshold: not refined, no depth of its
+own (the robust aggregation would not use it; 5 is the aggregation's "unsupported")."""
 
 REFINE_GOLDEN = 0
 """Refinement by golden-section search of the coarse bracket."""
@@ -422,13 +425,15 @@ def _work(radius, T, n_table):  # pragma: no cover - compiled
 def search_kernel(
     stack, levels, centres, types, neigh, radii, index, w_grid, lam, P, Q, kappa2,
     coarse_neighbours, coarse_stride, golden_iterations, min_pixels, ra, rb, g_table, refine_stride, refine_mode,
+    min_refine_contrast,
 ):  # pragma: no cover - compiled
     """Inverse virtual depth of micro-images ``index``: coarse search on ``w_grid`` (the first
     ``coarse_neighbours`` neighbours, pixels on a ``coarse_stride`` grid), then golden-section
     search of the bracket around the coarse minimum with every neighbour and the pixels on a
     ``refine_stride`` grid (0: quincunx); the estimate is the better of the final interior points
     (``refine_mode`` REFINE_GOLDEN), or the vertex of the parabola through full costs half a coarse
-    step apart around the coarse minimum (REFINE_PARABOLA: 4–5 evaluations). ``ra``,
+    step apart around the coarse minimum (REFINE_PARABOLA: 3–4 evaluations); micro-images whose
+    coarse contrast is below ``min_refine_contrast`` are not refined (STATUS_NOT_REFINED). ``ra``,
     ``rb`` (T,): the pupil-vignetting shift's radii (rb all 0: none); ``g_table`` (T, n):
     :func:`centroid_table`. ``stack`` (H, W, L).
 
@@ -474,6 +479,9 @@ def search_kernel(
         out_median[t] = 1.0 - curve[best] / np.median(finite) if np.median(finite) > 0 else 0.0
         if best == 0 or best == G - 1:
             out_status[t] = STATUS_AT_BOUND
+            continue
+        if out_median[t] < min_refine_contrast:
+            out_status[t] = STATUS_NOT_REFINED
             continue
         if refine_mode == REFINE_PARABOLA:
             # full costs at the coarse minimum and half a step either side; the parabola through

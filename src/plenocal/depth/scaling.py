@@ -278,13 +278,11 @@ def board_samples(devignetted: NDArray, weight: NDArray, camera: PlenopticCamera
     w_matched, w_true : (n,) 1/υ of the estimated micro-images; z_true : (n,) mm, the depth of the
     board point on their line of sight.
     """
-    from plenocal.depth.matching import aggregate_virtual_depths, estimate_virtual_depths
+    from plenocal.depth.matching import depth_map
 
     k_all, l_all = camera.grid.lattice.all_indices()
     on, ups_true = board_virtual_depths(camera, k_all, l_all, pose, board)
-    vd = estimate_virtual_depths(devignetted, weight, camera, kappa=kappa, f_number=f_number,
-                                 distance_range_mm=distance_range_mm, subset=on)
-    vd = aggregate_virtual_depths(vd, camera)
+    vd = depth_map(devignetted, weight, camera, kappa=kappa, f_number=f_number, distance_range_mm=distance_range_mm, subset=on)
     ok = vd.ok & on
     z = points_from_virtual_depth(camera, k_all[ok], l_all[ok], ups_true[ok])[:, 2]
     return 1.0 / vd.virtual_depth[ok], 1.0 / ups_true[ok], z
