@@ -133,3 +133,23 @@ def test_depth_refuses_a_scaling_file_that_is_not_one(dataset, tmp_path, capsys)
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "kappa-as-scaling.json" in err and "plenocal depth-scaling" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_calibration_frame_without_its_white_is_skipped_not_fatal(dataset, tmp_path):
+    """A calibration frame at an f-number no white has is left out of the fit (listed in the
+    document), the others are used."""
+    import shutil
+
+    ds = tmp_path / "ds"
+    shutil.copytree(dataset, ds)
+    manifest = json.loads((ds / "manifest.json").read_text())
+    for e in manifest["images"]:
+        if e.get("frame") == 4:
+            e["f_number"] = 11.0
+    (ds / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "scaling"
+    assert main(["depth-scaling", str(ds), "--camera", str(ds / "camera-true.json"), "--poses", str(ds / "poses.json"),
+                 "--kappa", str(ds / "kappa.json"), "-o", str(out)]) == 0
+    doc = json.loads((out / "depth-scaling.json").read_text())
+    assert doc["frames_skipped"] == {"4": "no white at its f-number 11.0"}
+    assert sorted(doc["scaling"]["per_frame"]) == ["0", "1", "2", "3"] and doc["scaling"]["n_frames"] == 4

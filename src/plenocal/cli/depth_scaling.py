@@ -26,7 +26,7 @@ from plenocal.errors import InputFileError
 from plenocal.io._json import load_json, write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera
-from plenocal.io.dataset import ImageRole, read_dataset
+from plenocal.io.dataset import ImageEntry, ImageRole, read_dataset
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.poses import read_poses
 
@@ -71,8 +71,18 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     camera = read_camera(camera_path)
     poses = read_poses(poses_path)
-    entries = [e for e in dataset.manifest.with_role(ImageRole.CALIBRATION) if e.frame in poses]
-    whites = {e.frame: white_for(dataset, e.f_number) for e in entries}
+    entries: list[ImageEntry] = []
+    whites: dict[int | None, ImageEntry] = {}
+    skipped: dict[str, str] = {}
+    for e in dataset.manifest.with_role(ImageRole.CALIBRATION):
+        if e.frame not in poses:
+            continue
+        try:
+            whites[e.frame] = white_for(dataset, e.f_number)
+        except InputFileError:  # a frame without a white at its f-number is not matched, not fatal
+            skipped[str(e.frame)] = f"no white at its f-number {e.f_number}"
+            continue
+        entries.append(e)
     inputs_read = [dataset.folder, camera_path, poses_path, *(dataset.path(e.path) for e in entries),
                    *(dataset.path(w.path) for w in whites.values()), *([Path(kappa_path)] if kappa_path else [])]
     check_output_folder(out, inputs=inputs_read, owned=OUTPUTS)
@@ -100,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
                    "kappa": {"value": kappa, "path": kappa_path},
                    "images": {str(e.frame): {"path": e.path, "sha256": file_sha256(dataset.path(e.path))} for e in entries}},
         "scaling": scaling.to_json(),
+        "frames_skipped": skipped,
         "wall_time_s": wall,
     }
     with atomic_folder(out, owned=OUTPUTS) as tmp:
