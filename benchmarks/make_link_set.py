@@ -1,6 +1,6 @@
-"""A 12-frame R12-A set for linking near the MLA's conjugate plane and on partial boards (issue 24).
+"""A 12-frame R12-A (or other preset) set for linking near the MLA's conjugate plane and on partial boards (issue 24).
 
-Usage: python benchmarks/make_link_set.py OUT [--small] [--rays N] [--seed S]
+Usage: python benchmarks/make_link_set.py OUT [--preset r12-a|r12-c|…] [--small] [--rays N] [--seed S]
 
 The whites and the devignetting white come from ``plenocal simulate`` (``--frames
 white,devignetting``); the 12 calibration frames are rendered here at chosen poses (simulate draws
@@ -10,6 +10,10 @@ random ones), written into the same dataset with their ground truth (poses, orac
   object distance whose image falls on the MLA (``plenocal.model.profile.mla_to_object_mm(camera, 0)``);
 - partial boards at 0.85–0.90 z_c: the last column beyond the image border, the last row, and a
   corner (last row and column).
+
+A preset whose MLA is conjugate to no real object (z_c ≤ 0: the R12-C, D < F's image of infinity)
+gets the same frames at distances spread geometrically over its calibration range instead
+(fraction 0.80 → the near end, 1.10 → the far end).
 
 Keep the output under /work/runs (generated data is not committed).
 """
@@ -93,11 +97,12 @@ def board_pose(camera, board, z: float, tilt_x: float, tilt_y: float, roll: floa
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
+    ap.add_argument("--preset", default="r12-a", help="plenocal preset (default r12-a)")
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--rays", type=int, default=24)
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
-    pre = preset("r12-a", small=args.small)
+    pre = preset(args.preset, small=args.small)
     out = args.out
     if not (out / "manifest.json").is_file():
         simulate_dataset(pre, out, seed=args.seed, rays=args.rays, frames=FrameSelection.parse("white,devignetting"))
@@ -106,13 +111,19 @@ def main() -> int:
     camera = read_camera_file(out / "ground_truth" / "camera.json").camera
     board = manifest.target
     zc = float(mla_to_object_mm(camera, 0.0))
+    near, far = pre.plan.calibration_range_mm
+
+    def distance(fraction: float) -> float:
+        if zc > 0:
+            return fraction * zc
+        return float(near * (far / near) ** ((fraction - 0.80) / 0.30))
     renderer = ThinRenderer(camera)
     response = SensorResponse()
     oracle = FeatureOracle(camera)
     n_board = pre.plan.checkerboard_f_number
     entries, poses, feats, plan = [], {}, [], []
     for i, (fraction, tx, ty, roll, cut) in enumerate(FRAMES):
-        pose = board_pose(camera, board, fraction * zc, tx, ty, roll, cut)
+        pose = board_pose(camera, board, distance(fraction), tx, ty, roll, cut)
         entry = ImageEntry(f"images/calib-{i:03d}.png", ImageRole.CALIBRATION, f_number=n_board, frame=i)
         path = out / entry.path
         if not path.is_file():
@@ -123,7 +134,7 @@ def main() -> int:
         entries.append(entry)
         poses[i] = pose
         feats.append(oracle.board_features(board, pose, frame=i))
-        plan.append({"frame": i, "fraction_of_conjugate": fraction, "distance_mm": fraction * zc, "cut": cut or "none",
+        plan.append({"frame": i, "fraction_of_conjugate": fraction if zc > 0 else None, "distance_mm": distance(fraction), "cut": cut or "none",
                      "true_views_per_node": np.bincount(feats[-1].node, minlength=board.n_nodes).tolist()})
     images = tuple(e for e in manifest.images if e.role not in (ImageRole.CALIBRATION,)) + tuple(entries)
     write_manifest(out, dataclasses.replace(manifest, images=images))
