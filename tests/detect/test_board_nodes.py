@@ -152,3 +152,64 @@ def test_rays_meet_the_board_at_their_node_and_a_square_from_the_next(scenes):
         neighbour = np.where(truth.node % BOARD.columns == BOARD.columns - 1, truth.node - 1, truth.node + 1)
         other = np.hypot(*(xy - BOARD.node_points(neighbour)[:, :2]).T) / BOARD.square_mm
         assert np.all(other > 0.99) and np.all(other > 3.9 * MAX_BOARD_DISTANCE_FRACTION)
+
+
+def test_nodes_beyond_the_central_view_are_completed(scenes):
+    """A board at 0.6 z_c whose last column lies a tenth of a spacing (17 px) beyond the central
+    view's right edge (the pinhole through the main-lens centre): the micro-images along the
+    border still see that column (5–12 resolvable views per node), and the completion of a frame
+    whose every other node is linked (``plenocal detect``'s ``complete_frame_nodes``, true pose)
+    adds it with its true node ids. It used to count only nodes inside the central view as
+    missing, and called such a frame complete (R12-C: a cut row seen by 15–38 whole micro-images
+    and left out)."""
+    from plenocal.calib.extrinsics import project_pinhole
+    from plenocal.cli.detect import complete_frame_nodes
+
+    cam, _ = scenes
+    omega = internal_parameters(cam)
+    white = render(cam, WhiteDiffuser(), f_number=N, rays=24, seed=5, image_id=99)
+    zc = float(mla_to_object_mm(cam, 0.0))
+    pose = pose_at(0.6 * zc)
+    last = np.flatnonzero(np.arange(BOARD.n_nodes) % BOARD.columns == BOARD.columns - 1)
+    uv = project_pinhole(cam, pose, BOARD.node_points())
+    spacing = np.median(np.diff(uv[: BOARD.columns, 0]))
+    shift_px = (cam.sensor.width_px - 1 + 0.1 * spacing) - np.min(uv[last, 0])
+    f_px = cam.sensor.distance_mm / cam.sensor.pixel_size_mm
+    t = pose.translation + np.array([shift_px * pose.translation[2] / f_px, 0.0, 0.0])
+    pose = Pose(pose.rotation, t)
+    assert np.all(project_pinhole(cam, pose, BOARD.node_points(last))[:, 0] > cam.sensor.width_px - 1), "premise: cut off"
+    img = render(cam, Scene((CheckerboardPlate(BOARD, pose),), background=0.0), f_number=N, rays=24, seed=5, image_id=7)
+    det = detect_frame(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types, frame=0, keep_images=True)
+    micro = det.micro
+    # the frame as a first pass leaves it when every node inside the central view is linked (the
+    # oracle's resolvable views of those nodes), the cut column not
+    inside = np.flatnonzero(~np.isin(np.arange(BOARD.n_nodes), last))
+    visible = visible_views(cam, pose, micro)
+    oracle = FeatureOracle(cam).board_features(BOARD, pose, frame=0)
+    lut = {(int(k), int(l)): i for i, (k, l) in enumerate(zip(micro.k, micro.l, strict=True))}
+    resolvable = np.array([(int(n), lut.get((int(k), int(l)), -1)) in visible
+                           for n, k, l in zip(oracle.node, oracle.k, oracle.l, strict=True)], dtype=bool)
+    known = oracle.select(resolvable & np.isin(oracle.node, inside))
+    per_node = np.bincount([n for n, _ in visible], minlength=BOARD.n_nodes)
+    beyond = [int(n) for n in last if per_node[n] >= 2]
+    assert beyond, "premise: the border's micro-images see some of the cut column"
+    added, record = complete_frame_nodes(0, pose, known, camera=cam, board=BOARD, micro=micro, devignetted=lambda: det.devignetted,
+                                         rms_bound=det.rms_bound, pitch_px=cam.grid.diameter_px, fit_rendered=True)
+    assert record["action"] == "predicted" and record["missing_in_view"] >= len(beyond), record
+    assert set(beyond) <= set(added.node.tolist()), record
+    # at 0.6 z_c a micro-image sees several nodes: each added feature is its node's true projection
+    # through its own lens, not a neighbour's
+    assert np.array_equal(_nearest_node(cam, pose, added), added.node)
+
+
+def _nearest_node(cam, pose, feats: BapFeatures, *, within_px: float = 1.5) -> np.ndarray:
+    """Per feature, the node whose true projection through the feature's micro-lens is nearest its
+    (u, v) (−1 beyond ``within_px``)."""
+    nodes = np.arange(BOARD.n_nodes)
+    pts = pose.apply(BOARD.node_points(nodes))
+    k = np.repeat(feats.k, len(nodes))
+    l = np.repeat(feats.l, len(nodes))
+    proj = project_bap(cam, np.tile(pts, (len(feats.k), 1)), k, l)[:, :2].reshape(len(feats.k), len(nodes), 2)
+    d = np.hypot(proj[..., 0] - feats.u[:, None], proj[..., 1] - feats.v[:, None])
+    best = np.argmin(d, axis=1)
+    return np.where(d[np.arange(len(best)), best] <= within_px, best, -1)

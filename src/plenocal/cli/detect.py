@@ -168,24 +168,31 @@ def complete_frame_nodes(
     frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any, devignetted: Callable[[], np.ndarray],
     rms_bound: float, pitch_px: float, fit_rendered: bool,
 ) -> tuple[BapFeatures, dict[str, Any]]:
-    """Board nodes a posed frame misses although in view, predicted with ``camera`` and ``pose``
+    """Board nodes a posed frame misses although some micro-image sees them, predicted with ``camera`` and ``pose``
     and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`). ``micro``: the micro-images
     (the white's alone decide them); ``devignetted()`` gives the frame's devignetted image, called
     only when some missing node is predicted in two or more free micro-images (a node seen once
     gives no feature). Returns the added features (``node`` set) and a record: ``action``
-    ("complete": nothing missing; "predicted in ≤ 1 view": nothing to fit; "predicted"), the nodes
-    missing in view before, the fit's counts and its wall time."""
-    from plenocal.detect.nodes import detect_board_nodes, nodes_in_view, predict_node_views
+    ("complete": no unseen node predicted in a micro-image; "predicted in ≤ 1 view": nothing to
+    fit; "predicted"), the unseen nodes predicted in a micro-image (``missing_in_view``), the
+    fit's counts and its wall time."""
+    from plenocal.detect.nodes import detect_board_nodes, predict_node_views
 
     t0 = time.perf_counter()
     known = known.select((known.frame == frame) & (known.node >= 0))
     seen = np.zeros(board.n_nodes, dtype=bool)
     seen[known.node] = True
-    missing = nodes_in_view(camera, pose, board, margin_px=pitch_px) & ~seen
+    if seen.all():
+        return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0}
+    # In view means predicted in a micro-image, not inside the central view: the micro-images
+    # along the sensor's border see a strip beyond it (R12-C, a row cut off the central view:
+    # its nodes in 15–38 whole micro-images).
+    views = predict_node_views(camera, pose, board, micro=micro, nodes=np.flatnonzero(~seen))
+    per_node = np.bincount(views.node, minlength=board.n_nodes)
+    missing = per_node > 0
     if not missing.any():
         return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0}
-    views = predict_node_views(camera, pose, board, micro=micro, nodes=np.flatnonzero(missing))
-    if not np.any(np.bincount(views.node, minlength=board.n_nodes) >= 2):
+    if not np.any(per_node >= 2):
         return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)",
                                      "missing_in_view": int(missing.sum()), "wall_time_s": time.perf_counter() - t0}
     nd = detect_board_nodes(devignetted(), micro, camera=camera, cam_from_world=pose, board=board, known=known,

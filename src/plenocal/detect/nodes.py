@@ -292,7 +292,6 @@ __all__ = [
     "board_points",
     "complete_frame",
     "detect_board_nodes",
-    "nodes_in_view",
     "predict_node_views",
 ]
 
@@ -310,15 +309,3 @@ def complete_frame(
     return detect_board_nodes(dv, micro, camera=camera, cam_from_world=cam_from_world, board=board, known=known,
                               rms_bound=rms_bound, pitch_px=grid.diameter_px, frame=frame, fit_rendered=fit_rendered)
 
-
-def nodes_in_view(camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard, *, margin_px: float) -> NDArray[np.bool_]:
-    """Board nodes whose barycentre (the pinhole projection through the main-lens centre,
-    focal (D + d)/s) is at least ``margin_px`` inside the sensor, shape (n_nodes,)."""
-    p = cam_from_world.apply(board.node_points())
-    f = camera.sensor.distance_mm / camera.sensor.pixel_size_mm
-    u0, v0 = camera.sensor.principal_point_px
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = u0 + f * p[:, 0] / p[:, 2]
-        v = v0 + f * p[:, 1] / p[:, 2]
-    W, H = camera.sensor.width_px, camera.sensor.height_px
-    return (p[:, 2] > 0) & (u >= margin_px) & (u <= W - 1 - margin_px) & (v >= margin_px) & (v <= H - 1 - margin_px)
