@@ -118,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
     c0, c1 = scaling.coefficients
     sd = np.sqrt(np.diag(np.asarray(scaling.covariance)))
     verdict = "kept" if scaling.kept else "not applied"
-    print(f"depth scaling {verdict}: 1/υ ← {c0:.5f} ± {sd[0]:.5f} + {c1:.4f} ± {sd[1]:.4f} · 1/υ ({scaling.reason}); "
+    sig = [v["correction_sigma_percent"] for v in scaling.per_frame.values()]
+    spread = f", its σ {min(sig):.2f}–{max(sig):.2f} % of 1/υ over the frames" if sig else ""
+    print(f"depth scaling {verdict}: 1/υ ← {c0:.5f} ± {sd[0]:.5f} + {c1:.4f} ± {sd[1]:.4f} · 1/υ{spread} ({scaling.reason}); "
           f"{wall:.1f} s; wrote {out / 'depth-scaling.json'}")
     return 0

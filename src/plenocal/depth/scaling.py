@@ -129,8 +129,9 @@ class DepthScaling:
         scatter's, whichever gives the smaller W (``covariance_method``).
     wald, threshold : W of (c0, c1 − 1) against the identity and :func:`wald_threshold`.
     kept : whether depth uses it (W > threshold, ≥ :data:`MIN_FRAMES` frames).
-    n_frames, n_points : what the fit used; per_frame : each frame's median z (mm) and median
-        signed error of w relative to the truth before and after (%), for the report.
+    n_frames, n_points : what the fit used; per_frame : each frame's median z (mm), the median
+        signed error of w relative to the truth before and after (%) and the correction's own σ
+        there (%, from the covariance), for the report.
     reason : one line.
     """
 
@@ -157,15 +158,6 @@ class DepthScaling:
         c0, c1 = self.coefficients
         with np.errstate(divide="ignore", invalid="ignore"):
             return 1.0 / (c0 + c1 / ups)
-
-    def relative_std(self, w: FloatArray) -> FloatArray:
-        """σ of the corrected w relative to it, at matched inverse depths ``w`` (the coefficients'
-        covariance propagated)."""
-        w = np.asarray(w, dtype=np.float64)
-        C = np.asarray(self.covariance)
-        var = C[0, 0] + 2 * C[0, 1] * w + C[1, 1] * w * w
-        c0, c1 = self.coefficients
-        return np.sqrt(np.maximum(var, 0.0)) / np.abs(c0 + c1 * w)
 
     def to_json(self) -> dict[str, Any]:
         c0, c1 = self.coefficients
@@ -257,9 +249,13 @@ def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, FloatArray, FloatA
     threshold = wald_threshold(n, false_alarm)
     kept = bool(np.isfinite(wald) and wald > threshold)
     after = (c[0] + c[1] * wm - wt) / wt
+    # the correction's own σ where each frame is (relative to the corrected w)
+    C = np.asarray(cov)
+    sigma = np.sqrt(np.maximum(C[0, 0] + 2 * C[0, 1] * wm + C[1, 1] * wm * wm, 0.0)) / np.abs(c[0] + c[1] * wm)
     per_frame = {f: {"z_median_mm": float(np.median(samples[f][2])), "micro_images": len(samples[f][0]),
                      "w_error_before_percent": float(100 * (wm[i] - wt[i]) / wt[i]),
-                     "w_error_after_percent": float(100 * after[i])} for i, f in enumerate(frames)}
+                     "w_error_after_percent": float(100 * after[i]),
+                     "correction_sigma_percent": float(100 * sigma[i])} for i, f in enumerate(frames)}
     reason = (f"W = {wald:.1f} {'>' if kept else '<='} {threshold:.1f} (2·F(2, {n - 2}), false alarm {false_alarm:g}) over {n} frames; "
               f"frames' w error {100 * np.sqrt(np.mean(((wm - wt) / wt) ** 2)):.2f} % RMS before, {100 * np.sqrt(np.mean(after ** 2)):.2f} % after")
     return DepthScaling((float(c[0]), float(c[1])), ((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),

@@ -463,6 +463,17 @@ def _evaluation_parts(c: Collected, figures: list[tuple[str, str]]) -> str:
     return _section("Evaluation", body, "evaluation")
 
 
+def _correction_sigma(sc: dict[str, Any]) -> str:
+    """', its σ a–b % of 1/υ over the calibration frames' from a scaling's per-frame records."""
+    per = sc.get("per_frame")
+    sig: list[float] = []
+    for v in (per.values() if isinstance(per, dict) else ()):
+        x = v.get("correction_sigma_percent") if isinstance(v, dict) else None
+        if isinstance(x, int | float):
+            sig.append(float(x))
+    return f", its σ {min(sig):.2f}–{max(sig):.2f} % of 1/υ over the calibration frames" if sig else ""
+
+
 def _depth_section(c: Collected) -> str:
     """The depth stage: per frame the micro-images with a depth, the median z and, from the
     evaluation, the on-board points' distance to the board plane; the displacement errors by step;
@@ -490,7 +501,7 @@ def _depth_section(c: Collected) -> str:
         parts.append(f"<p>Depth scaling (the matcher's bias in 1/υ, fitted on the calibration frames against their "
                      f"calibrated poses): <b>{'applied' if sc.get('kept') else 'not applied'}</b>, 1/υ ← "
                      f"{_fmt(sc.get('c0'), 3)} ± {_fmt(sc.get('c0_std'), 2)} + {_fmt(sc.get('c1'), 5)} ± "
-                     f"{_fmt(sc.get('c1_std'), 2)} · 1/υ; {html.escape(str(sc.get('reason', '')))}.</p>")
+                     f"{_fmt(sc.get('c1_std'), 2)} · 1/υ{_correction_sigma(sc)}; {html.escape(str(sc.get('reason', '')))}.</p>")
     else:
         parts.append("<p>No depth scaling: the matcher's virtual depths are used as estimated.</p>")
     disp = ev.get("displacements") or {}
