@@ -186,3 +186,25 @@ def test_unconfident_micro_images_left_unrefined_change_no_aggregated_depth(r12a
     # depth_map without aggregation refines every textured micro-image, as before
     np.testing.assert_array_equal(depth_map(dv, weight, r12a, aggregate=False, kappa=KAPPA).virtual_depth,
                                   estimate_virtual_depths(dv, weight, r12a, kappa=KAPPA).virtual_depth)
+
+
+def test_neighbour_tables_are_kept_per_grid_and_handed_out_as_copies(r12a):
+    """A sequence's frames share their grid's neighbour tables: the second call returns the same
+    table without recomputing it, a caller writing into its copy changes no later one, and another
+    grid (or other rings) gets its own."""
+    from plenocal.depth import matching as M
+
+    k, l = r12a.grid.lattice.all_indices()
+    c = r12a.grid.centres(k, l)
+    a, na = M.neighbour_table(c, r12a.grid.diameter_px)
+    a[:] = -7
+    b, nb = M.neighbour_table(c, r12a.grid.diameter_px)
+    fresh, nf = M._neighbour_table(np.ascontiguousarray(c, dtype=np.float64), float(r12a.grid.diameter_px),
+                                   rings=M.RINGS, star_rings=M.STAR_RINGS)
+    np.testing.assert_array_equal(b, fresh)
+    assert na == nb == nf
+    shifted, _ = M.neighbour_table(c * 1.01, r12a.grid.diameter_px)
+    assert shifted.shape[0] == b.shape[0] and not np.array_equal(shifted, -7 * np.ones_like(shifted))
+    three, _ = M.neighbour_table(c, r12a.grid.diameter_px, rings=3.0, star_rings=0.0)
+    assert three.shape[1] != b.shape[1]
+    assert len(M._NEIGHBOUR_TABLES) <= M.NEIGHBOUR_TABLES_KEPT
