@@ -358,6 +358,35 @@ def inverse_depth_range(camera: PlenopticCamera, distance_range_mm: tuple[float,
     return lo, hi
 
 
+def check_image(image: NDArray, camera: PlenopticCamera) -> tuple[int, int]:
+    """(H, W) of a raw-sized image, or one line saying it is not the camera's sensor size."""
+    H, W = np.asarray(image).shape[:2]
+    if (W, H) != (camera.sensor.width_px, camera.sensor.height_px):
+        raise DataError(f"image {W} x {H} px differs from the camera's sensor {camera.sensor.width_px} x {camera.sensor.height_px} px")
+    return H, W
+
+
+def grid_micro_images(camera: PlenopticCamera) -> tuple[NDArray[np.int64], NDArray[np.int64], FloatArray, NDArray[np.int64]]:
+    """Every micro-image of the camera's grid: k, l (``all_indices``), centres (N, 2) px and lens
+    types (N,) (0 for a camera without types)."""
+    grid = camera.grid
+    k, l = grid.lattice.all_indices()
+    centres = np.ascontiguousarray(grid.centres(k, l), dtype=np.float64)
+    types = (camera.mla.types.type_of(k, l) if camera.n_types else np.zeros(len(k))).astype(np.int64)
+    return k, l, centres, types
+
+
+def micro_images_in_view(camera: PlenopticCamera, centres: FloatArray, radii: FloatArray, weight: NDArray, *,
+                         min_weight: float) -> NDArray[np.bool_]:
+    """(N,) micro-images whose disc of ``radii`` px (2 px margin) lies in the image and whose
+    centre pixel's white weight exceeds ``min_weight``."""
+    H, W = camera.sensor.height_px, camera.sensor.width_px
+    margin = radii + 2.0
+    inside = (centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin) & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin)
+    ci = np.clip(np.rint(centres).astype(np.int64), 0, [W - 1, H - 1])
+    return inside & (np.asarray(weight)[ci[:, 1], ci[:, 0]] > min_weight)
+
+
 def micro_image_radii_px(camera: PlenopticCamera, types: NDArray[np.int64], f_number: float) -> FloatArray:
     """|R_t(N)| px of each micro-image's type at the main-lens f-number N (eq:miradiusfnumbermc)."""
     m, q_types = radius_law(camera)
@@ -420,19 +449,12 @@ def estimate_virtual_depths(
     """
     t0 = time.perf_counter()
     dv = np.asarray(devignetted)
-    H, W = dv.shape[:2]
-    if (W, H) != (camera.sensor.width_px, camera.sensor.height_px):
-        raise DataError(f"image {W} x {H} px differs from the camera's sensor {camera.sensor.width_px} x {camera.sensor.height_px} px")
+    check_image(dv, camera)
     N = float(camera.main_lens.f_number if f_number is None else f_number)
     grid = camera.grid
-    k_all, l_all = grid.lattice.all_indices()
-    centres = np.ascontiguousarray(grid.centres(k_all, l_all), dtype=np.float64)
-    types = (camera.mla.types.type_of(k_all, l_all) if camera.n_types else np.zeros(len(k_all))).astype(np.int64)
+    k_all, l_all, centres, types = grid_micro_images(camera)
     radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
-    margin = radii + 2.0
-    inside = (centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin) & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin)
-    ci = np.clip(np.rint(centres).astype(np.int64), 0, [W - 1, H - 1])
-    lit = np.asarray(weight)[ci[:, 1], ci[:, 0]] > 0.5
+    in_view = micro_images_in_view(camera, centres, radii, weight, min_weight=0.5)
     stack = blur_stack(dv, weight)
     levels = np.asarray(BLUR_VARIANCES_PX2, dtype=np.float64)
     neigh, n_coarse = neighbour_table(centres, grid.diameter_px, rings=rings, star_rings=star_rings)
@@ -451,11 +473,11 @@ def estimate_virtual_depths(
     n = len(k_all)
     grey = np.full(n, np.nan)
     spread = np.full(n, np.nan)
-    cand = np.flatnonzero(inside & lit)
+    cand = np.flatnonzero(in_view)
     grey[cand], mad = micro_image_spread_kernel(stack, centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
     spread[cand] = mad / np.maximum(grey[cand], 1e-6)
     status = np.full(n, STATUS_FLAT, dtype=np.int8)
-    status[~(inside & lit)] = STATUS_OUTSIDE
+    status[~in_view] = STATUS_OUTSIDE
     todo = cand[spread[cand] >= min_grey_spread]
     status[todo] = STATUS_NO_PAIRS
     if subset is not None:

@@ -36,11 +36,11 @@ from plenocal.depth.matching import (
     VirtualDepthMap,
     blur_law,
     blur_stack,
+    check_image,
     micro_image_radii_px,
     neighbour_table,
     pupil_radii,
 )
-from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera
 
 FloatArray = NDArray[np.float64]
@@ -122,9 +122,7 @@ def refine_pixel_depths(
     """
     t0 = time.perf_counter()
     dv = np.asarray(devignetted)
-    H, W = dv.shape[:2]
-    if (W, H) != (camera.sensor.width_px, camera.sensor.height_px):
-        raise DataError(f"image {W} x {H} px differs from the camera's sensor {camera.sensor.width_px} x {camera.sensor.height_px} px")
+    check_image(dv, camera)
     N = float(camera.main_lens.f_number if f_number is None else f_number)
     centres = np.ascontiguousarray(vd.centres_px, dtype=np.float64)
     types = np.ascontiguousarray(vd.types, dtype=np.int64)

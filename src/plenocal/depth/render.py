@@ -41,7 +41,14 @@ from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
 from plenocal.depth._render_kernels import accumulate_kernel, patch_kernel
-from plenocal.depth.matching import blur_law, micro_image_radii_px, pupil_radii
+from plenocal.depth.matching import (
+    blur_law,
+    check_image,
+    grid_micro_images,
+    micro_image_radii_px,
+    micro_images_in_view,
+    pupil_radii,
+)
 from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera
 
@@ -122,17 +129,6 @@ def fill_inverse_depths(
     return out, filled
 
 
-def drawable_micro_images(camera: PlenopticCamera, centres: FloatArray, radii: FloatArray, lit: NDArray) -> NDArray[np.bool_]:
-    """(N,) micro-images whose used disc (``radii`` px about ``centres``) lies in the image and whose
-    centre is lit (``lit`` (H, W) > 0)."""
-    H, W = camera.sensor.height_px, camera.sensor.width_px
-    margin = radii + 2.0
-    inside = ((centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin)
-              & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin))
-    ci = np.clip(np.rint(centres).astype(np.int64), 0, [W - 1, H - 1])
-    return inside & (np.asarray(lit)[ci[:, 1], ci[:, 0]] > 0)
-
-
 def render_all_in_focus(
     devignetted: NDArray,
     weight: NDArray,
@@ -174,23 +170,19 @@ def render_all_in_focus(
     """
     t0 = time.perf_counter()
     dv = np.ascontiguousarray(devignetted, dtype=np.float32)
-    H, W = dv.shape[:2]
-    if (W, H) != (camera.sensor.width_px, camera.sensor.height_px):
-        raise DataError(f"image {W} x {H} px differs from the camera's sensor {camera.sensor.width_px} x {camera.sensor.height_px} px")
+    H, W = check_image(dv, camera)
     if int(scale) < 1:
         raise DataError(f"scale must be a whole number of sensor pixels >= 1, got {scale}")
     scale = int(scale)
     N = float(camera.main_lens.f_number if f_number is None else f_number)
     grid = camera.grid
-    k_all, l_all = grid.lattice.all_indices()
-    centres = np.ascontiguousarray(grid.centres(k_all, l_all), dtype=np.float64)
-    types = (camera.mla.types.type_of(k_all, l_all) if camera.n_types else np.zeros(len(k_all))).astype(np.int64)
+    k_all, _, centres, types = grid_micro_images(camera)
     ups = np.asarray(virtual_depth, dtype=np.float64)
     if ups.shape != (len(k_all),):
         raise DataError(f"virtual depths: expected one per micro-image ({len(k_all)}), got shape {ups.shape}")
     radii = radius_fraction * micro_image_radii_px(camera, types, N)
     lit = (np.asarray(weight) > 0).astype(np.uint8)
-    drawable = drawable_micro_images(camera, centres, radii, lit)
+    drawable = micro_images_in_view(camera, centres, radii, weight, min_weight=0.0)
     pitch = grid.diameter_px
     with np.errstate(divide="ignore"):
         w = np.where(drawable & np.isfinite(ups), 1.0 / ups, np.nan)
