@@ -272,6 +272,27 @@ def _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px,
     return sad, n
 
 
+@nb.njit(cache=True, inline="always")
+def _pair_disparity(centres, i, j, f, max_d2):  # pragma: no cover - compiled
+    """c_j and the disparity (dx, dy) = (c_i − c_j)·f of neighbour j, and whether the two discs
+    still overlap (|d|² < ``max_d2``)."""
+    cjx = centres[j, 0]
+    cjy = centres[j, 1]
+    dx = (centres[i, 0] - cjx) * f
+    dy = (centres[i, 1] - cjy) * f
+    return cjx, cjy, dx, dy, dx * dx + dy * dy < max_d2
+
+
+@nb.njit(cache=True, inline="always")
+def _relative_blur(kappa2, rho_i, rho_j):  # pragma: no cover - compiled
+    """(s2_i, s2_j): the Gaussian variances (px²) that bring the sharper of views i and j to the
+    other's blur, σ_r² = κ²·|ρ_i² − ρ_j²| on the sharper, 0 on the other."""
+    s2 = kappa2 * (rho_i * rho_i - rho_j * rho_j)
+    if s2 > 0.0:  # view i more blurred: blur the sharper j
+        return 0.0, s2
+    return -s2, 0.0
+
+
 @nb.njit(cache=True)
 def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radius, stride, min_pixels,
           rho, inv, fwd, px, py, ex, ey):  # pragma: no cover
@@ -293,21 +314,11 @@ def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radi
         j = neigh[i, jj]
         if j < 0:
             continue
-        cjx = centres[j, 0]
-        cjy = centres[j, 1]
-        dx = (cix - cjx) * f
-        dy = (ciy - cjy) * f
-        if dx * dx + dy * dy >= max_d2:
+        cjx, cjy, dx, dy, overlap = _pair_disparity(centres, i, j, f, max_d2)
+        if not overlap:
             continue
         tj = types[j]
-        rho_j = rho[tj]
-        s2 = kappa2 * (rho_i * rho_i - rho_j * rho_j)
-        s2_i = 0.0
-        s2_j = 0.0
-        if s2 > 0.0:  # view i more blurred: blur the sharper j
-            s2_j = s2
-        else:
-            s2_i = -s2
+        s2_i, s2_j = _relative_blur(kappa2, rho_i, rho[tj])
         sad, n = _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px, py, ex, ey, m,
                             _offset_limit2(inv, tj, radius))
         if n >= min_pixels:

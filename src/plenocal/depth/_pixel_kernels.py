@@ -13,7 +13,17 @@ import math
 import numba as nb
 import numpy as np
 
-from plenocal.depth._kernels import _gather, _level, _match_diff, _offset_limit2, _tables_at, _vertex, _work
+from plenocal.depth._kernels import (
+    _gather,
+    _level,
+    _match_diff,
+    _offset_limit2,
+    _pair_disparity,
+    _relative_blur,
+    _tables_at,
+    _vertex,
+    _work,
+)
 
 
 @nb.njit(parallel=True, cache=True)
@@ -63,16 +73,11 @@ def pixel_depth_kernel(
                 j = neigh[i, jj]
                 if j < 0:
                     continue
-                cjx = centres[j, 0]
-                cjy = centres[j, 1]
-                dx = (cix - cjx) * f
-                dy = (ciy - cjy) * f
-                if dx * dx + dy * dy >= max_d2:
+                cjx, cjy, dx, dy, overlap = _pair_disparity(centres, i, j, f, max_d2)
+                if not overlap:
                     continue
                 tj = types[j]
-                s2 = kappa2 * (rho[ti] * rho[ti] - rho[tj] * rho[tj])
-                s2_i = -s2 if s2 < 0.0 else 0.0
-                s2_j = s2 if s2 > 0.0 else 0.0
+                s2_i, s2_j = _relative_blur(kappa2, rho[ti], rho[tj])
                 ki, ti_ = _level(s2_i, levels)
                 kj, tj_ = _level(s2_j, levels)
                 e_lim2 = _offset_limit2(inv, tj, r)
