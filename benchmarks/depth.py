@@ -28,24 +28,19 @@ import argparse
 import itertools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, peak_memory_mb
+from _common import machine, peak_memory_mb, translation_frames
 
 import plenocal
-from plenocal.cli.depth import white_for
 from plenocal.depth.matching import depth_map, estimate_virtual_depths
 from plenocal.depth.metric import points_from_virtual_depth
-from plenocal.detect.corners import devignette
 from plenocal.io.camera import read_camera
-from plenocal.io.dataset import read_dataset
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
@@ -76,64 +71,46 @@ def main() -> None:
     camera_path = args.camera or args.set / "camera" / "camera-true-image-index.json"
     camera = read_camera(camera_path)
     plate_size = truth["checkerboard"]["plate_size_mm"]
-    with tempfile.TemporaryDirectory(prefix="plenocal-depth-bench-") as tmp:
-        ds_path = Path(tmp) / "ds"
-        subprocess.run([sys.executable, "-m", "plenocal", "import-libpleno", str(args.set / "libpleno-src-trans"), "-o", str(ds_path)],
-                       check=True, stdout=subprocess.DEVNULL)
-        ds = read_dataset(ds_path)
-        by_name = {Path(e.path).name: e for e in ds.manifest.images if e.frame is not None}
-        names = truth["translation"]["frames"]
-        wanted = None if args.frames is None else {int(x) for x in args.frames.split(",")}
-        frames = []
-        white_cache = {}
-        for name in names:
-            e = by_name[name]
-            if wanted is not None and e.frame not in wanted:
-                continue
-            w = white_for(ds, e.f_number)
-            if w.path not in white_cache:
-                white_cache[w.path] = ds.read_image(w)
-            dv, weight = devignette(ds.read_image(e), white_cache[w.path])
-            frames.append((name, e, dv, weight))
-        if frames:  # warm-up (numba caches, page faults)
-            _, e0, dv0, w0 = frames[0]
-            sub = np.zeros(camera.grid.lattice.width * camera.grid.lattice.height, dtype=bool)
-            sub[:: 97] = True
-            estimate_virtual_depths(dv0, w0, camera, kappa=args.kappa, f_number=e0.f_number, subset=sub)
-        results = []
-        medians = {}
-        for name, e, dv, weight in frames:
-            # timed: what plenocal depth does (depth_map: the unconfident micro-images, which the
-            # aggregation does not use, are not refined); the per-micro-image figures from every
-            # micro-image refined (untimed)
-            c0, t0 = time.process_time(), time.perf_counter()
-            agg = depth_map(dv, weight, camera, kappa=args.kappa, f_number=e.f_number)
-            c2, t2 = time.process_time(), time.perf_counter()
-            raw = estimate_virtual_depths(dv, weight, camera, kappa=args.kappa, f_number=e.f_number)
-            info = truth["checkerboards"][name]["plate_in_camera"]
-            R, t = np.array(info["R"]), np.array(info["t"])
-            z_true = float(t[2])
-            onb = board_mask(camera, raw.k, raw.l, R, t, plate_size)
-            tex = onb & raw.textured
-            row = {"frame": e.frame, "image": name, "z_true_mm": z_true, "board_micro_images": int(onb.sum()),
-                   "textured": int(tex.sum()), "seconds": t2 - t0, "cpu_seconds": c2 - c0, "load_average_1min": os.getloadavg()[0]}
-            for label, vd in (("per_micro_image", raw), ("aggregated", agg)):
-                ok = tex & vd.ok
-                pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok])
-                # the plate is fronto-parallel (R = I): the true depth of every board point is t_z
-                rel = (pts[:, 2] - z_true) / z_true
-                conf = vd.confidence[ok]
-                medians.setdefault(label, {})[e.frame] = (float(np.median(pts[:, 2])), z_true)
-                row[label] = {
-                    "with_depth": int(ok.sum()), "coverage": float(ok.sum() / max(tex.sum(), 1)),
-                    "median_abs_rel_error_pct": float(100 * np.median(np.abs(rel))),
-                    "p90_abs_rel_error_pct": float(100 * np.percentile(np.abs(rel), 90)),
-                    "signed_median_rel_error_pct": float(100 * np.median(rel)),
-                    "median_confidence": float(np.median(conf)),
-                    "counts": vd.counts(),
-                }
-            results.append(row)
-            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    frames = list(translation_frames(args.set, args.frames))
+    if frames:  # warm-up (numba caches, page faults)
+        _, e0, dv0, w0 = frames[0]
+        sub = np.zeros(camera.grid.lattice.width * camera.grid.lattice.height, dtype=bool)
+        sub[:: 97] = True
+        estimate_virtual_depths(dv0, w0, camera, kappa=args.kappa, f_number=e0.f_number, subset=sub)
+    results = []
+    medians = {}
+    for name, e, dv, weight in frames:
+        # timed: what plenocal depth does (depth_map: the unconfident micro-images, which the
+        # aggregation does not use, are not refined); the per-micro-image figures from every
+        # micro-image refined (untimed)
+        c0, t0 = time.process_time(), time.perf_counter()
+        agg = depth_map(dv, weight, camera, kappa=args.kappa, f_number=e.f_number)
+        c2, t2 = time.process_time(), time.perf_counter()
+        raw = estimate_virtual_depths(dv, weight, camera, kappa=args.kappa, f_number=e.f_number)
+        info = truth["checkerboards"][name]["plate_in_camera"]
+        R, t = np.array(info["R"]), np.array(info["t"])
+        z_true = float(t[2])
+        onb = board_mask(camera, raw.k, raw.l, R, t, plate_size)
+        tex = onb & raw.textured
+        row = {"frame": e.frame, "image": name, "z_true_mm": z_true, "board_micro_images": int(onb.sum()),
+               "textured": int(tex.sum()), "seconds": t2 - t0, "cpu_seconds": c2 - c0, "load_average_1min": os.getloadavg()[0]}
+        for label, vd in (("per_micro_image", raw), ("aggregated", agg)):
+            ok = tex & vd.ok
+            pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok])
+            # the plate is fronto-parallel (R = I): the true depth of every board point is t_z
+            rel = (pts[:, 2] - z_true) / z_true
+            conf = vd.confidence[ok]
+            medians.setdefault(label, {})[e.frame] = (float(np.median(pts[:, 2])), z_true)
+            row[label] = {
+                "with_depth": int(ok.sum()), "coverage": float(ok.sum() / max(tex.sum(), 1)),
+                "median_abs_rel_error_pct": float(100 * np.median(np.abs(rel))),
+                "p90_abs_rel_error_pct": float(100 * np.percentile(np.abs(rel), 90)),
+                "signed_median_rel_error_pct": float(100 * np.median(rel)),
+                "median_confidence": float(np.median(conf)),
+                "counts": vd.counts(),
+            }
+        results.append(row)
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     pairs = []
     for label, med in medians.items():
         ids = sorted(med)

@@ -19,26 +19,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, peak_memory_mb
+from _common import machine, peak_memory_mb, translation_frames
 
 import plenocal
 from depth import board_mask
-from plenocal.cli.depth import white_for
-from plenocal.depth.matching import aggregate_virtual_depths, estimate_virtual_depths
+from plenocal.depth.matching import depth_map
 from plenocal.depth.metric import points_from_virtual_depth
 from plenocal.depth.pixel import refine_pixel_depths
-from plenocal.detect.corners import devignette
 from plenocal.io.camera import read_camera
-from plenocal.io.dataset import read_dataset
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
@@ -66,53 +61,38 @@ def main() -> None:
     plate_size = truth["checkerboard"]["plate_size_mm"]
     results = []
     settings: dict = {}
-    with tempfile.TemporaryDirectory(prefix="plenocal-pixel-bench-") as tmp:
-        ds_path = Path(tmp) / "ds"
-        subprocess.run([sys.executable, "-m", "plenocal", "import-libpleno", str(args.set / "libpleno-src-trans"), "-o", str(ds_path)],
-                       check=True, stdout=subprocess.DEVNULL)
-        ds = read_dataset(ds_path)
-        by_name = {Path(e.path).name: e for e in ds.manifest.images if e.frame is not None}
-        wanted = None if args.frames is None else {int(x) for x in args.frames.split(",")}
-        whites: dict[str, np.ndarray] = {}
-        warm = False
-        for name in truth["translation"]["frames"]:
-            e = by_name[name]
-            if wanted is not None and e.frame not in wanted:
-                continue
-            w = white_for(ds, e.f_number)
-            if w.path not in whites:
-                whites[w.path] = ds.read_image(w)
-            dv, weight = devignette(ds.read_image(e), whites[w.path])
-            vd = aggregate_virtual_depths(estimate_virtual_depths(dv, weight, camera, kappa=args.kappa, f_number=e.f_number), camera)
-            if not warm:  # numba caches, page faults: a few micro-images
-                sub = vd.ok.copy()
-                sub[np.flatnonzero(sub)[20:]] = False
-                import dataclasses
+    warm = False
+    for name, e, dv, weight in translation_frames(args.set, args.frames):
+        vd = depth_map(dv, weight, camera, kappa=args.kappa, f_number=e.f_number)
+        if not warm:  # numba caches, page faults: a few micro-images
+            sub = vd.ok.copy()
+            sub[np.flatnonzero(sub)[20:]] = False
+            import dataclasses
 
-                refine_pixel_depths(dv, weight, camera, dataclasses.replace(vd, status=np.where(sub, vd.status, 1).astype(np.int8)),
-                                    kappa=args.kappa, f_number=e.f_number)
-                warm = True
-            c0, t0 = time.process_time(), time.perf_counter()
-            px = refine_pixel_depths(dv, weight, camera, vd, kappa=args.kappa, f_number=e.f_number)
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            settings = px.settings
-            info = truth["checkerboards"][name]["plate_in_camera"]
-            R, t = np.array(info["R"]), np.array(info["t"])
-            z_true = float(t[2])
-            onb = board_mask(camera, vd.k, vd.l, R, t, plate_size) & vd.textured
-            on_px = onb[px.micro_image]
-            ok = on_px & np.isfinite(px.virtual_depth)
-            mi = px.micro_image[ok]
-            z_px = points_from_virtual_depth(camera, vd.k[mi], vd.l[mi], px.virtual_depth[ok])[:, 2]
-            okm = onb & vd.ok
-            z_mi = points_from_virtual_depth(camera, vd.k[okm], vd.l[okm], vd.virtual_depth[okm])[:, 2]
-            row = {"frame": e.frame, "image": name, "z_true_mm": z_true, "seconds": wall, "cpu_seconds": cpu,
-                   "load_average_1min": os.getloadavg()[0], "micro_images_refined": int(px.settings["micro_images"]),
-                   "pixels": len(px.x), "board_pixels": int(on_px.sum()),
-                   "board_pixel_coverage": float(ok.sum() / max(on_px.sum(), 1)),
-                   "per_pixel": errors(z_px, z_true), "aggregated_micro_images": errors(z_mi, z_true)}
-            results.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+            refine_pixel_depths(dv, weight, camera, dataclasses.replace(vd, status=np.where(sub, vd.status, 1).astype(np.int8)),
+                                kappa=args.kappa, f_number=e.f_number)
+            warm = True
+        c0, t0 = time.process_time(), time.perf_counter()
+        px = refine_pixel_depths(dv, weight, camera, vd, kappa=args.kappa, f_number=e.f_number)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        settings = px.settings
+        info = truth["checkerboards"][name]["plate_in_camera"]
+        R, t = np.array(info["R"]), np.array(info["t"])
+        z_true = float(t[2])
+        onb = board_mask(camera, vd.k, vd.l, R, t, plate_size) & vd.textured
+        on_px = onb[px.micro_image]
+        ok = on_px & np.isfinite(px.virtual_depth)
+        mi = px.micro_image[ok]
+        z_px = points_from_virtual_depth(camera, vd.k[mi], vd.l[mi], px.virtual_depth[ok])[:, 2]
+        okm = onb & vd.ok
+        z_mi = points_from_virtual_depth(camera, vd.k[okm], vd.l[okm], vd.virtual_depth[okm])[:, 2]
+        row = {"frame": e.frame, "image": name, "z_true_mm": z_true, "seconds": wall, "cpu_seconds": cpu,
+               "load_average_1min": os.getloadavg()[0], "micro_images_refined": int(px.settings["micro_images"]),
+               "pixels": len(px.x), "board_pixels": int(on_px.sum()),
+               "board_pixel_coverage": float(ok.sum() / max(on_px.sum(), 1)),
+               "per_pixel": errors(z_px, z_true), "aggregated_micro_images": errors(z_mi, z_true)}
+        results.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
     print(json.dumps({
         "benchmark": "depth_pixel", "plenocal_version": plenocal.__version__, "machine": machine(),
         "set": str(args.set), "camera": str(camera_path), "kappa": args.kappa, "settings": settings,

@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,15 +31,14 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, peak_memory_mb
+from _common import machine, peak_memory_mb, translation_frames
 
 import plenocal
-from plenocal.cli.depth import cell_image, grey_png, white_for
-from plenocal.depth.matching import aggregate_virtual_depths, estimate_virtual_depths
+from plenocal.cli.depth import cell_image, grey_png
+from plenocal.depth.matching import depth_map
 from plenocal.depth.render import render_all_in_focus
-from plenocal.detect.corners import bilinear, devignette
+from plenocal.detect.corners import bilinear
 from plenocal.io.camera import read_camera
-from plenocal.io.dataset import read_dataset
 from plenocal.model.projection import central_view_px
 
 HERE = Path(__file__).resolve().parent
@@ -96,54 +93,39 @@ def main() -> None:
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
     results = []
-    with tempfile.TemporaryDirectory(prefix="plenocal-render-bench-") as tmp:
-        ds_path = Path(tmp) / "ds"
-        subprocess.run([sys.executable, "-m", "plenocal", "import-libpleno", str(args.set / "libpleno-src-trans"), "-o", str(ds_path)],
-                       check=True, stdout=subprocess.DEVNULL)
-        ds = read_dataset(ds_path)
-        by_name = {Path(e.path).name: e for e in ds.manifest.images if e.frame is not None}
-        wanted = None if args.frames is None else {int(x) for x in args.frames.split(",")}
-        whites: dict[str, np.ndarray] = {}
-        warm = False
-        for name in truth["translation"]["frames"]:
-            e = by_name[name]
-            if wanted is not None and e.frame not in wanted:
-                continue
-            w = white_for(ds, e.f_number)
-            if w.path not in whites:
-                whites[w.path] = ds.read_image(w)
-            dv, weight = devignette(ds.read_image(e), whites[w.path])
-            vd = aggregate_virtual_depths(estimate_virtual_depths(dv, weight, camera, kappa=args.kappa, f_number=e.f_number), camera)
-            if not warm:  # numba caches, page faults
-                render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=args.kappa, f_number=e.f_number)
-                warm = True
-            walls, cpus = [], []
-            for _ in range(max(args.runs, 1)):
-                c0, t0 = time.process_time(), time.perf_counter()
-                af = render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=args.kappa, f_number=e.f_number)
-                walls.append(time.perf_counter() - t0)
-                cpus.append(time.process_time() - c0)
-            info = truth["checkerboards"][name]["plate_in_camera"]
-            R, t = np.array(info["R"]), np.array(info["t"])
-            X = central_view_px(camera, plate_pts @ R.T + t)
-            row = {"frame": e.frame, "image": name, "z_true_mm": float(t[2]), "seconds": float(np.median(walls)),
-                   "seconds_all": walls, "cpu_seconds": float(np.median(cpus)), "load_average_1min": os.getloadavg()[0],
-                   "drawn": af.drawn, "filled": af.filled, "undrawn_fraction": float(np.mean(~np.isfinite(af.image))),
-                   "median_virtual_depth": float(np.nanmedian(vd.virtual_depth))}
-            row["ncc"], row["board_samples"] = score(af.image, af.scale, X, tex_vals)
-            row["ncc_edges"], row["edge_samples"] = score(af.image, af.scale, X, tex_vals, edges)
-            means = cell_image(camera, vd.grey, scale=af.scale)
-            row["ncc_micro_image_means"], _ = score(means, af.scale, X, tex_vals)
-            row["ncc_edges_micro_image_means"], _ = score(means, af.scale, X, tex_vals, edges)
-            for label, f in (("depth_x1.3", 1.3), ("depth_div1.3", 1 / 1.3)):
-                wrong = render_all_in_focus(dv, weight, camera, vd.virtual_depth * f, kappa=args.kappa, f_number=e.f_number)
-                row[f"ncc_{label}"], _ = score(wrong.image, wrong.scale, X, tex_vals)
-                row[f"ncc_edges_{label}"], _ = score(wrong.image, wrong.scale, X, tex_vals, edges)
-            if args.out is not None:
-                (args.out / f"frame-{e.frame}-allfocus.png").write_bytes(grey_png(af.image))
-                (args.out / f"frame-{e.frame}-central.png").write_bytes(grey_png(means))
-            results.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+    warm = False
+    for name, e, dv, weight in translation_frames(args.set, args.frames):
+        vd = depth_map(dv, weight, camera, kappa=args.kappa, f_number=e.f_number)
+        if not warm:  # numba caches, page faults
+            render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=args.kappa, f_number=e.f_number)
+            warm = True
+        walls, cpus = [], []
+        for _ in range(max(args.runs, 1)):
+            c0, t0 = time.process_time(), time.perf_counter()
+            af = render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=args.kappa, f_number=e.f_number)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+        info = truth["checkerboards"][name]["plate_in_camera"]
+        R, t = np.array(info["R"]), np.array(info["t"])
+        X = central_view_px(camera, plate_pts @ R.T + t)
+        row = {"frame": e.frame, "image": name, "z_true_mm": float(t[2]), "seconds": float(np.median(walls)),
+               "seconds_all": walls, "cpu_seconds": float(np.median(cpus)), "load_average_1min": os.getloadavg()[0],
+               "drawn": af.drawn, "filled": af.filled, "undrawn_fraction": float(np.mean(~np.isfinite(af.image))),
+               "median_virtual_depth": float(np.nanmedian(vd.virtual_depth))}
+        row["ncc"], row["board_samples"] = score(af.image, af.scale, X, tex_vals)
+        row["ncc_edges"], row["edge_samples"] = score(af.image, af.scale, X, tex_vals, edges)
+        means = cell_image(camera, vd.grey, scale=af.scale)
+        row["ncc_micro_image_means"], _ = score(means, af.scale, X, tex_vals)
+        row["ncc_edges_micro_image_means"], _ = score(means, af.scale, X, tex_vals, edges)
+        for label, f in (("depth_x1.3", 1.3), ("depth_div1.3", 1 / 1.3)):
+            wrong = render_all_in_focus(dv, weight, camera, vd.virtual_depth * f, kappa=args.kappa, f_number=e.f_number)
+            row[f"ncc_{label}"], _ = score(wrong.image, wrong.scale, X, tex_vals)
+            row[f"ncc_edges_{label}"], _ = score(wrong.image, wrong.scale, X, tex_vals, edges)
+        if args.out is not None:
+            (args.out / f"frame-{e.frame}-allfocus.png").write_bytes(grey_png(af.image))
+            (args.out / f"frame-{e.frame}-central.png").write_bytes(grey_png(means))
+        results.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
     print(json.dumps({
         "benchmark": "depth_render", "plenocal_version": plenocal.__version__, "machine": machine(),
         "set": str(args.set), "camera": str(camera_path), "kappa": args.kappa,
