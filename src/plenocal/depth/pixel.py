@@ -35,7 +35,7 @@ from plenocal.depth.matching import (
     USABLE_RADIUS_FRACTION,
     VirtualDepthMap,
     blur_law,
-    blur_stack,
+    matching_stack,
     check_image,
     micro_image_radii_px,
     neighbour_table,
@@ -113,7 +113,7 @@ def refine_pixel_depths(
     kappa, f_number, pupil_vignetting : as for the micro-image matching.
     step_px, half_hypotheses, window_radius_px, min_window_pixels : :data:`STEP_PX`,
         :data:`HALF_HYPOTHESES`, :data:`WINDOW_RADIUS_PX`, :data:`MIN_WINDOW_PIXELS`.
-    stack : the blur stack of ``devignetted`` if already made (:func:`~plenocal.depth.matching.blur_stack`).
+    stack : the blur stack of ``devignetted`` if already made (:func:`~plenocal.depth.matching.matching_stack`).
     chunk : micro-images per kernel call; ``progress(done, total)`` after each.
 
     Returns
@@ -128,7 +128,7 @@ def refine_pixel_depths(
     types = np.ascontiguousarray(vd.types, dtype=np.int64)
     radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
     if stack is None:
-        stack = blur_stack(dv, weight)
+        stack = matching_stack(dv, weight)
     neigh, _ = neighbour_table(centres, camera.grid.diameter_px, rings=RINGS, star_rings=STAR_RINGS)
     law = blur_law(camera, kappa=kappa)
     ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
