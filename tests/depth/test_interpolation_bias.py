@@ -1,4 +1,5 @@
-"""The matching's depth error is a smooth function of the depth, not one that locks to disparities.
+"""The matching's depth error is a smooth function of the depth, not one that locks to disparities;
+and a plane the matching cannot reach gets no depth.
 
 Bilinear interpolation of the neighbour view at the disparity's fractional part low-passes it by
 an amount that changes with the hypothesis; unblurred, the cost's minimum locks to some
@@ -36,13 +37,17 @@ LOCKING_RMS = 0.0009
 0.00061 with the interpolation blur, 0.00135 without."""
 
 
+def _texture() -> np.ndarray:
+    rng = np.random.default_rng(1)
+    noise = cv2.GaussianBlur(rng.normal(size=(int(PLATE_MM[1] / TEXEL_MM), int(PLATE_MM[0] / TEXEL_MM))), (0, 0), 1.5)
+    return np.clip(0.5 + 0.2 * noise / noise.std(), 0.05, 1.0).astype(np.float32)
+
+
 @pytest.fixture(scope="module")
 def plates():
     cam = preset("r12-a", small=True).camera
     optics = build_optics(cam)
-    rng = np.random.default_rng(1)
-    noise = cv2.GaussianBlur(rng.normal(size=(int(PLATE_MM[1] / TEXEL_MM), int(PLATE_MM[0] / TEXEL_MM))), (0, 0), 1.5)
-    texture = np.clip(0.5 + 0.2 * noise / noise.std(), 0.05, 1.0).astype(np.float32)
+    texture = _texture()
     white = render(cam, WhiteDiffuser(), rays=2 * RAYS, seed=0, image_id=999, optics=optics)
     out = []
     for z in DISTANCES_MM:
@@ -74,3 +79,33 @@ def test_without_the_interpolation_blur_it_locks(plates, monkeypatch):
     """The same plates matched on the unblurred image: the test above would fail."""
     monkeypatch.setattr(matching, "INTERPOLATION_BLUR_VARIANCE_PX2", 0.0)
     assert _locking_rms(*plates) > LOCKING_RMS
+
+
+@pytest.mark.parametrize(("z", "with_depth"), [(370.0, True), (386.0, False)])
+def test_a_plane_beyond_the_search_interval_gets_no_depth(plates, z, with_depth):
+    """At 386 mm the plate's υ is 1.2 (|υ| < 2: not estimable): nearly every textured micro-image's
+    coarse minimum is at the interval's end at |υ| = 2, and the few estimates inside it are wrong minima
+    (aggregated they gave 379 depths 3.4 % too near). The aggregation leaves the frame without a
+    depth (status ``at_limit``); at 370 mm (υ 2.2) every textured micro-image keeps one."""
+    from plenocal.depth.matching import STATUS_AT_LIMIT
+
+    cam = plates[0]
+    optics = build_optics(cam)
+    white = render(cam, WhiteDiffuser(), rays=2 * RAYS, seed=0, image_id=999, optics=optics)
+    texture = _texture()
+    pose = Pose(np.eye(3), np.array([-PLATE_MM[0] / 2, -PLATE_MM[1] / 2, z]))
+    img = render(cam, Scene((TexturePlate(texture, pose, *PLATE_MM),), background=0.3), rays=RAYS, seed=int(z * 10),
+                 image_id=int(z * 10), optics=optics)
+    dv, weight = devignette(img, white)
+    raw = estimate_virtual_depths(dv, weight, cam, kappa=KAPPA)
+    ag = aggregate_virtual_depths(raw, cam)
+    textured = raw.textured.sum()
+    assert textured > 1400
+    if with_depth:
+        assert ag.ok.sum() > 0.95 * textured
+    else:
+        assert raw.counts()["at_limit"] > 0.9 * textured  # the matching says so itself: minima at |υ| = 2
+        assert ag.ok.sum() < 0.01 * textured
+        assert np.sum(ag.status == STATUS_AT_LIMIT) > 0.9 * textured
+        old = aggregate_virtual_depths(raw, cam, max_at_limit_per_estimate=1e9)
+        assert old.ok.sum() > 0.1 * textured  # what the aggregation did before: depths from the wrong minima

@@ -285,7 +285,7 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     }, comments=(f"plenocal {__version__} depth, frame {e.frame}", "x y z in mm in the camera frame"))
     c = vd.counts()
     message = (f"frame {e.frame}: {c['estimated']} micro-images with a depth ({c['untextured']} untextured, "
-               f"{c['at_bound']} out of range), median z {np.nanmedian(z) if ok.any() else float('nan'):.1f} mm, "
+               f"{c['at_bound']} out of range, {c['at_limit']} too near the MLA's conjugate), median z {np.nanmedian(z) if ok.any() else float('nan'):.1f} mm, "
                f"{vd.wall_time_s:.1f} s (all-in-focus image {allfocus.wall_time_s:.1f} s)")
     assert e.frame is not None  # _frames lists frames only
     summary = {**frame_summary(vd, z), "allfocus": {"drawn": allfocus.drawn, "filled": allfocus.filled,

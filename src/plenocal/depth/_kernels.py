@@ -450,7 +450,7 @@ def search_kernel(
 
     Returns
     -------
-    w : (M,) inverse virtual depth (NaN unless status OK); cost : (M,) the refined cost (the
+    w : (M,) inverse virtual depth (NaN unless status OK; the bound's w when STATUS_AT_BOUND); cost : (M,) the refined cost (the
     golden section's at its best point; the parabola's value at its vertex);
     contrast : (M,) 1 − (the coarse curve's minimum)/(its median), from the same pairs and
     pixels (the refined cost uses more of both, so it is not compared with the coarse curve);
@@ -490,6 +490,7 @@ def search_kernel(
         out_median[t] = 1.0 - curve[best] / np.median(finite) if np.median(finite) > 0 else 0.0
         if best == 0 or best == G - 1:
             out_status[t] = STATUS_AT_BOUND
+            out_w[t] = w_grid[best]
             continue
         if out_median[t] < min_refine_contrast:
             out_status[t] = STATUS_NOT_REFINED
