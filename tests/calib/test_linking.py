@@ -591,3 +591,25 @@ def test_axes_the_image_cannot_decide_are_refused(camera, case):
     assert not link.ok and np.all(link.node == -1)
     assert "ambiguous lattice axes" in link.reason
     assert ("does not decide" if case == "flat" else "cannot decide") in link.reason
+
+
+class TallChecksView(BoardView):
+    """Checks two squares tall (a pattern that is not the board's): the clusters' own lattice,
+    whose step across is two rows, is the one whose cells alternate."""
+
+    def sample(self, uv):
+        x, y, lam = self._board_xy(uv)
+        s = self.board.square_mm
+        val = np.where((np.floor(x / s) + np.floor(y / (2 * s))) % 2 == 0, 0.05, 1.0) + self.rng.normal(0.0, self.noise, x.shape)
+        W, H = self.size
+        uv = np.asarray(uv, dtype=np.float64)
+        out = (uv[..., 0] < 0) | (uv[..., 0] > W - 1) | (uv[..., 1] < 0) | (uv[..., 1] > H - 1) | (lam <= 0)
+        return np.where(out, np.nan, val)
+
+
+def test_axes_the_image_shows_not_square_are_refused(camera):
+    """The image fits a lattice best that is not the board's square one: refused, not linked on it."""
+    board, pose, _truth, uv = sparse_rows_frame(camera)
+    link = link_barycentres(camera, board, uv, view=TallChecksView(camera, board, pose))
+    assert not link.ok and np.all(link.node == -1)
+    assert "not square" in link.reason
