@@ -533,3 +533,83 @@ def test_a_second_board_in_view_is_left_unlinked(camera, board):
     view = TwoBoardView(BoardView(camera, board, pose), BoardView(camera, other, pose2, border_mm=10.0, seed=1))
     link = assert_links(camera, board, np.r_[truth, np.full(int(inside2.sum()), -1)], np.vstack([uv, uv2[inside2]]), view=view)
     assert "printed extent" in link.note
+
+
+# --- lines of nodes unseen between the clusters (near the MLA's conjugate plane) ----------------
+
+
+def sparse_rows_frame(camera):
+    """A 9 × 5 board whose nodes formed clusters only on rows 0 and 2 (columns 4–6 and 0, 1, 4), as
+    the full-scale r12-a board at 0.95 of the MLA's conjugate distance: the growth's nearest
+    neighbour across is two rows away, so no basis of the barycentres' own lattice is square and
+    a sheared one holds them on as few lines."""
+    board = Checkerboard(9, 5, 20.0)
+    pose = board_pose(board, z=520.0, tilt_deg=12.0, tilt_axis_deg=30.0, roll_deg=2.0, centre_xy=(5.0, 10.0))
+    keep = np.array([4, 5, 6, 18, 19, 22])
+    truth, uv = barycentres(camera, board, pose, seed=4, drop=np.setdiff1d(np.arange(board.n_nodes), keep))
+    return board, pose, truth, uv
+
+
+def test_nodes_two_rows_apart_leave_the_axes_ambiguous_without_the_image(camera):
+    board, _pose, _truth, uv = sparse_rows_frame(camera)
+    lat = lattice_coordinates(uv, camera_matrix=pinhole_matrix(camera))
+    assert not lat.ok and "ambiguous lattice axes" in lat.reason
+    # The square lattice of nodes through them, then their own lattice (fewest-lines, squarest basis).
+    assert [a.index for a in lat.alternatives] == [2, 1, 1]
+    assert lat.alternatives[0].square_error < 0.05 < 0.25 < min(a.square_error for a in lat.alternatives[1:])
+    link = link_barycentres(camera, board, uv)
+    assert not link.ok and "ambiguous lattice axes" in link.reason
+
+
+def test_nodes_two_rows_apart_are_linked_by_the_image(camera):
+    """The checker squares inside the clusters' hull alternate on the board's lattice of nodes, not
+    on the barycentres' lattice (two squares per cell) nor a sheared one: the image takes the
+    lattice holding the clusters every other row, then decides the placement as for any partial
+    view, and the right nodes are linked."""
+    board, pose, truth, uv = sparse_rows_frame(camera)
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert "the image decided the lattice axes" in link.note and "index 2" in link.note
+    assert link.image_decided
+
+
+class FlatView:
+    """A featureless grey scene with noise: nothing for the image to decide."""
+
+    def __init__(self, *, level=0.5, noise=0.03, seed=0):
+        self.level, self.noise, self.rng = level, noise, np.random.default_rng(seed)
+
+    def sample(self, uv):
+        shape = np.asarray(uv).shape[:-1]
+        return self.level + self.rng.normal(0.0, self.noise, shape)
+
+
+@pytest.mark.parametrize("case", ["flat", "unlit"])
+def test_axes_the_image_cannot_decide_are_refused(camera, case):
+    board, pose, _truth, uv = sparse_rows_frame(camera)
+    view = FlatView() if case == "flat" else BoardView(camera, board, pose, lit_board_x=(-1e9, -1e9))
+    link = link_barycentres(camera, board, uv, view=view)
+    assert not link.ok and np.all(link.node == -1)
+    assert "ambiguous lattice axes" in link.reason
+    assert ("does not decide" if case == "flat" else "cannot decide") in link.reason
+
+
+class TallChecksView(BoardView):
+    """Checks two squares tall (a pattern that is not the board's): the clusters' own lattice,
+    whose step across is two rows, is the one whose cells alternate."""
+
+    def sample(self, uv):
+        x, y, lam = self._board_xy(uv)
+        s = self.board.square_mm
+        val = np.where((np.floor(x / s) + np.floor(y / (2 * s))) % 2 == 0, 0.05, 1.0) + self.rng.normal(0.0, self.noise, x.shape)
+        W, H = self.size
+        uv = np.asarray(uv, dtype=np.float64)
+        out = (uv[..., 0] < 0) | (uv[..., 0] > W - 1) | (uv[..., 1] < 0) | (uv[..., 1] > H - 1) | (lam <= 0)
+        return np.where(out, np.nan, val)
+
+
+def test_axes_the_image_shows_not_square_are_refused(camera):
+    """The image fits a lattice best that is not the board's square one: refused, not linked on it."""
+    board, pose, _truth, uv = sparse_rows_frame(camera)
+    link = link_barycentres(camera, board, uv, view=TallChecksView(camera, board, pose))
+    assert not link.ok and np.all(link.node == -1)
+    assert "not square" in link.reason

@@ -111,3 +111,50 @@ def test_frames_decided_by_the_image_need_fewer_nodes():
     assert nodes_needed(45, image_decided=False) == 27
     assert nodes_needed(45, image_decided=True) == LINK_MIN_CLUSTERS == 6
     assert nodes_needed(8, image_decided=False) == 6
+
+
+def _keep_clusters(det, truth, nodes):
+    """The frame's features of the clusters whose true node is in ``nodes`` (the others dropped, as
+    near the MLA's conjugate plane, where most nodes are in one or two micro-images and form no
+    cluster)."""
+    true_of = _cluster_truth(det, truth)
+    keep = np.isin(det.features.cluster, [c for c, n in true_of.items() if n in set(nodes)])
+    return det.features.select(keep), true_of
+
+
+def _link_features(cam, features, view):
+    return initial_extrinsics(cam, features, BOARD, max_rmse_fraction=0.1, views=None if view is None else {int(features.frame[0]): view})
+
+
+# Rows 0 and 2 only, columns 1–3 and 0, 1, 3: no basis of the clusters' own lattice is square (its
+# step across is two rows), and a sheared one holds them on as few lines.
+SPARSE_ROWS = (1, 2, 3, 10, 11, 13)
+
+
+def test_clusters_two_rows_apart_are_linked_by_the_image(detected):
+    """The rendered checker squares decide the lattice of nodes through clusters every other row
+    (refused before: "ambiguous lattice axes"), and the right node ids are linked."""
+    cam, out = detected
+    _i, _pose, det, truth = out["complete"]
+    features, true_of = _keep_clusters(det, truth, SPARSE_ROWS)
+    assert len(np.unique(features.cluster)) == len(SPARSE_ROWS)
+    without = _link_features(cam, features, None).frames[0]
+    assert not without.ok and "ambiguous lattice axes" in without.reason
+    ext = _link_features(cam, features, det.view)
+    rec = ext.frames[0]
+    assert rec.ok, rec.reason
+    assert "the image decided the lattice axes" in rec.note
+    linked = dict(zip(ext.bap.cluster.tolist(), ext.bap.node.tolist(), strict=True))
+    assert {c: n for c, n in linked.items() if n >= 0} == {c: true_of[c] for c in linked}
+
+
+def test_clusters_two_rows_apart_stay_refused_where_the_image_shows_nothing(detected):
+    """The same clusters with a view that shows no pattern (uniform grey): refused, with the reason."""
+    from plenocal.detect.view import SceneView
+
+    cam, out = detected
+    _i, _pose, det, truth = out["complete"]
+    features, _ = _keep_clusters(det, truth, SPARSE_ROWS)
+    flat = SceneView(np.full_like(det.view.image, 0.5), det.view.step_px)
+    rec = _link_features(cam, features, flat).frames[0]
+    assert not rec.ok and "ambiguous lattice axes" in rec.reason and "does not decide" in rec.reason

@@ -27,7 +27,7 @@ Per frame:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import cv2
 import numpy as np
@@ -37,9 +37,12 @@ from plenocal.calib.linking import (
     IMAGE_GROUPS,
     MAX_GAP_SITES,
     MAX_SITE_DISTANCE_FRACTION,
+    MAX_SQUARE_BASIS_ERROR,
     MIN_BORDER_DISTANCE_FRACTION,
     SYMMETRIES,
+    LatticeFit,
     ViewSampler,
+    axes_image_support,
     board_placements,
     image_cells,
     image_support,
@@ -82,6 +85,10 @@ ruled-out one is at 165–4250 (median ≈ 1000), on PRISM r12-b (13) at 1800–
 VIEW_NOISE_FLOOR = 0.02
 """Smallest σ of a view cell for :data:`MIN_IMAGE_LOG_LIKELIHOOD_RATIO`, in units of the white
 (noise-free renders fit to 0.001, which would turn any small misfit into certainty)."""
+
+MIN_AXES_SAMPLES = 30
+"""Fewest lit view samples over the barycentres' hull for the image to choose the lattice axes
+(:func:`image_axes`; two levels are fitted)."""
 
 MIN_IMAGE_CELLS = 12
 """Fewest view cells for the image to take part in the choice (a level per group of
@@ -270,7 +277,9 @@ def link_barycentres(
     """Node ids of one frame's cluster barycentres, without assuming any is a board corner.
 
     1. Integer lattice coordinates (:func:`plenocal.calib.linking.lattice_coordinates`);
-       barycentres off the lattice stay unlinked.
+       barycentres off the lattice stay unlinked. Where the barycentres leave the lattice axes
+       ambiguous (few clusters, lines of nodes between them unseen near the MLA's conjugate
+       plane), the ``view`` chooses among the candidate lattices of nodes (:func:`image_axes`).
     2. Every placement of them in the board (:func:`plenocal.calib.linking.board_placements`).
        With the frame's ``view`` (the scene through the barycentre pinhole,
        :mod:`plenocal.detect.view`), only the placements the image cannot rule out remain: each
@@ -333,6 +342,10 @@ def link_barycentres(
         bary, max_site_distance_fraction=max_site_distance_fraction, max_gap_sites=max_gap_sites,
         camera_matrix=pinhole_matrix(camera),
     )
+    notes: list[str] = []
+    if not lat.ok and lat.alternatives and view is not None:
+        lat, axes_note = image_axes(lat, view, min_log_likelihood_ratio=min_image_log_likelihood_ratio)
+        notes += [axes_note] if lat.ok else []
     if not lat.ok:
         return Linking(unlinked, reason=lat.reason)
     idx = np.flatnonzero(lat.on_lattice)
@@ -341,7 +354,6 @@ def link_barycentres(
     nodes, sym, off = board_placements(ij, columns=C, rows=R, min_linked=min_linked_nodes)
     if len(nodes) == 0:
         return Linking(unlinked, reason=f"only {ij.shape[0]} barycentres on a lattice (need >= {min_linked_nodes} on the board)")
-    notes: list[str] = []
     image_ruled = False
     if view is not None:
         keep, image_note = image_plausible(lat, view, sym, off, columns=C, rows=R,
@@ -433,6 +445,51 @@ def image_plausible(
     nearest = float(llr[~keep].min())
     return keep, (f"the board's printed extent in the image rules out {n_out} of {len(keep)} placements "
                   f"(log-likelihood ratio ≥ {nearest:.0f} over {len(cells)} cells)")
+
+
+def image_axes(
+    lat: LatticeFit, view: ViewSampler, *, min_log_likelihood_ratio: float = MIN_IMAGE_LOG_LIKELIHOOD_RATIO,
+    noise_floor: float = VIEW_NOISE_FLOOR, min_samples: int = MIN_AXES_SAMPLES,
+    max_square_basis_error: float = MAX_SQUARE_BASIS_ERROR,
+) -> tuple[LatticeFit, str]:
+    """The lattice of nodes the view supports among those the barycentres leave open.
+
+    ``lat`` failed with ambiguous axes and lists :attr:`LatticeFit.alternatives`: the square
+    lattices of nodes through the barycentres (every other line of nodes unseen, say) and the
+    fewest-lines basis. :func:`plenocal.calib.linking.axes_image_support` scores each against the
+    checker pattern inside the barycentres' hull; the best is taken when it is square and every
+    other one's residual exceeds it by the log-likelihood ratio ``min_log_likelihood_ratio``
+    (ΔRSS / 2σ², σ² the best one's residual per sample, at least ``noise_floor``²).
+
+    Returns
+    -------
+    lat : LatticeFit
+        The chosen lattice, or ``lat`` with its reason extended by why the image did not decide.
+    note : str
+        What the image decided (empty when it did not).
+    """
+    alts = lat.alternatives
+    rss, n = axes_image_support(alts, view)
+
+    def refused(why: str) -> tuple[LatticeFit, str]:
+        return replace(lat, reason=f"{lat.reason}; {why}", alternatives=()), ""
+
+    if n < min_samples:
+        return refused(f"the image cannot decide: {n} lit samples over the nodes (need >= {min_samples})")
+    best = int(np.argmin(rss))
+    sigma2 = max(float(rss[best]) / max(n - 2, 1), noise_floor**2)
+    llr = (rss - rss[best]) / (2.0 * sigma2)
+    others = np.delete(llr, best)
+    nearest = float(others.min()) if others.size else float("inf")
+    if not alts[best].square_error <= max_square_basis_error:
+        return refused(f"the image prefers a lattice that is not square (log-likelihood ratio {nearest:.0f} over {n} samples)")
+    if nearest < min_log_likelihood_ratio:
+        return refused(f"the image does not decide them ({len(alts)} candidate lattices, the nearest at log-likelihood "
+                       f"ratio {nearest:.1f} < {min_log_likelihood_ratio:.0f} over {n} samples)")
+    step = alts[best].index
+    return alts[best], (f"the image decided the lattice axes among {len(alts)} candidates"
+                        + (f" (the barycentres a sub-lattice of index {step}: lines of nodes between them unseen)" if step > 1 else "")
+                        + f"; log-likelihood ratio ≥ {nearest:.0f} over {n} samples")
 
 
 def init_frame(

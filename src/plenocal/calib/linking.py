@@ -10,7 +10,10 @@ board corner:
    lattice-to-image homography of those already placed (bridging up to ``max_gap_sites``
    missing sites), then takes the board's own axes as the lattice basis (not a diagonal step):
    the basis whose steps are orthogonal and equal once back-projected through the camera
-   matrix, else the basis that puts the points on the fewest lines if it is unique;
+   matrix, else the basis that puts the points on the fewest lines if it is unique; otherwise
+   the candidate lattices of nodes through them (:func:`axes_candidates`: also those holding
+   them as a sub-lattice, lines of nodes between clusters unseen) are left for the image to
+   choose (:func:`axes_image_support`);
 2. :func:`board_placements` lists every placement of those coordinates in the board: the 8
    symmetries of the square lattice times every integer offset that puts some of them on the
    board (points off the board are left unlinked).
@@ -60,10 +63,28 @@ SYMMETRIES: IntArray = np.array(
 """The 8 symmetries of the square lattice, shape (8, 2, 2): 4 rotations, then the same composed
 with a mirror (first the 4 proper ones, determinant +1)."""
 
+MAX_SUBLATTICE_INDEX = 3
+"""Largest index of the barycentres' lattice in the board's that the axes' candidates consider
+(:func:`lattice_coordinates`): 2 when every other line of nodes went unseen between the observed
+ones, 3 when two consecutive lines did (near the MLA's conjugate plane most nodes are in one or
+two micro-images and form no cluster, so the seed's nearest neighbour across may be two or three
+rows away)."""
+
+AXES_SAMPLES_PER_STEP = 6
+"""Samples of the view per step of the finest candidate lattice, each way, for
+:func:`axes_image_support` (a square grid over the observed nodes' convex hull)."""
+
 _SEED_SITES = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))
 _ALL_2X2: IntArray = np.array(list(np.ndindex(5, 5, 5, 5)), dtype=np.int64).reshape(-1, 2, 2) - 2
 _BASES: IntArray = _ALL_2X2[np.abs(_ALL_2X2[:, 0, 0] * _ALL_2X2[:, 1, 1] - _ALL_2X2[:, 0, 1] * _ALL_2X2[:, 1, 0]) == 1]
 """Unimodular 2 × 2 integer matrices with entries in −2…2: candidate changes of lattice basis."""
+_ALL_3: IntArray = np.array(list(np.ndindex(7, 7, 7, 7)), dtype=np.int64).reshape(-1, 2, 2) - 3
+_REFINEMENTS: IntArray = _ALL_3[
+    np.isin(np.abs(_ALL_3[:, 0, 0] * _ALL_3[:, 1, 1] - _ALL_3[:, 0, 1] * _ALL_3[:, 1, 0]), np.arange(1, MAX_SUBLATTICE_INDEX + 1))
+]
+"""Integer 2 × 2 matrices N with entries in −3…3 and 1 ≤ |det N| ≤ :data:`MAX_SUBLATTICE_INDEX`:
+board coordinates ``ij @ N.T`` of a lattice whose sites are a sub-lattice of the board's nodes of
+index |det N| (unimodular N: a change of basis only)."""
 
 
 @dataclass(frozen=True)
@@ -81,12 +102,24 @@ class LatticeFit:
         a lattice one or two lines thick).
     reason : str
         Empty when a lattice was found, else why not.
+    square_error : float
+        :func:`_square_basis`'s error of the chosen axes (NaN when not tested).
+    index : int
+        Index of the barycentres' growth lattice in this one (> 1: lines of nodes between
+        neighbouring barycentres unseen; :func:`axes_candidates`).
+    alternatives : tuple of LatticeFit
+        When the barycentres leave the axes ambiguous (``reason`` set) and a camera matrix was
+        given: every candidate lattice of the board's nodes through them (:func:`axes_candidates`),
+        for the image to decide (:func:`axes_image_support`); empty otherwise.
     """
 
     ij: IntArray
     on_lattice: NDArray[np.bool_]
     image_from_lattice: FloatArray
     reason: str = ""
+    square_error: float = float("nan")
+    index: int = 1
+    alternatives: tuple[LatticeFit, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -222,15 +255,63 @@ def _square_basis(H: FloatArray, camera_matrix: FloatArray, *, affine: bool = Fa
     weak-perspective view of s·r₁ and s·r₂, whose error grows with the tilt (0.14 at 30° about
     the board's diagonal, 0.26 at 40°) while a diagonal step's stays ≈ 0.7 or more.
     """
+    err = _square_errors(H, camera_matrix, _BASES, affine=affine)
+    best = int(np.argmin(err))
+    return np.asarray(_BASES[best]), float(err[best])
+
+
+def _square_errors(H: FloatArray, camera_matrix: FloatArray, bases: IntArray, *, affine: bool) -> FloatArray:
+    """:func:`_square_basis`'s error for each integer basis change N (B, 2, 2) of H's lattice:
+    the board steps are the columns of A · N⁻¹ (N need not be unimodular), shape (B,)."""
     if affine:
         A = np.linalg.solve(camera_matrix[:2, :2], H[:2, :2] / H[2, 2])  # (2, 2): the steps (i, j) in the image plane
     else:
         A = np.linalg.solve(camera_matrix, H)[:, :2]  # (3, 2): images of the steps (i, j)
-    M = np.einsum("ij,bjk->bik", A, np.linalg.inv(_BASES.astype(np.float64)))  # A · S⁻¹, (B, d, 2)
+    M = np.einsum("ij,bjk->bik", A, np.linalg.inv(bases.astype(np.float64)))  # A · N⁻¹, (B, d, 2)
     n1, n2 = np.linalg.norm(M[:, :, 0], axis=1), np.linalg.norm(M[:, :, 1], axis=1)
-    err = np.abs(np.sum(M[:, :, 0] * M[:, :, 1], axis=1)) / (n1 * n2) + np.abs(np.log(n1 / n2))
-    best = int(np.argmin(err))
-    return np.asarray(_BASES[best]), float(err[best])
+    return np.abs(np.sum(M[:, :, 0] * M[:, :, 1], axis=1)) / (n1 * n2) + np.abs(np.log(n1 / n2))
+
+
+def axes_candidates(
+    ij: IntArray, H: FloatArray, camera_matrix: FloatArray, *, affine: bool, max_square_basis_error: float = MAX_SQUARE_BASIS_ERROR,
+) -> tuple[IntArray, FloatArray]:
+    """Square lattices of board nodes through lattice sites whose axes the sites leave ambiguous.
+
+    The sites ``ij`` need not be single board steps apart: near the MLA's conjugate plane whole
+    lines of nodes form no cluster, and the growth's nearest neighbour across may be two or three
+    nodes away; the board's nodes are then a finer lattice holding these sites as a sub-lattice
+    (:data:`_REFINEMENTS`). Every N whose steps A · N⁻¹ are square through the camera within
+    ``max_square_basis_error`` is a candidate; those related by a symmetry of the square lattice
+    (N' N⁻¹ in :data:`SYMMETRIES`, the same nodes and axes) are one.
+
+    Parameters
+    ----------
+    ij : ndarray of int, shape (n, 2)
+        The placed sites (to tell N's alike by their images, not needed otherwise).
+    H : ndarray, shape (3, 3)
+        Lattice-to-image homography of ``ij`` (affine for a thin lattice, ``affine`` set).
+    camera_matrix : ndarray, shape (3, 3)
+
+    Returns
+    -------
+    N : ndarray of int, shape (K, 2, 2)
+        Candidates, squarest first; board coordinates are ``ij @ N[k].T``.
+    error : ndarray, shape (K,)
+    """
+    err = _square_errors(H, camera_matrix, _REFINEMENTS, affine=affine)
+    order = np.flatnonzero(err <= max_square_basis_error)
+    order = order[np.argsort(err[order], kind="stable")]
+    kept: list[int] = []
+    for b in order:  # few (tens): the symmetry classes of the square ones
+        N = _REFINEMENTS[b].astype(np.float64)
+        if not any(_is_symmetry(N @ np.linalg.inv(_REFINEMENTS[k].astype(np.float64))) for k in kept):
+            kept.append(int(b))
+    return _REFINEMENTS[kept].copy(), err[kept]
+
+
+def _is_symmetry(T: FloatArray) -> bool:
+    """T (2, 2) is one of :data:`SYMMETRIES`."""
+    return bool(np.any(np.all(np.abs(SYMMETRIES - T[None]) < 1e-9, axis=(1, 2))))
 
 
 def _grow(
@@ -331,7 +412,10 @@ def lattice_coordinates(
         orthogonal and equal on the board (:func:`_square_basis`; in the image plane for a
         lattice one or two lines thick) if one is within ``max_square_basis_error``; otherwise
         the one putting the points on the fewest lines, if that is unique (else ``reason`` says
-        the axes are ambiguous).
+        the axes are ambiguous, and ``alternatives`` lists the square lattices of nodes through
+        the points, of index up to :data:`MAX_SUBLATTICE_INDEX`, and the points' own lattice in
+        its fewest-lines and squarest bases, for the image to choose from when there is a square
+        one).
     max_square_basis_error : float
         See :data:`MAX_SQUARE_BASIS_ERROR`.
 
@@ -367,6 +451,7 @@ def lattice_coordinates(
     lines = ij[placed] @ S.T
     thin = min(np.unique(lines[:, 0]).size, np.unique(lines[:, 1]).size) < 3
     square = False
+    H_test, S_square = None, S
     if camera_matrix is not None:
         # A homography from one or two lines is too loose for this: such a lattice is tested in
         # the image plane, on an affine fit.
@@ -376,18 +461,93 @@ def lattice_coordinates(
             if error <= max_square_basis_error:
                 S, square = S_square, True
     if not (square or unique):
-        return failed(
-            "ambiguous lattice axes: a sheared basis holds the barycentres on as few lines as another, "
-            + ("and no camera matrix tells the square one" if camera_matrix is None else "and neither is square")
-        )
-    out = np.zeros((C, 2), dtype=np.int64)
-    out[placed] = ij[placed] @ S.T
-    out[placed] -= out[placed].min(axis=0)
-    # Thin lattices (one or two lines) get an affine map: their perspective is undetermined.
-    H_final = _fit_homography(out[placed], pts[placed], projective=not thin)
-    if H_final is None:  # cannot happen: the growth fitted the same sites in another basis
+        reason = ("ambiguous lattice axes: a sheared basis holds the barycentres on as few lines as another, "
+                  + ("and no camera matrix tells the square one" if camera_matrix is None else "and neither is square"))
+        alternatives: tuple[LatticeFit, ...] = ()
+        if camera_matrix is not None and H_test is not None:
+            # Candidates for the image (axes_image_support): the square lattices of nodes through
+            # the sites (one line of nodes in two unseen, say); against them, the sites' own lattice
+            # in its fewest-lines and in its squarest basis (the answer when the view is too
+            # oblique for the square test, the image then showing a lattice that is not square).
+            K = np.asarray(camera_matrix, dtype=np.float64)
+            N, _ = axes_candidates(ij[placed], H_test, K, affine=thin, max_square_basis_error=max_square_basis_error)
+            if len(N):
+                bases: list[IntArray] = []
+                for n in [*N, S, S_square]:
+                    if not any(_is_symmetry(n @ np.linalg.inv(b)) for b in bases):
+                        bases.append(np.asarray(n))
+                errors = _square_errors(H_test, K, np.array(bases), affine=thin)
+                fits = [_in_axes(ij, placed, pts, n, square_error=float(e)) for n, e in zip(bases, errors, strict=True)]
+                alternatives = tuple(f for f in fits if f is not None)
+        return LatticeFit(np.zeros((C, 2), dtype=np.int64), np.zeros(C, dtype=bool), np.full((3, 3), np.nan), reason,
+                          alternatives=alternatives)
+    fit = _in_axes(ij, placed, pts, S)
+    if fit is None:  # cannot happen: the growth fitted the same sites in another basis
         return failed("degenerate lattice (placed barycentres on one line)")
-    return LatticeFit(out, placed, H_final / np.linalg.norm(H_final))
+    return fit
+
+
+def _in_axes(ij: IntArray, placed: NDArray[np.bool_], pts: FloatArray, N: IntArray, *, square_error: float = float("nan")) -> LatticeFit | None:
+    """The lattice fit in board coordinates ``ij @ N.T`` shifted to start at 0; thin lattices (one
+    or two lines of nodes) get an affine map: their perspective is undetermined."""
+    C = len(pts)
+    out = np.zeros((C, 2), dtype=np.int64)
+    out[placed] = ij[placed] @ np.asarray(N).T
+    out[placed] -= out[placed].min(axis=0)
+    thin = min(np.unique(out[placed, 0]).size, np.unique(out[placed, 1]).size) < 3
+    H = _fit_homography(out[placed], pts[placed], projective=not thin)
+    return None if H is None else LatticeFit(out, placed, H / np.linalg.norm(H), square_error=square_error,
+                                             index=round(abs(float(np.linalg.det(np.asarray(N, dtype=np.float64))))))
+
+
+def axes_image_support(fits: tuple[LatticeFit, ...] | list[LatticeFit], view: ViewSampler, *,
+                       samples_per_step: int = AXES_SAMPLES_PER_STEP) -> tuple[FloatArray, int]:
+    """Residual sum of squares of the view over the observed nodes under each lattice of nodes.
+
+    Inside the convex hull of the barycentres everything is the board's checker pattern, whatever
+    the placement: the squares of the right lattice alternate, one level for each parity of the
+    cell, while a lattice whose steps are two squares long, or sheared, puts two colours in one
+    cell or the same colour in cells of both parities. The view is sampled once, on a square
+    grid of ``samples_per_step`` samples per step of the finest lattice over the hull, so every
+    lattice is judged on the same samples (a sample on an edge costs each about the same).
+
+    Parameters
+    ----------
+    fits : sequence of LatticeFit
+        Lattices of the same barycentres (:attr:`LatticeFit.alternatives`).
+    view : ViewSampler
+
+    Returns
+    -------
+    rss : ndarray, shape (K,)
+        Residual sum of squares per lattice, two levels each (NaN for all when no sample).
+    n : int
+        Samples (in the image and lit).
+    """
+    placed = fits[0].on_lattice
+    pts = fits[0].sites_to_image(fits[0].ij[placed].astype(np.float64))
+    step = min(float(np.nanmedian(f.step_px(f.ij[f.on_lattice].astype(np.float64)))) for f in fits)
+    spacing = step / samples_per_step
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    gu, gv = np.meshgrid(np.arange(lo[0], hi[0] + spacing, spacing), np.arange(lo[1], hi[1] + spacing, spacing), indexing="ij")
+    grid = np.stack([gu.ravel(), gv.ravel()], axis=-1)
+    hull = cv2.convexHull(pts.astype(np.float32)).reshape(-1, 2).astype(np.float64)  # (V, 2), one orientation
+    edge = np.roll(hull, -1, axis=0) - hull
+    cross = edge[None, :, 0] * (grid[:, None, 1] - hull[None, :, 1]) - edge[None, :, 1] * (grid[:, None, 0] - hull[None, :, 0])
+    uv = grid[np.all(cross >= 0, axis=1) | np.all(cross <= 0, axis=1)]
+    vals = view.sample(uv)
+    ok = np.isfinite(vals)
+    uv, vals = uv[ok], vals[ok]
+    if not len(vals):
+        return np.full(len(fits), np.nan), 0
+    rss = np.empty(len(fits))
+    for k, f in enumerate(fits):  # a few candidate lattices; samples vectorised
+        ij = apply_homography(np.linalg.inv(f.image_from_lattice), uv)
+        parity = (np.floor(ij[:, 0]) + np.floor(ij[:, 1])).astype(np.int64) % 2
+        n = np.bincount(parity, minlength=2)
+        total = np.bincount(parity, weights=vals, minlength=2)
+        rss[k] = float(np.sum(vals**2) - np.sum(np.where(n > 0, total**2 / np.maximum(n, 1), 0.0)))
+    return rss, len(vals)
 
 
 def board_placements(
@@ -670,14 +830,18 @@ def image_support(
 
 
 __all__ = [
+    "AXES_SAMPLES_PER_STEP",
     "MAX_GAP_SITES",
     "MAX_SITE_DISTANCE_FRACTION",
     "MAX_SQUARE_BASIS_ERROR",
+    "MAX_SUBLATTICE_INDEX",
     "MIN_BORDER_DISTANCE_FRACTION",
     "SYMMETRIES",
     "LatticeFit",
     "ViewSampler",
     "apply_homography",
+    "axes_candidates",
+    "axes_image_support",
     "board_placements",
     "board_sites",
     "image_cells",
