@@ -99,3 +99,8 @@ def test_a_displaced_compressed_pupil_is_measured_where_the_white_departs(small_
     true_scale = 1.0 - 0.2 * u[sel]
     assert np.abs(np.median(measured_scale - true_scale)) < 0.02, np.median(measured_scale - true_scale)
     assert np.percentile(np.abs(measured_scale - true_scale), 90) < 0.05
+    # shape=False: the same micro-images and centres, the disc's shape.
+    q = measure_pupil_ellipses(white, cam.grid, radius_aperture_px=ra, radius_lens_px=rb, types=types, f_number=N, shape=False)
+    np.testing.assert_array_equal(q.elliptical, p.elliptical)
+    np.testing.assert_array_equal(q.offset_px, p.offset_px)
+    np.testing.assert_array_equal(q.matrix, PupilEllipses.discs(len(ra)).matrix)

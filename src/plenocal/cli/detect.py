@@ -74,7 +74,7 @@ def pupil_ellipses(shape: str, white: np.ndarray, *, grid: Any, omega: Any, layo
         return None
     from plenocal.detect.pipeline import white_pupil_ellipses
 
-    return white_pupil_ellipses(white, grid=grid, omega=omega, layout=layout)
+    return white_pupil_ellipses(white, grid=grid, omega=omega, layout=layout, shape=shape == "white")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,9 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--invert-estimator", action="store_true", help="chief-ray positions by inverting the corner estimator on rendered corners "
                    "instead of fitting the rendered corner to the pixels (independent, ~30 %% noisier)")
     p.add_argument("--pupil-shape", choices=PUPIL_SHAPES, default=DEFAULT_PUPIL_SHAPE,
-                   help="the main aperture's preimage in each micro-image: 'disc' (the paper's, radius R_a about the grid node) "
-                        "or 'white' (an ellipse measured from the devignetting white where it departs from the disc model); "
-                        f"default {DEFAULT_PUPIL_SHAPE}")
+                   help="the main aperture's preimage in each micro-image: 'disc' (the paper's, radius R_a about the grid node), "
+                        "'white' (an ellipse measured from the devignetting white where it departs from the disc model) or "
+                        f"'white-centre' (the disc at the white's measured centre there); default {DEFAULT_PUPIL_SHAPE}")
     second = p.add_argument_group("second pass (after calibration; 'plenocal run' does it)")
     second.add_argument("--previous", type=Path, default=None, metavar="DIR",
                         help="a first pass's output: frames it refused or linked partly are detected again with the camera "

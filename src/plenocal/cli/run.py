@@ -51,8 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--pupil-shape", choices=PUPIL_SHAPES, default=DEFAULT_PUPIL_SHAPE,
                    help="the main aperture's preimage in each micro-image for detection's corner model: 'disc' (the paper's, "
-                        "radius R_a about the grid node) or 'white' (an ellipse measured from the white where the white departs "
-                        f"from the disc model); default {DEFAULT_PUPIL_SHAPE}")
+                        "radius R_a about the grid node), 'white' (an ellipse measured from the white where the white departs "
+                        f"from the disc model) or 'white-centre' (the disc at the white's measured centre there); default {DEFAULT_PUPIL_SHAPE}")
     cal = p.add_argument_group("calibration options (passed to 'plenocal calibrate')")
     pitches = cal.add_mutually_exclusive_group()
     pitches.add_argument("--two-pitches", dest="calibrate_args", action="append_const", const="--two-pitches",

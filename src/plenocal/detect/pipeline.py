@@ -186,15 +186,17 @@ def _local_radii(grid: MicroImageGrid, omega: InternalParameters, layout: TypeLa
     return centres, types, radius, ra_all, rb_all, (q_loc - q_ref) / s_mm
 
 
-def white_pupil_ellipses(white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout) -> PupilEllipses:
+def white_pupil_ellipses(white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
+                         shape: bool = True) -> PupilEllipses:
     """The main aperture's preimage per micro-image of the grid, measured from the white at the
-    frames' f-number (:func:`plenocal.precalib.pupil_shape.measure_pupil_ellipses`), with the
-    R_a and R_b that detection uses. Computed once per white, passed to :func:`detect_frame`."""
+    frames' f-number (:func:`plenocal.precalib.pupil_shape.measure_pupil_ellipses`; ``shape``
+    False: the disc's shape at the measured centre), with the R_a and R_b that detection uses.
+    Computed once per white, passed to :func:`detect_frame`."""
     from plenocal.precalib.pupil_shape import measure_pupil_ellipses
 
     _, types, _, ra_all, rb_all, _ = _local_radii(grid, omega, layout)
     return measure_pupil_ellipses(white, grid, radius_aperture_px=ra_all, radius_lens_px=rb_all, types=types,
-                                  f_number=omega.f_number)
+                                  f_number=omega.f_number, shape=shape)
 
 
 def frame_micro_images(

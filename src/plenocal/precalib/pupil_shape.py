@@ -59,6 +59,7 @@ def measure_pupil_ellipses(
     radius_lens_px: FloatArray,
     types: NDArray[np.int64],
     f_number: float,
+    shape: bool = True,
 ) -> PupilEllipses:
     """The main aperture's preimage in every micro-image of ``grid`` (order of
     ``grid.lattice.all_indices()``), measured from ``white`` (module docstring).
@@ -70,6 +71,9 @@ def measure_pupil_ellipses(
     radius_aperture_px, radius_lens_px : (M,) R_a and R_b per micro-image (px), as detection uses them.
     types : (M,) micro-lens type per micro-image (−1 or 0 for untyped cameras).
     f_number : the white's N (recorded with the conformity test).
+    shape : measure the shape too; False keeps the disc's shape (A = I) at the measured centre
+        (on the real-optics R12-B set the centre carries what the ellipse improves, the shape what
+        it worsens: ``docs/model.md``).
     """
     k_all, l_all = grid.lattice.all_indices()
     M = len(k_all)
@@ -116,23 +120,24 @@ def measure_pupil_ellipses(
         r = ref & sel
         if int(r.sum()) >= 10:
             dev[sel] -= np.median(dev[r], axis=0)
-    shape = dev + np.array([1.0, 0.0, 1.0])
+    s_raw = dev + np.array([1.0, 0.0, 1.0])
     # Clamp S's eigenvalues (same eigenvectors).
-    mean = 0.5 * (shape[:, 0] + shape[:, 2])
-    half = np.hypot(0.5 * (shape[:, 0] - shape[:, 2]), shape[:, 1])
+    mean = 0.5 * (s_raw[:, 0] + s_raw[:, 2])
+    half = np.hypot(0.5 * (s_raw[:, 0] - s_raw[:, 2]), s_raw[:, 1])
     lo, hi = SHAPE_EIGENVALUE_RANGE
     l1, l2 = np.clip(mean - half, lo, hi), np.clip(mean + half, lo, hi)
-    cos2 = np.where(half > 0, 0.5 * (shape[:, 0] - shape[:, 2]) / np.maximum(half, 1e-300), 1.0)
-    sin2 = np.where(half > 0, shape[:, 1] / np.maximum(half, 1e-300), 0.0)
+    cos2 = np.where(half > 0, 0.5 * (s_raw[:, 0] - s_raw[:, 2]) / np.maximum(half, 1e-300), 1.0)
+    sin2 = np.where(half > 0, s_raw[:, 1] / np.maximum(half, 1e-300), 0.0)
     m_, h_ = 0.5 * (l1 + l2), 0.5 * (l2 - l1)
-    shape = np.stack([m_ + h_ * cos2, h_ * sin2, m_ - h_ * cos2], axis=1)
+    shape_s = np.stack([m_ + h_ * cos2, h_ * sin2, m_ - h_ * cos2], axis=1)
     node = grid.centres(mom.k, mom.l)
-    ell = rejected & (share >= MIN_NEIGHBOURS_DEPARTING) & ok_rec & np.all(np.isfinite(shape), axis=1)
+    ell = rejected & (share >= MIN_NEIGHBOURS_DEPARTING) & ok_rec & np.all(np.isfinite(shape_s), axis=1)
     offset = out.offset_px.copy()
     matrix = out.matrix.copy()
     elliptical = out.elliptical.copy()
     j = idx[ell]
     offset[j] = cen[ell] - node[ell]
-    matrix[j] = matrix_from_shape(shape[ell])
+    if shape:
+        matrix[j] = matrix_from_shape(shape_s[ell])
     elliptical[j] = True
     return PupilEllipses(offset, matrix, elliptical)
