@@ -68,13 +68,16 @@ def nodes_needed(n_nodes: int, *, image_decided: bool) -> int:
     return max(LINK_MIN_CLUSTERS, int(np.ceil(LINK_MIN_NODE_FRACTION * n_nodes)))
 
 
-def pupil_ellipses(shape: str, white: np.ndarray, *, grid: Any, omega: Any, layout: Any) -> Any:
-    """The main aperture's preimages for ``--pupil-shape`` (None for the paper's disc)."""
+def pupil_ellipses(shape: str, white: np.ndarray, *, grid: Any, omega: Any, layout: Any, dataset: Dataset) -> Any:
+    """The main aperture's preimages for ``--pupil-shape`` (None for the paper's disc); the
+    ellipse's shape from every white of the dataset (role ``white``) when there are several."""
     if shape == "disc":
         return None
     from plenocal.detect.pipeline import white_pupil_ellipses
 
-    return white_pupil_ellipses(white, grid=grid, omega=omega, layout=layout, shape=shape == "white")
+    others = [(float(e.f_number), dataset.read_image(e)) for e in dataset.manifest.with_role(ImageRole.WHITE)
+              if e.f_number is not None] if shape == "white" else []
+    return white_pupil_ellipses(white, grid=grid, omega=omega, layout=layout, shape=shape == "white", other_whites=others)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -278,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         mic_obs = read_observations(mic_path)
         validate_observations(mic_obs, mic_path, lattice=camera.mla.lattice, image_size=sensor)
         mic = mic_obs.mic
-    pupil = pupil_ellipses(args.pupil_shape, white, grid=camera.grid, omega=omega, layout=camera.mla.types)
+    pupil = pupil_ellipses(args.pupil_shape, white, grid=camera.grid, omega=omega, layout=camera.mla.types, dataset=dataset)
     parts: list[BapFeatures] = []  # per frame, its features linked (node −1 where not)
     per_frame: list[dict[str, Any]] = []
     statuses: list[FramePoseInit] = []
@@ -444,7 +447,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
     shape = str(doc.get("pupil_shape", "disc"))
     if shape not in PUPIL_SHAPES:
         raise InputFileError(prev / "detection.json", f"pupil_shape {shape!r} is none of {', '.join(PUPIL_SHAPES)}; run the first pass again")
-    pupil = pupil_ellipses(shape, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types)
+    pupil = pupil_ellipses(shape, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset)
     parts = [prev_obs.bap]
     n_added_frames = 0
     micro = None

@@ -8,6 +8,7 @@ Cluster ids are per frame; linking clusters to checkerboard nodes needs a pose
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -187,16 +188,17 @@ def _local_radii(grid: MicroImageGrid, omega: InternalParameters, layout: TypeLa
 
 
 def white_pupil_ellipses(white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
-                         shape: bool = True) -> PupilEllipses:
+                         shape: bool = True, other_whites: Sequence[tuple[float, NDArray]] = ()) -> PupilEllipses:
     """The main aperture's preimage per micro-image of the grid, measured from the white at the
     frames' f-number (:func:`plenocal.precalib.pupil_shape.measure_pupil_ellipses`; ``shape``
-    False: the disc's shape at the measured centre), with the R_a and R_b that detection uses.
+    False: the disc's shape at the measured centre; ``other_whites`` (N, image) separate the
+    pupil's shape from the lenslet's), with the R_a and R_b that detection uses.
     Computed once per white, passed to :func:`detect_frame`."""
     from plenocal.precalib.pupil_shape import measure_pupil_ellipses
 
     _, types, _, ra_all, rb_all, _ = _local_radii(grid, omega, layout)
     return measure_pupil_ellipses(white, grid, radius_aperture_px=ra_all, radius_lens_px=rb_all, types=types,
-                                  f_number=omega.f_number, shape=shape)
+                                  f_number=omega.f_number, shape=shape, other_whites=other_whites)
 
 
 def frame_micro_images(

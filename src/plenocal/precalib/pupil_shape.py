@@ -9,12 +9,19 @@ displaced and radially compressed), this module measures the preimage as an elli
 
 - **centre**: the micro-image's intensity centroid (moments in a disc window re-centred on it,
   :func:`.radii.windowed_moments`), minus the grid node;
-- **shape**: a white micro-image is the pupil's preimage convolved with the lenslet's blur disc
-  (radius R_b) and the pixel, so its second-moment matrix is Σ_w = Σ_p + (R_b²/4 + 1/12)·I
-  (:mod:`.radii`). The pupil's Σ_p relative to the disc's (R_a²/4)·I is S; its departure from I
-  is taken relative to the median departure of the conforming central micro-images of the same
-  type (which absorbs Ω's fit residual and a round camera's own small anisotropy, as
-  :func:`.conformity.conformity` does), so that S = I there to the noise. A = S^(−1/2).
+- **shape**: a white micro-image is the pupil's preimage convolved with the lenslet's blur and the
+  pixel, so its second-moment matrix is Σ_w(N) = Σ_p(N) + Σ_b. The pupil's part scales as 1/N²
+  (its shape relative to its size does not change with the stop: real rays through the R12-B
+  prescription give the same radial compression at f/4, f/8 and f/11.3, 0.96 at 8.5 mm and 0.79 at
+  10.5 mm), the lenslet's does not. With whites at two or more f-numbers (``other_whites``), each
+  component of Σ_w is fitted per micro-image as α + β/N² (moments in windows centred on the
+  frames' white's centroid): Σ_p(N) = β/N². With one white, Σ_b is taken as the model's disc,
+  (R_b²/4 + 1/12)·I, which puts any change of the lenslet's blur across the sensor into the pupil
+  (on R12-B twice the pupil's real radial compression: the obliquely lit lenslets blur
+  differently). S is Σ_p relative to the disc's (R_a²/4)·I, its departure from I taken relative
+  to the median departure of the conforming central micro-images of the same type (which absorbs
+  Ω's fit residual and a round camera's own small anisotropy, as :func:`.conformity.conformity`
+  does), so that S = I there to the noise. A = S^(−1/2).
 
 Only micro-images that the conformity test rejects, and whose 5 × 5-node neighbourhood it rejects
 mostly (a departure across the sensor, not a noise flag), get an ellipse; every other one keeps
@@ -22,6 +29,8 @@ the disc exactly (o = 0, A = I), so a camera whose whites follow the model rende
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -60,6 +69,7 @@ def measure_pupil_ellipses(
     types: NDArray[np.int64],
     f_number: float,
     shape: bool = True,
+    other_whites: Sequence[tuple[float, NDArray]] = (),
 ) -> PupilEllipses:
     """The main aperture's preimage in every micro-image of ``grid`` (order of
     ``grid.lattice.all_indices()``), measured from ``white`` (module docstring).
@@ -74,6 +84,8 @@ def measure_pupil_ellipses(
     shape : measure the shape too; False keeps the disc's shape (A = I) at the measured centre
         (on the real-optics R12-B set the centre carries what the ellipse improves, the shape what
         it worsens: ``docs/model.md``).
+    other_whites : (N, image) of whites at other f-numbers (raw): the pupil's and the lenslet's
+        parts of the shape are separated by their f-number dependence (module docstring).
     """
     k_all, l_all = grid.lattice.all_indices()
     M = len(k_all)
@@ -110,9 +122,35 @@ def measure_pupil_ellipses(
     cen[ok_rec] = rec.centre_px[take[ok_rec]]
     ra = np.asarray(radius_aperture_px, dtype=np.float64)[idx]
     rb = np.asarray(radius_lens_px, dtype=np.float64)[idx]
-    blur = rb**2 / 4.0 + PIXEL_VARIANCE
     disc = np.maximum(ra**2 / 4.0, 1e-12)
-    dev = np.stack([(var * (1.0 + a1) - blur) / disc - 1.0, var * a2 / disc, (var * (1.0 - a1) - blur) / disc - 1.0], axis=1)
+    others = [(float(n), w) for n, w in other_whites if abs(float(n) - float(f_number)) > 1e-3 * float(f_number)]
+    if others:
+        # Σ_w = α + β/N² per component over every white, in windows centred on the frames'
+        # white's centroids: Σ_p at the frames' N is β/N².
+        comps = [np.stack([var * (1.0 + a1), var * a2, var * (1.0 - a1)], axis=1)]
+        inv_n2 = [1.0 / float(f_number) ** 2]
+        window = np.where(np.isfinite(cen), cen, grid.centres(mom.k, mom.l))
+        for n_o, w_o in others:
+            img_o = clean_image(w_o)
+            m_o = windowed_moments(flatten_by(img_o, envelope(img_o, grid.diameter_px)), mom.k, mom.l, window, rw)
+            pos_o = {int(key): i for i, key in enumerate(m_o.l * lattice.width + m_o.k)}
+            t_o = np.array([pos_o.get(int(key), -1) for key in mom.l * lattice.width + mom.k])
+            v_o = np.full(len(idx), np.nan)
+            b1 = np.full(len(idx), np.nan)
+            b2 = np.full(len(idx), np.nan)
+            have = t_o >= 0
+            v_o[have] = m_o.variance_px2[t_o[have]]
+            b1[have], b2[have] = m_o.anisotropy[t_o[have]].T
+            comps.append(np.stack([v_o * (1.0 + b1), v_o * b2, v_o * (1.0 - b1)], axis=1))
+            inv_n2.append(1.0 / n_o**2)
+        x = np.asarray(inv_n2)
+        y = np.stack(comps, axis=0)  # (n_whites, M, 3)
+        xc = x - x.mean()
+        beta = np.einsum("j,jmc->mc", xc, y - y.mean(axis=0)) / float(np.sum(xc**2))
+        dev = beta / float(f_number) ** 2 / disc[:, None] - np.array([1.0, 0.0, 1.0])
+    else:
+        blur = rb**2 / 4.0 + PIXEL_VARIANCE
+        dev = np.stack([(var * (1.0 + a1) - blur) / disc - 1.0, var * a2 / disc, (var * (1.0 - a1) - blur) / disc - 1.0], axis=1)
     t = np.asarray(types, dtype=np.int64)[idx]
     ref = conf.ok & central(mom.centre_px, img.shape) & np.all(np.isfinite(dev), axis=1)
     for ty in np.unique(t):
