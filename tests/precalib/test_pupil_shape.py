@@ -12,6 +12,9 @@ from plenocal.model.white import radius_law_at
 from plenocal.precalib.pupil_shape import measure_pupil_ellipses
 
 N = 5.656854249
+LENS_POINTS = 200
+"""Lens points of the brute-force whites (equal-area spiral): the quadrature moves a micro-image's
+moments by well under the tests' tolerances (offsets 0.022 px RMS from the truth at 200 points, 0.015 at 400)."""
 
 
 def _radii(camera):
@@ -87,8 +90,8 @@ def _render(cam, f_number, c, off, A, B, seed):
     k, l = cam.mla.lattice.all_indices()
     m, q = radius_law_at(cam, k, l)
     s = cam.sensor.pixel_size_mm
-    i = np.arange(400) + 0.5
-    rr, aa = np.sqrt(i / 400), i * np.pi * (3 - np.sqrt(5))
+    i = np.arange(LENS_POINTS) + 0.5
+    rr, aa = np.sqrt(i / LENS_POINTS), i * np.pi * (3 - np.sqrt(5))
     lens = np.ascontiguousarray(np.c_[rr * np.cos(aa), rr * np.sin(aa)])
     img = np.zeros((cam.sensor.height_px, cam.sensor.width_px))
     _white_kernel(img, np.ascontiguousarray(c), np.abs(m) / f_number / s, np.abs(q) / s, np.ascontiguousarray(off),
@@ -126,9 +129,9 @@ def test_a_displaced_compressed_pupil_is_measured_where_the_white_departs(small_
     sel = far & p.elliptical
     # Offset (from the grid node, which the true micro-image centre is) and radial semi-axis.
     err_off = p.offset_px[sel] - (c + off - node)[sel]
-    assert np.sqrt(np.mean(np.sum(err_off**2, axis=1))) < 0.1, np.sqrt(np.mean(np.sum(err_off**2, axis=1)))  # measured 0.015
+    assert np.sqrt(np.mean(np.sum(err_off**2, axis=1))) < 0.1, np.sqrt(np.mean(np.sum(err_off**2, axis=1)))  # measured 0.022
     err = _radial_scale(p, radial)[sel] - (1.0 - 0.2 * u[sel])
-    assert abs(np.median(err)) < 0.02, np.median(err)  # measured −0.001
+    assert abs(np.median(err)) < 0.02, np.median(err)  # measured −0.0006
     assert np.percentile(np.abs(err), 90) < 0.05  # measured 0.012
     # shape=False: the same micro-images and centres, the disc's shape.
     q = measure_pupil_ellipses(white, cam.grid, radius_aperture_px=ra, radius_lens_px=rb, types=types, f_number=N, shape=False)
@@ -155,6 +158,6 @@ def test_the_pupil_shape_is_told_from_the_lenslets_by_the_f_number(small_camera)
     truth = 1.0 - 0.2 * u[far]
     err_one = np.median(_radial_scale(one, radial)[far] - truth)
     err_both = np.median(_radial_scale(both, radial)[far] - truth)
-    assert err_one < -0.05, err_one  # the lenslets' narrower blur read as a narrower pupil (measured −0.118)
-    assert abs(err_both) < 0.02, err_both  # measured −0.005
+    assert err_one < -0.05, err_one  # the lenslets' narrower blur read as a narrower pupil (measured −0.117)
+    assert abs(err_both) < 0.02, err_both  # measured −0.003
     np.testing.assert_array_equal(both.offset_px[far], one.offset_px[far])
