@@ -43,3 +43,10 @@ def bounded_float(low: float, high: float, *, low_open: bool = False) -> Callabl
 
 
 __all__ = ["bounded_float", "bounded_int"]
+
+
+PUPIL_SHAPES = ("disc", "white", "white-centre")
+"""``--pupil-shape`` of detect and run: the main aperture's preimage in each micro-image for
+detection's corner model: the paper's disc, the ellipse measured from the white
+(:mod:`plenocal.precalib.pupil_shape`), or the disc at the white's measured centre."""
+DEFAULT_PUPIL_SHAPE = "disc"

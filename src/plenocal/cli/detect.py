@@ -26,7 +26,7 @@ import numpy as np
 
 from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
-from plenocal.cli._args import bounded_int
+from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES, bounded_int
 from plenocal.detect.corners import devignette
 from plenocal.detect.pipeline import detect_frame, frame_micro_images
 from plenocal.errors import DataError, InputFileError
@@ -68,6 +68,18 @@ def nodes_needed(n_nodes: int, *, image_decided: bool) -> int:
     return max(LINK_MIN_CLUSTERS, int(np.ceil(LINK_MIN_NODE_FRACTION * n_nodes)))
 
 
+def pupil_ellipses(shape: str, white: np.ndarray, *, grid: Any, omega: Any, layout: Any, dataset: Dataset) -> Any:
+    """The main aperture's preimages for ``--pupil-shape`` (None for the paper's disc); the
+    ellipse's shape from every white of the dataset (role ``white``) when there are several."""
+    if shape == "disc":
+        return None
+    from plenocal.detect.pipeline import white_pupil_ellipses
+
+    others = [(float(e.f_number), dataset.read_image(e)) for e in dataset.manifest.with_role(ImageRole.WHITE)
+              if e.f_number is not None] if shape == "white" else []
+    return white_pupil_ellipses(white, grid=grid, omega=omega, layout=layout, shape=shape == "white", other_whites=others)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("detect", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
     p.add_argument("dataset", type=Path, metavar="DATASET", help="plenocal dataset folder")
@@ -83,6 +95,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "main aperture's vignetting of the micro-lens pupil is inverted to chief-ray positions")
     p.add_argument("--invert-estimator", action="store_true", help="chief-ray positions by inverting the corner estimator on rendered corners "
                    "instead of fitting the rendered corner to the pixels (independent, ~30 %% noisier)")
+    p.add_argument("--pupil-shape", choices=PUPIL_SHAPES, default=DEFAULT_PUPIL_SHAPE,
+                   help="the main aperture's preimage in each micro-image: 'disc' (the paper's, radius R_a about the grid node), "
+                        "'white' (an ellipse measured from the devignetting white where it departs from the disc model) or "
+                        f"'white-centre' (the disc at the white's measured centre there); default {DEFAULT_PUPIL_SHAPE}")
     second = p.add_argument_group("second pass (after calibration; 'plenocal run' does it)")
     second.add_argument("--previous", type=Path, default=None, metavar="DIR",
                         help="a first pass's output: frames it refused or linked partly are detected again with the camera "
@@ -265,6 +281,7 @@ def run(args: argparse.Namespace) -> int:
         mic_obs = read_observations(mic_path)
         validate_observations(mic_obs, mic_path, lattice=camera.mla.lattice, image_size=sensor)
         mic = mic_obs.mic
+    pupil = pupil_ellipses(args.pupil_shape, white, grid=camera.grid, omega=omega, layout=camera.mla.types, dataset=dataset)
     parts: list[BapFeatures] = []  # per frame, its features linked (node −1 where not)
     per_frame: list[dict[str, Any]] = []
     statuses: list[FramePoseInit] = []
@@ -285,6 +302,7 @@ def run(args: argparse.Namespace) -> int:
             det = detect_frame(
                 image, white, grid=camera.grid, omega=omega, layout=camera.mla.types, frame=entry.frame,
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator, keep_images=True,
+                pupil=pupil,
             )
             t_detect = time.perf_counter() - t0
             # Linked right away (frames are linked independently), so that the nodes its pose
@@ -353,6 +371,8 @@ def run(args: argparse.Namespace) -> int:
         "pupil_vignetting": not args.no_pupil_vignetting,
         "positions": obs.positions,
         "fit_rendered": not args.invert_estimator,
+        "pupil_shape": args.pupil_shape,
+        **({} if pupil is None else {"pupil_ellipses": int(pupil.elliptical.sum())}),
         "n_bap": len(obs.bap),
         "n_mic": len(obs.mic),
         "n_frames": len(frames),
@@ -424,6 +444,10 @@ def run_second_pass(args: argparse.Namespace) -> int:
     entries = {e.frame: e for e in m.images if e.role in FRAME_ROLES}
     white = dataset.read_image(m.with_role(ImageRole.DEVIGNETTING)[0])
     vig, rendered = bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True))
+    shape = str(doc.get("pupil_shape", "disc"))
+    if shape not in PUPIL_SHAPES:
+        raise InputFileError(prev / "detection.json", f"pupil_shape {shape!r} is none of {', '.join(PUPIL_SHAPES)}; run the first pass again")
+    pupil = pupil_ellipses(shape, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset)
     parts = [prev_obs.bap]
     n_added_frames = 0
     micro = None
@@ -448,7 +472,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
         if linked_ok and frame in poses:
             if micro is None:  # the micro-images are the white's: set up once, each frame only devignetted
                 micro = frame_micro_images(white, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types,
-                                           pupil_vignetting=vig)[1]
+                                           pupil_vignetting=vig, pupil=pupil)[1]
 
             def devignetted(entry=entries[frame]) -> np.ndarray:
                 return devignette(dataset.read_image(entry), white)[0]
@@ -462,7 +486,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
             continue
         elif not linked_ok:
             added, record = _relink_refused(dataset, entries[frame], white, pre=pre, calibrated=calibrated, board=board,
-                                            pupil_vignetting=vig, fit_rendered=rendered)
+                                            pupil_vignetting=vig, fit_rendered=rendered, pupil=pupil)
         else:
             rec["second_pass"] = {"action": "kept (no calibrated pose)"}
             continue
@@ -489,13 +513,13 @@ def run_second_pass(args: argparse.Namespace) -> int:
 
 
 def _relink_refused(dataset: Dataset, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,
-                    pupil_vignetting: bool, fit_rendered: bool) -> tuple[BapFeatures, dict[str, Any]]:
+                    pupil_vignetting: bool, fit_rendered: bool, pupil: Any = None) -> tuple[BapFeatures, dict[str, Any]]:
     """A frame the first pass refused: detected again, linked with the calibrated camera (its
     barycentre pinhole; :func:`link_frame`, as the first pass links) and completed with its pose.
     Returns the linked features and what happened."""
     det = detect_frame(dataset.read_image(entry), white, grid=pre.camera.grid, omega=pre.internal_parameters,
                        layout=pre.camera.mla.types, frame=entry.frame, pupil_vignetting=pupil_vignetting,
-                       fit_rendered=fit_rendered, keep_images=True)
+                       fit_rendered=fit_rendered, keep_images=True, pupil=pupil)
     linked, r, few, record = link_frame(det, entry.frame, camera=calibrated, board=board, fit_rendered=fit_rendered,
                                         grid_camera=pre.camera)
     if r is None or not r.ok or few is not None:

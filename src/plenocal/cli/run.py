@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES
 from plenocal.errors import PlenocalError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import remove_stale_temporaries
@@ -48,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-pupil-vignetting", action="store_true",
         help="detect corners where they appear (the paper's way) instead of inverting the pupil vignetting to chief-ray positions",
     )
+    p.add_argument("--pupil-shape", choices=PUPIL_SHAPES, default=DEFAULT_PUPIL_SHAPE,
+                   help="the main aperture's preimage in each micro-image for detection's corner model: 'disc' (the paper's, "
+                        "radius R_a about the grid node), 'white' (an ellipse measured from the white where the white departs "
+                        f"from the disc model) or 'white-centre' (the disc at the white's measured centre there); default {DEFAULT_PUPIL_SHAPE}")
     cal = p.add_argument_group("calibration options (passed to 'plenocal calibrate')")
     pitches = cal.add_mutually_exclusive_group()
     pitches.add_argument("--two-pitches", dest="calibrate_args", action="append_const", const="--two-pitches",
@@ -145,7 +150,7 @@ def _up_to_date(stage: Stage, folder: Path, cache: dict[Path, str] | None = None
 
 
 def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: list[str] | None = None,
-         depth: bool = True, depth_scaling: bool = True) -> list[Stage]:
+         depth: bool = True, depth_scaling: bool = True, pupil_shape: str = DEFAULT_PUPIL_SHAPE) -> list[Stage]:
     """The stages to run on ``dataset`` (see the module docstring)."""
     m = dataset.manifest
     ds = str(dataset.folder)
@@ -160,7 +165,8 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
         stages.append(
             Stage(
                 "detect",
-                ["detect", ds, "-o", str(det), "--precalibration", str(pre), *([] if vignetting else ["--no-pupil-vignetting"])],
+                ["detect", ds, "-o", str(det), "--precalibration", str(pre), *([] if vignetting else ["--no-pupil-vignetting"]),
+                 *([] if pupil_shape == DEFAULT_PUPIL_SHAPE else ["--pupil-shape", pupil_shape])],
                 [manifest, *images, pre / "camera.json", pre / "observations.npz"],
                 [det / "observations.npz", det / "detection.json"],
             )
@@ -392,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
     # The run's folder holds one folder per stage and report.html; each stage checks its own.
     check_output_folder(out, inputs=[dataset.folder, *dataset.files()], owned=None)
     stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args),
-                  depth=not args.no_depth, depth_scaling=not args.no_depth_scaling)
+                  depth=not args.no_depth, depth_scaling=not args.no_depth_scaling, pupil_shape=args.pupil_shape)
     t0 = time.perf_counter()
     with folder_lock(out):
         status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))

@@ -367,11 +367,15 @@ def _edge(t, dk):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, inline="always", fastmath=True)
-def _lens_sample(wzx, wzy, pa1, pa2, pb1, pb2, ex, ey, qa1, qa2, qb1, qb2, ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, scale):  # pragma: no cover
+def _lens_sample(wzx, wzy, pa1, pa2, pb1, pb2, ex, ey, qa1, qa2, qb1, qb2, ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, scale,
+                 ell, a11, a12, a22):  # pragma: no cover
     """The contribution of lens point z (unit disc) to :func:`_render_pixel`, times ``scale``:
     returns (scale·(m·f + cov·h), scale·m) and adds scale × its derivatives into ``g``.
     (wzx, wzy) = R_b·z; pa_i = ρ·(c_i, n_i)·z and pb_i = ρ·(−n_i, c_i)·z (:func:`_sample_table`);
-    qa_i, qb_i the same projections of the pixel's offset from the corner."""
+    qa_i, qb_i the same projections of the pixel's offset from the corner.
+    With ``ell`` the pupil is the ellipse |A·w| ≤ R_a (A = [[a11, a12], [a12, a22]], w the pixel's
+    offset from the pupil centre less R_b·z): (ex, ey) and (wzx, wzy) are then already A·(…), and
+    the mask edge is crossed along the pixel-space gradient of |A·w| (distance (R_a − |A·w|)/|∇|)."""
     wx = ex - wzx
     wy = ey - wzy
     r2 = wx * wx + wy * wy
@@ -393,11 +397,20 @@ def _lens_sample(wzx, wzy, pa1, pa2, pb1, pb2, ex, ey, qa1, qa2, qb1, qb2, ra, c
         # variance σ² (support ±√5·σ), whose CDF is the smoothstep: m = the mask's pixel
         # fraction, cov = −σ²·dm/dt (exact for a Gaussian, first order for any density).
         rr = math.sqrt(r2)
-        xs = min(max(((ra - rr) / sigma + _SMOOTH_HALF) / (2.0 * _SMOOTH_HALF), 0.0), 1.0)
+        if ell:
+            # ∇|A·w_pix| = A·(A·w_pix)/|A·w_pix| (A symmetric), the outward normal in pixels.
+            gx = (a11 * wx + a12 * wy) / max(rr, 1e-12)
+            gy = (a12 * wx + a22 * wy) / max(rr, 1e-12)
+            gn = max(math.sqrt(gx * gx + gy * gy), 1e-12)
+            xs = min(max(((ra - rr) / gn / sigma + _SMOOTH_HALF) / (2.0 * _SMOOTH_HALF), 0.0), 1.0)
+            nx = gx / gn
+            ny = gy / gn
+        else:
+            xs = min(max(((ra - rr) / sigma + _SMOOTH_HALF) / (2.0 * _SMOOTH_HALF), 0.0), 1.0)
+            nx = wx / max(rr, 1e-12)
+            ny = wy / max(rr, 1e-12)
         m = xs * xs * (3.0 - 2.0 * xs)
         cov = -sigma * 6.0 * xs * (1.0 - xs) / (2.0 * _SMOOTH_HALF)
-        nx = wx / max(rr, 1e-12)
-        ny = wy / max(rr, 1e-12)
     acc = m * f
     if d1 == 0.0 and d2 == 0.0:
         # Both edges saturated: the corner is flat at this sample, no slope and no covariance term.
@@ -428,15 +441,19 @@ def _lens_sample(wzx, wzy, pa1, pa2, pb1, pb2, ex, ey, qa1, qa2, qb1, qb2, ra, c
 
 
 @nb.njit(cache=True, inline="always")
-def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab):  # pragma: no cover - compiled
+def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab, ell, a11, a12, a22):  # pragma: no cover - compiled
     """Per lens point z of pts[s0:s1] the corner-independent-of-pixel terms of :func:`_lens_sample`:
-    R_b·z, ρ·(c_i, n_i)·z and ρ·(−n_i, c_i)·z (into ``tab``, one row per point)."""
+    R_b·z (A·R_b·z with ``ell``), ρ·(c_i, n_i)·z and ρ·(−n_i, c_i)·z (into ``tab``, one row per point)."""
     for s in range(s0, s1):
         zx = pts[s, 0]
         zy = pts[s, 1]
         j = s - s0
-        tab[j, 0] = rbi * zx
-        tab[j, 1] = rbi * zy
+        if ell:
+            tab[j, 0] = rbi * (a11 * zx + a12 * zy)
+            tab[j, 1] = rbi * (a12 * zx + a22 * zy)
+        else:
+            tab[j, 0] = rbi * zx
+            tab[j, 1] = rbi * zy
         tab[j, 2] = rho_i * (c1 * zx + n1 * zy)
         tab[j, 3] = rho_i * (c2 * zx + n2 * zy)
         tab[j, 4] = rho_i * (-n1 * zx + c1 * zy)
@@ -444,7 +461,7 @@ def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab):  # pragma: no c
 
 
 @nb.njit(cache=True, inline="always", fastmath=True)
-def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, n_pts, tab, grad, g, unblurred):  # pragma: no cover
+def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, n_pts, tab, grad, g, unblurred, ell, pup):  # pragma: no cover
     """Σ_z over lens samples of the pixel-integrated devignetted corner at pixel (x, y), and its
     derivatives when ``grad`` (into ``g``: ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 of the returned mean).
 
@@ -459,6 +476,9 @@ def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk,
     0 for a real lens, 1/31 for PRISM's chief ray) reaches the pixel along its chief ray, z = 0,
     unblurred but through the same aperture mask.
     The devignetted value is Σ E[M·S] / Σ m, the white being Σ m.
+    With ``ell`` the pupil's preimage is an ellipse: ``pup`` = (o_x, o_y, a11, a12, a22, s_max), the
+    mask |A·(x + δ − c − o − R_b z)| ≤ R_a (``tab`` holds A·R_b·z), s_max A's largest eigenvalue
+    (the mask's edge band in A's frame is s_max times the pixel's).
     Returns (Σ m·f + T, Σ m) where f = erf·erf is the unit-contrast corner; (±1, 1) with zero
     derivatives when the pixel is farther than ``reach`` from both lines (every sample then sees
     the same quadrant)."""
@@ -474,19 +494,33 @@ def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk,
     qb2 = -n2 * (x - kx) + c2 * (y - ky)
     ex = x - mx
     ey = y - my
-    lim = ra + _SMOOTH_HALF * sigma
-    inner = ra - _SMOOTH_HALF * sigma
+    a11 = 1.0
+    a12 = 0.0
+    a22 = 1.0
+    if ell:
+        ex0 = ex - pup[0]
+        ey0 = ey - pup[1]
+        a11 = pup[2]
+        a12 = pup[3]
+        a22 = pup[4]
+        ex = a11 * ex0 + a12 * ey0
+        ey = a12 * ex0 + a22 * ey0
+        lim = ra + _SMOOTH_HALF * sigma * pup[5]
+        inner = ra - _SMOOTH_HALF * sigma * pup[5]
+    else:
+        lim = ra + _SMOOTH_HALF * sigma
+        inner = ra - _SMOOTH_HALF * sigma
     acc = 0.0
     wsum = 0.0
     blurred = 1.0 - unblurred
     for j in range(n_pts):
         a, w = _lens_sample(tab[j, 0], tab[j, 1], tab[j, 2], tab[j, 3], tab[j, 4], tab[j, 5], ex, ey, qa1, qa2, qb1, qb2,
-                            ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, blurred)
+                            ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, blurred, ell, a11, a12, a22)
         acc += a
         wsum += w
     if unblurred > 0.0:
         a, w = _lens_sample(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, ex, ey, qa1, qa2, qb1, qb2,
-                            ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, unblurred * n_pts)
+                            ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, unblurred * n_pts, ell, a11, a12, a22)
         acc += a
         wsum += w
     return acc, wsum
@@ -509,7 +543,7 @@ def _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density,
 
 
 @nb.njit(parallel=True, cache=True)
-def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap):  # pragma: no cover
+def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap, ell, pupil):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
 
     Pixel x of micro-image i sees the sharp (chief-ray) image S at x + ρ·z for the lens-disc
@@ -518,7 +552,8 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     0.5 + 0.5·sign·mean(erf(d1/(√2σ))·erf(d2/(√2σ))), integrated over the pixel's area with the
     mask (:func:`_render_pixel`). ``pts`` holds equal-area disc point sets of increasing size,
     ``offsets`` their bounds; the first set with at least ``density``·ρ² points is used
-    (spacing ≈ √(π/density) px).
+    (spacing ≈ √(π/density) px). Where ``ell[i]`` the pupil's preimage is the ellipse ``pupil[i]``
+    (:func:`_render_pixel`), elsewhere the disc of radius R_a about c_i.
     """
     M = mic.shape[0]
     H, W = out.shape
@@ -528,7 +563,7 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
         s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap)
         g = np.empty(4)
         tab = np.empty((s1 - s0, 6))
-        _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab)
+        _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab, ell[i], pupil[i, 2], pupil[i, 3], pupil[i, 4])
         r = radius[i]
         for y in range(max(y0, 0), min(y1 + 1, H)):
             for x in range(max(x0, 0), min(x1 + 1, W)):
@@ -537,12 +572,12 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
                 if ex * ex + ey * ey > r * r:
                     continue
                 acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], ra[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, reach, sigma, k, dk, s1 - s0, tab, False, g, unblurred)
+                                          c1, n1, c2, n2, reach, sigma, k, dk, s1 - s0, tab, False, g, unblurred, ell[i], pupil[i])
                 out[y, x] = 0.5 + 0.5 * sign[i] * acc / wsum if wsum > 1e-9 else 0.0
 
 
 @nb.njit(parallel=True, cache=True, fastmath=True)
-def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap):  # pragma: no cover
+def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap, ell, pupil):  # pragma: no cover
     """:func:`render_kernel` and its derivatives in one pass, on a square stencil per micro-image:
     ``out[q, i, (y − oy + h)·(2h + 1) + (x − ox + h)]`` for the pixels (x, y) of micro-image i,
     (ox, oy) = ``origin[i]``, h = ``half_size``; q = 0 the devignetted value, 1–2 ∂/∂K (u, v),
@@ -556,7 +591,7 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
         s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap)
         g = np.empty(4)
         tab = np.empty((s1 - s0, 6))
-        _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab)
+        _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab, ell[i], pupil[i, 2], pupil[i, 3], pupil[i, 4])
         r = radius[i]
         half = 0.5 * sign[i]
         y0 = max(y0, origin[i, 1] - half_size)
@@ -571,7 +606,7 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
                     continue
                 o = (y - origin[i, 1] + half_size) * side + (x - origin[i, 0] + half_size)
                 acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], ra[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, reach, sigma, k, dk, s1 - s0, tab, True, g, unblurred)
+                                          c1, n1, c2, n2, reach, sigma, k, dk, s1 - s0, tab, True, g, unblurred, ell[i], pupil[i])
                 if wsum > 1e-9:
                     inv = half / wsum
                     out[0, i, o] = 0.5 + acc * inv

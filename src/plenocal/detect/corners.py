@@ -33,6 +33,7 @@ from plenocal.detect._kernels import (
     symmetric_kernel,
     xjunction_fit_kernel,
 )
+from plenocal.model.pupil_ellipse import PupilEllipses
 
 FloatArray = NDArray[np.float64]
 
@@ -343,6 +344,14 @@ corners more were left unconverged."""
 _NO_CAP = float(_SET_SIZES[-1])
 
 
+def _pupil_arrays(pupil: PupilEllipses | None, n: int) -> tuple[NDArray[np.bool_], FloatArray]:
+    """The render kernels' (ell, pupil) arrays for ``n`` corners (the paper's disc when None)."""
+    p = PupilEllipses.discs(n) if pupil is None else pupil
+    if len(p) != n:
+        raise ValueError(f"{len(p)} pupil ellipses for {n} corners")
+    return p.kernel_arrays()
+
+
 def _per_corner(value: float | FloatArray, n: int) -> FloatArray:
     """One value per corner (C-contiguous float64), from a scalar or an (n,) array."""
     return np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)))
@@ -361,6 +370,7 @@ def render_corners(
     *,
     sigma_px: float = RENDER_SIGMA_PX,
     unblurred_weight: float = 0.0,
+    pupil: PupilEllipses | None = None,
 ) -> FloatArray:
     """Render, in place in ``out``, devignetted micro-images of checkerboard corners whose
     chief-ray projection is ``corner`` (model.projection.project_bap), blurred by ρ through the
@@ -380,14 +390,18 @@ def render_corners(
     radius_lens_px : (M,) R_b = |q_i|/s.
     unblurred_weight : the fraction of light that reaches each pixel along its chief ray, unblurred
         (pre-calibration's w: 0 for a real lens, 1/31 for PRISM).
+    pupil : (M,) the main aperture's preimage per corner as an ellipse
+        (:class:`~plenocal.model.pupil_ellipse.PupilEllipses`: |A·(x − c − o − R_b z)| ≤ R_a);
+        None: the disc of radius R_a about c.
     """
+    ell, pup = _pupil_arrays(pupil, len(centres))
     render_kernel(
         out, np.ascontiguousarray(centres, dtype=np.float64), np.ascontiguousarray(radii_px, dtype=np.float64),
         np.ascontiguousarray(radius_lens_px, dtype=np.float64), _per_corner(radius_aperture_px, len(centres)),
         np.ascontiguousarray(rho, dtype=np.float64), np.ascontiguousarray(corner, dtype=np.float64),
         np.ascontiguousarray(angles, dtype=np.float64), np.ascontiguousarray(sign, dtype=np.float64),
         float(sigma_px), float(RENDER_DENSITY), float(RENDER_MASK_DENSITY), _DISC_POINTS, _DISC_OFFSETS,
-        float(unblurred_weight), np.full(len(centres), _NO_CAP),
+        float(unblurred_weight), np.full(len(centres), _NO_CAP), ell, pup,
     )
     return out
 
@@ -416,6 +430,7 @@ def chief_ray_corners(
     tolerance_px: float = 0.02,
     buffer: FloatArray | None = None,
     unblurred_weight: float = 0.0,
+    pupil: PupilEllipses | None = None,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Chief-ray corners from observed ones, by inverting the image formation.
 
@@ -429,6 +444,10 @@ def chief_ray_corners(
     order, whatever that bias is. Newton-like steps K ← K + J⁻¹(observed − e(render(K))), with J
     the Jacobian of the first-order model (:func:`plenocal.model.projection.pupil_shift_px`).
 
+    With ``pupil`` (M,) the main aperture's preimage is an ellipse per corner (rendered exactly;
+    the first-order model that starts the inversion and gives J uses its stand-in disc,
+    :meth:`~plenocal.model.pupil_ellipse.PupilEllipses.first_order`).
+
     Returns
     -------
     chief : (M, 2); converged : (M,) last step below ``tolerance_px``.
@@ -441,15 +460,16 @@ def chief_ray_corners(
     rb = np.asarray(radius_lens_px, dtype=np.float64)
     ra = _per_corner(radius_aperture_px, M)
     rho = np.asarray(rho, dtype=np.float64)
-    K = pupil_unshift(observed, rho, centres, ra, rb)
+    c1, ra1 = (centres, ra) if pupil is None else pupil.first_order(centres, ra)
+    K = pupil_unshift(observed, rho, c1, ra1, rb)
     # Jacobian of the first-order model at the start (it varies slowly).
     h = 0.05
     J = np.empty((M, 2, 2))
     for a in range(2):
         dp = np.zeros(2)
         dp[a] = h
-        fp = pupil_shift_px(K + dp, rho, centres, ra, rb)
-        fm = pupil_shift_px(K - dp, rho, centres, ra, rb)
+        fp = pupil_shift_px(K + dp, rho, c1, ra1, rb)
+        fm = pupil_shift_px(K - dp, rho, c1, ra1, rb)
         J[:, :, a] = (fp - fm) / (2 * h)
     det = J[:, 0, 0] * J[:, 1, 1] - J[:, 0, 1] * J[:, 1, 0]
     bad = ~(np.abs(det) > 0.2)
@@ -463,7 +483,7 @@ def chief_ray_corners(
         # Only the corners not converged yet are rendered and re-estimated.
         t = todo
         render_corners(out, centres[t], radii_px[t] + 1.5, K[t], fit.angles[t], sign[t], rho[t], ra[t], rb[t],
-                       unblurred_weight=unblurred_weight)
+                       unblurred_weight=unblurred_weight, pupil=None if pupil is None else pupil.take(t))
         e, _ = locate_corners(out, weight, centres[t], radii_px[t], observed[t], fit.angles[t])
         s = np.clip(np.einsum("mij,mj->mi", Jinv[t], observed[t] - e), -1.0, 1.0)
         K[t] += s
@@ -520,6 +540,7 @@ def refine_rendered(
     noise_matched: bool = True,
     sigma_start: FloatArray | None = None,
     lens_points_start: FloatArray | None = None,
+    pupil: PupilEllipses | None = None,
 ) -> RenderedFit:
     """Chief-ray corners by fitting the rendered corner (:func:`render_corners`) to the pixels.
 
@@ -541,6 +562,9 @@ def refine_rendered(
     stops once its step is below ``tolerance_px`` or
     :data:`STEP_FRACTION_OF_SIGMA` of its σ — the effort follows the image's noise; a corner is
     never reported converged from a coarse iteration.
+
+    ``pupil`` (M,): the main aperture's preimage per micro-image as an ellipse
+    (:func:`render_corners`); None: the disc of radius R_a about the centre.
 
     Returns
     -------
@@ -568,6 +592,7 @@ def refine_rendered(
     rad = np.asarray(radii_px, dtype=np.float64)
     rho = np.asarray(rho, dtype=np.float64)
     sign = np.asarray(sign, dtype=np.float64)
+    ell, pup = _pupil_arrays(pupil, M)
     th = np.array(angles, dtype=np.float64, copy=True)
     step = np.full((M, 2), np.inf)
     det_ok = np.ones(M, dtype=bool)
@@ -592,6 +617,7 @@ def refine_rendered(
             G, origin[t], r, H, W, np.ascontiguousarray(centres[t], dtype=np.float64), rad[t], rb[t], ra[t],
             rho[t], np.ascontiguousarray(K[t]), np.ascontiguousarray(th[t]), sign[t], float(RENDER_SIGMA_PX), float(density),
             float(RENDER_MASK_DENSITY), _DISC_POINTS, _DISC_OFFSETS, float(unblurred_weight), np.ascontiguousarray(cap[t]),
+            ell[t], np.ascontiguousarray(pup[t]),
         )
         # G: value, ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 at the stencil pixels (0 where w = 0 is unused).
         # Linear in (a, b, b·dKx, b·dKy, b·dθ1, b·dθ2): obs = a + b·r0 + Σ (b·d_j)·J_j.

@@ -152,8 +152,8 @@ def predict_node_views(
     centres, usable = micro.centres[idx], micro.usable[idx]
     appear = chief
     if micro.vignetted:
-        appear = pupil_shift_px(chief, np.nan_to_num(rho) + micro.blur_offset[idx], centres,
-                                micro.radius_aperture_px[idx], micro.radius_lens_px[idx])
+        pc, pra = micro.first_order_pupil(idx)
+        appear = pupil_shift_px(chief, np.nan_to_num(rho) + micro.blur_offset[idx], pc, pra, micro.radius_lens_px[idx])
     inside = np.hypot(*(appear - centres).T) <= usable - BORDER_MARGIN_PX
     inside &= np.abs(rho) <= RESOLVABLE_BLUR_FRACTION * (usable - BORDER_MARGIN_PX) if micro.typed else True
     H, W = micro.weight.shape
@@ -299,13 +299,14 @@ __all__ = [
 def complete_frame(
     image: NDArray, white: NDArray, *, grid, omega, layout, camera: PlenopticCamera, cam_from_world: Pose,
     board: Checkerboard, known: BapFeatures, rms_bound: float, frame: int = 0, pupil_vignetting: bool = True,
-    fit_rendered: bool = True,
+    fit_rendered: bool = True, pupil=None,
 ) -> NodeDetection:
     """:func:`detect_board_nodes` on a raw image: devignetted and its micro-images set up as
     :func:`plenocal.detect.pipeline.detect_frame` does (same arguments)."""
     from plenocal.detect.pipeline import frame_micro_images
 
-    dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting)
+    dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting,
+                                   pupil=pupil)
     return detect_board_nodes(dv, micro, camera=camera, cam_from_world=cam_from_world, board=board, known=known,
                               rms_bound=rms_bound, pitch_px=grid.diameter_px, frame=frame, fit_rendered=fit_rendered)
 

@@ -8,6 +8,7 @@ Cluster ids are per frame; linking clusters to checkerboard nodes needs a pose
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -30,6 +31,7 @@ from plenocal.model.camera import MicroImageGrid
 from plenocal.model.lattice import TypeLayout
 from plenocal.model.observations import BapFeatures
 from plenocal.model.projection import MIN_LENS_RADIUS_PX, pupil_unshift
+from plenocal.model.pupil_ellipse import PupilEllipses
 from plenocal.model.white import InternalParameters
 
 USABLE_RADIUS_FRACTION = 0.85
@@ -97,6 +99,7 @@ def detect_frame(
     pupil_vignetting: bool = True,
     fit_rendered: bool = True,
     keep_images: bool = False,
+    pupil: PupilEllipses | None = None,
 ) -> FrameDetection:
     """BAP features of one raw checkerboard image.
 
@@ -118,8 +121,11 @@ def detect_frame(
     keep_images : keep the devignetted image and the micro-images in the result (about 200 MB
         at full scale), so that corners predicted later in the frame are fitted without
         devignetting it again (:func:`plenocal.detect.nodes.detect_board_nodes`).
+    pupil : the main aperture's preimage per micro-image of the grid, measured from the white
+        (:func:`white_pupil_ellipses`); None: the paper's disc of radius R_a about each node.
     """
-    dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting)
+    dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting,
+                                   pupil=pupil)
     sel, uv, fit, rms_bound, counts = _first_corners(dv, micro)
     clusters = cluster_observations(uv, grid.diameter_px)
     counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
@@ -161,14 +167,10 @@ def detect_frame(
                           devignetted=dv if keep_images else None, micro=micro if keep_images else None)
 
 
-def frame_micro_images(
-    image: NDArray, white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
-    pupil_vignetting: bool = True,
-) -> tuple[NDArray[np.float64], MicroImages]:
-    """The devignetted image (H, W) and, per micro-image of the grid, what fitting and predicting
-    corners there needs (:class:`MicroImages`). Arguments as :func:`detect_frame`'s."""
-    H, W = np.asarray(image).shape[:2]
-    dv, weight = devignette(image, white)
+def _local_radii(grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout) -> tuple[
+        NDArray[np.float64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Per micro-image of the grid (order of ``grid.lattice.all_indices()``): centre (M, 2), type,
+    white radius R(N), R_a, R_b (px) and the physical blur − reported ρ (px)."""
     k_all, l_all = grid.lattice.all_indices()
     centres = grid.centres(k_all, l_all)
     n_types = max(layout.n_types, 1)
@@ -180,18 +182,48 @@ def frame_micro_images(
     m_loc, q_loc = omega.local(centres, np.clip(types, 0, n_types - 1))
     q_ref = np.asarray(omega.q_mm if omega.q_mm else (0.0,), dtype=np.float64)[np.clip(types, 0, n_types - 1)]
     radius = np.abs(m_loc / omega.f_number + q_loc) / s_mm
+    ra_all = np.abs(m_loc) / omega.f_number / s_mm
+    rb_all = np.abs(q_loc) / s_mm
+    return centres, types, radius, ra_all, rb_all, (q_loc - q_ref) / s_mm
+
+
+def white_pupil_ellipses(white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
+                         shape: bool = True, other_whites: Sequence[tuple[float, NDArray]] = ()) -> PupilEllipses:
+    """The main aperture's preimage per micro-image of the grid, measured from the white at the
+    frames' f-number (:func:`plenocal.precalib.pupil_shape.measure_pupil_ellipses`; ``shape``
+    False: the disc's shape at the measured centre; ``other_whites`` (N, image) separate the
+    pupil's shape from the lenslet's), with the R_a and R_b that detection uses.
+    Computed once per white, passed to :func:`detect_frame`."""
+    from plenocal.precalib.pupil_shape import measure_pupil_ellipses
+
+    _, types, _, ra_all, rb_all, _ = _local_radii(grid, omega, layout)
+    return measure_pupil_ellipses(white, grid, radius_aperture_px=ra_all, radius_lens_px=rb_all, types=types,
+                                  f_number=omega.f_number, shape=shape, other_whites=other_whites)
+
+
+def frame_micro_images(
+    image: NDArray, white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
+    pupil_vignetting: bool = True, pupil: PupilEllipses | None = None,
+) -> tuple[NDArray[np.float64], MicroImages]:
+    """The devignetted image (H, W) and, per micro-image of the grid, what fitting and predicting
+    corners there needs (:class:`MicroImages`). Arguments as :func:`detect_frame`'s."""
+    H, W = np.asarray(image).shape[:2]
+    dv, weight = devignette(image, white)
+    k_all, l_all = grid.lattice.all_indices()
+    centres, types, radius, ra_all, rb_all, blur_offset = _local_radii(grid, omega, layout)
     usable = USABLE_RADIUS_FRACTION * radius
     margin = np.ceil(radius) + 2
     on = (centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin) & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin)
-    ra_all = np.abs(m_loc) / omega.f_number / s_mm
-    rb_all = np.abs(q_loc) / s_mm
-    blur_offset = (q_loc - q_ref) / s_mm  # physical blur − reported ρ, per micro-image
     # Unfocused cameras (|q| → 0, R_b → 0): the aperture holds the whole lens disc for every pixel
     # but a strip R_b wide at the micro-image border, so corners are not displaced.
     vig = pupil_vignetting and layout.n_types > 0 and float(np.min(rb_all)) > MIN_LENS_RADIUS_PX
+    if pupil is not None and len(pupil) != len(centres):
+        raise ValueError(f"{len(pupil)} pupil ellipses for a grid of {len(centres)} micro-images")
+    pupil_c, pupil_ra = (centres, ra_all) if pupil is None else pupil.first_order(centres, ra_all)
     micro = MicroImages(centres=centres, usable=usable, on_idx=np.flatnonzero(on), types=types, radius_aperture_px=ra_all,
                         radius_lens_px=rb_all, blur_offset=blur_offset, vignetted=vig, weight=weight, omega=omega,
-                        k=k_all, l=l_all, typed=layout.n_types > 0)
+                        k=k_all, l=l_all, typed=layout.n_types > 0, pupil=pupil, pupil_centres=pupil_c,
+                        pupil_radius_px=pupil_ra)
     return dv, micro
 
 
@@ -240,7 +272,11 @@ def estimate_clusters(
     Returns labels, v_obs, v_cluster, rho, chief, counts."""
     omega = micro.omega
     weight, centres, usable = micro.weight, micro.centres, micro.usable
-    ra_all, rb_all, blur_offset = micro.radius_aperture_px, micro.radius_lens_px, micro.blur_offset
+    rb_all, blur_offset = micro.radius_lens_px, micro.blur_offset
+    ra_all = micro.radius_aperture_px
+    # The first-order (radial) shift model's disc: the pupil ellipse's stand-in where measured.
+    pc_sel, pra_sel = micro.first_order_pupil(sel)
+    pupil_sel = None if micro.pupil is None else micro.pupil.take(sel)
     t = micro.types[sel]
     mic_sel = centres[sel]
     buffer = np.zeros_like(dv) if micro.vignetted and not fit_rendered and exact else None
@@ -258,7 +294,7 @@ def estimate_clusters(
     else:
         for _ in range(VIRTUAL_DEPTH_ROUNDS):
             labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
-            chief = pupil_unshift(uv, np.nan_to_num(rho) + blur_offset[sel], mic_sel, ra_all[sel], rb_all[sel])
+            chief = pupil_unshift(uv, np.nan_to_num(rho) + blur_offset[sel], pc_sel, pra_sel, rb_all[sel])
         if exact:
             labels, fit_counts, v_obs, v_cluster, rho = depths(chief, labels0)
             ok = np.zeros(len(sel), dtype=bool)
@@ -274,13 +310,14 @@ def estimate_clusters(
                     rho_now = np.nan_to_num(rho) + blur_offset[sel]
                     # (corners in no cluster are not fitted: nothing uses their positions)
                     redo = (labels0 >= 0) if rho_prev is None else (labels0 >= 0) & unsettled_by_blur_change(
-                        chief, rho_prev, rho_now, mic_sel, ra_all[sel], rb_all[sel], ok=ok, sigma_px=position_sigma)
+                        chief, rho_prev, rho_now, pc_sel, pra_sel, rb_all[sel], ok=ok, sigma_px=position_sigma)
                     r_ = np.flatnonzero(redo)
                     rendered = refine_rendered(
                         dv, weight, mic_sel[r_], usable[sel][r_], chief[r_], angles[r_], fit.render_sign[r_], rho_now[r_],
                         ra_all[sel][r_], rb_all[sel][r_], unblurred_weight=omega.unblurred_weight,
                         iterations=RENDERED_ITERATIONS[min(rnd, 1)],
                         lens_points_start=None if rnd == 0 else lens_points[r_],
+                        pupil=None if pupil_sel is None else pupil_sel.take(r_),
                     )
                     new, new_ok = chief.copy(), ok.copy()
                     angles = angles.copy()
@@ -291,7 +328,7 @@ def estimate_clusters(
                 else:
                     new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho) + blur_offset[sel], weight, mic_sel, usable[sel],
                                                     ra_all[sel], rb_all[sel], buffer=buffer,
-                                                    unblurred_weight=omega.unblurred_weight)
+                                                    unblurred_weight=omega.unblurred_weight, pupil=pupil_sel)
                 if rnd:
                     # Later rounds refine ρ; a cluster whose υ jumps is not converging: keep its
                     # previous positions.
@@ -382,6 +419,19 @@ class MicroImages:
     l: NDArray[np.int64] | None = None
     typed: bool = True
     """The camera has micro-lens types (a blur radius ρ per corner); False: unfocused, ρ is NaN."""
+    pupil: PupilEllipses | None = None
+    """(M,) the main aperture's preimage per micro-image, measured from the white (None: the disc)."""
+    pupil_centres: NDArray[np.float64] | None = None
+    """(M, 2) the first-order shift model's pupil centres (``centres`` where no ellipse)."""
+    pupil_radius_px: NDArray[np.float64] | None = None
+    """(M,) the first-order shift model's pupil radii (``radius_aperture_px`` where no ellipse)."""
+
+    def first_order_pupil(self, idx: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Centres (n, 2) and radii (n,) of the discs that the first-order pupil-shift model
+        (:func:`plenocal.model.projection.pupil_shift_px`) takes for micro-images ``idx``."""
+        c = self.centres if self.pupil_centres is None else self.pupil_centres
+        r = self.radius_aperture_px if self.pupil_radius_px is None else self.pupil_radius_px
+        return c[idx], r[idx]
 
     @cached_property
     def tree(self) -> cKDTree:
@@ -440,7 +490,8 @@ def predicted_views(
     owner, near, pred = owner[inside], near[inside], pred[inside]
     if micro.vignetted and len(near):
         rho = blur_radii_px(v[owner], micro.types[near], micro.omega) + micro.blur_offset[near]
-        pred = pupil_shift_px(pred, rho, centres[near], micro.radius_aperture_px[near], micro.radius_lens_px[near])
+        pc, pra = micro.first_order_pupil(near)
+        pred = pupil_shift_px(pred, rho, pc, pra, micro.radius_lens_px[near])
         reach_ok = np.hypot(*(pred - centres[near]).T) <= usable[near] - BORDER_MARGIN_PX + slack_px
         owner, near, pred = owner[reach_ok], near[reach_ok], pred[reach_ok]
     return owner, near, pred
