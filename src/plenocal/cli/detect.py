@@ -73,11 +73,15 @@ def pupil_ellipses(shape: str, white: np.ndarray, *, grid: Any, omega: Any, layo
     ellipse's shape from every white of the dataset (role ``white``) when there are several."""
     if shape == "disc":
         return None
-    from plenocal.detect.pipeline import white_pupil_ellipses
+    from plenocal.detect.pipeline import local_radii
+    from plenocal.precalib.pupil_shape import measure_pupil_ellipses
 
     others = [(float(e.f_number), dataset.read_image(e)) for e in dataset.manifest.with_role(ImageRole.WHITE)
               if e.f_number is not None] if shape == "white" else []
-    return white_pupil_ellipses(white, grid=grid, omega=omega, layout=layout, shape=shape == "white", other_whites=others)
+    # measured once per white with the R_a and R_b that detection uses, passed to detect_frame
+    _, types, _, ra_all, rb_all, _ = local_radii(grid, omega, layout)
+    return measure_pupil_ellipses(white, grid, radius_aperture_px=ra_all, radius_lens_px=rb_all, types=types,
+                                  f_number=omega.f_number, shape=shape == "white", other_whites=others)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

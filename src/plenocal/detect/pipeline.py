@@ -8,7 +8,6 @@ Cluster ids are per frame; linking clusters to checkerboard nodes needs a pose
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -122,7 +121,7 @@ def detect_frame(
         at full scale), so that corners predicted later in the frame are fitted without
         devignetting it again (:func:`plenocal.detect.nodes.detect_board_nodes`).
     pupil : the main aperture's preimage per micro-image of the grid, measured from the white
-        (:func:`white_pupil_ellipses`); None: the paper's disc of radius R_a about each node.
+        (``plenocal detect`` measures them: :func:`plenocal.cli.detect.pupil_ellipses`); None: the paper's disc of radius R_a about each node.
     """
     dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting,
                                    pupil=pupil)
@@ -167,7 +166,7 @@ def detect_frame(
                           devignetted=dv if keep_images else None, micro=micro if keep_images else None)
 
 
-def _local_radii(grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout) -> tuple[
+def local_radii(grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout) -> tuple[
         NDArray[np.float64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """Per micro-image of the grid (order of ``grid.lattice.all_indices()``): centre (M, 2), type,
     white radius R(N), R_a, R_b (px) and the physical blur − reported ρ (px)."""
@@ -187,20 +186,6 @@ def _local_radii(grid: MicroImageGrid, omega: InternalParameters, layout: TypeLa
     return centres, types, radius, ra_all, rb_all, (q_loc - q_ref) / s_mm
 
 
-def white_pupil_ellipses(white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
-                         shape: bool = True, other_whites: Sequence[tuple[float, NDArray]] = ()) -> PupilEllipses:
-    """The main aperture's preimage per micro-image of the grid, measured from the white at the
-    frames' f-number (:func:`plenocal.precalib.pupil_shape.measure_pupil_ellipses`; ``shape``
-    False: the disc's shape at the measured centre; ``other_whites`` (N, image) separate the
-    pupil's shape from the lenslet's), with the R_a and R_b that detection uses.
-    Computed once per white, passed to :func:`detect_frame`."""
-    from plenocal.precalib.pupil_shape import measure_pupil_ellipses
-
-    _, types, _, ra_all, rb_all, _ = _local_radii(grid, omega, layout)
-    return measure_pupil_ellipses(white, grid, radius_aperture_px=ra_all, radius_lens_px=rb_all, types=types,
-                                  f_number=omega.f_number, shape=shape, other_whites=other_whites)
-
-
 def frame_micro_images(
     image: NDArray, white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
     pupil_vignetting: bool = True, pupil: PupilEllipses | None = None,
@@ -210,7 +195,7 @@ def frame_micro_images(
     H, W = np.asarray(image).shape[:2]
     dv, weight = devignette(image, white)
     k_all, l_all = grid.lattice.all_indices()
-    centres, types, radius, ra_all, rb_all, blur_offset = _local_radii(grid, omega, layout)
+    centres, types, radius, ra_all, rb_all, blur_offset = local_radii(grid, omega, layout)
     usable = USABLE_RADIUS_FRACTION * radius
     margin = np.ceil(radius) + 2
     on = (centres[:, 0] >= margin) & (centres[:, 0] <= W - 1 - margin) & (centres[:, 1] >= margin) & (centres[:, 1] <= H - 1 - margin)
