@@ -213,3 +213,21 @@ def _nearest_node(cam, pose, feats: BapFeatures, *, within_px: float = 1.5) -> n
     d = np.hypot(proj[..., 0] - feats.u[:, None], proj[..., 1] - feats.v[:, None])
     best = np.argmin(d, axis=1)
     return np.where(d[np.arange(len(best)), best] <= within_px, best, -1)
+
+
+def test_micro_image_index_finds_each_lens_or_minus_one():
+    """The vectorised (k, l) lookup agrees with a dictionary's, negative indices and absent lenses
+    included."""
+    from plenocal.detect.nodes import micro_image_index
+
+    rng = np.random.default_rng(3)
+    k = rng.permutation(np.repeat(np.arange(-5, 60), 3))
+    l = rng.integers(-3, 40, k.size)
+    pairs = {(int(a), int(b)) for a, b in zip(k, l, strict=True)}
+    k, l = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    kq = np.concatenate([k[::7], [1000, -6]])
+    lq = np.concatenate([l[::7], [0, 0]])
+    lut = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(k, l, strict=True))}
+    expected = [lut.get((int(a), int(b)), -1) for a, b in zip(kq, lq, strict=True)]
+    np.testing.assert_array_equal(micro_image_index(k, l, kq, lq), expected)
+    assert micro_image_index(k[:0], l[:0], kq, lq).tolist() == [-1] * len(kq)

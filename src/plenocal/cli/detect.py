@@ -451,7 +451,11 @@ def run_second_pass(args: argparse.Namespace) -> int:
     shape = str(doc.get("pupil_shape", "disc"))
     if shape not in PUPIL_SHAPES:
         raise InputFileError(prev / "detection.json", f"pupil_shape {shape!r} is none of {', '.join(PUPIL_SHAPES)}; run the first pass again")
-    pupil = pupil_ellipses(shape, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset)
+    # the first pass measured the same white: where it found no micro-image off the disc model the
+    # disc is what detection used (0.66 s of a full-scale R12-A second pass not measured again)
+    measured_none = shape != "disc" and doc.get("pupil_ellipses") == 0
+    pupil = None if measured_none else pupil_ellipses(shape, white, grid=pre.camera.grid, omega=omega,
+                                                      layout=pre.camera.mla.types, dataset=dataset)
     parts = [prev_obs.bap]
     n_added_frames = 0
     micro = None

@@ -207,6 +207,22 @@ def board_points(
     return a[:, :2] + lam[:, None] * (b[:, :2] - a[:, :2])
 
 
+def micro_image_index(k: NDArray, l: NDArray, k_query: NDArray, l_query: NDArray) -> NDArray[np.int64]:
+    """(Q,) the position of each queried lens (``k_query``, ``l_query``) among the lenses (``k``,
+    ``l``), −1 where it is not one of them (vectorised: a sorted search of the pairs as one key)."""
+    keys = np.asarray(k, dtype=np.int64) * _LENS_KEY + np.asarray(l, dtype=np.int64)
+    query = np.asarray(k_query, dtype=np.int64) * _LENS_KEY + np.asarray(l_query, dtype=np.int64)
+    if not len(keys):
+        return np.full(len(query), -1, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    pos = np.clip(np.searchsorted(keys[order], query), 0, len(keys) - 1)
+    return np.where(keys[order][pos] == query, order[pos], -1).astype(np.int64)
+
+
+_LENS_KEY = np.int64(1) << 31
+"""(k, l) → k·2³¹ + l: distinct for any lattice index pair below 2³¹ in magnitude."""
+
+
 def detect_board_nodes(
     dv: FloatArray, micro: MicroImages, *, camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard,
     known: BapFeatures, rms_bound: float, pitch_px: float, frame: int = 0, fit_rendered: bool = True,
@@ -234,8 +250,7 @@ def detect_board_nodes(
         ``nodes_seen_once`` (no feature: no υ), ``nodes_added``, ``features_added``.
     """
     known = known.select(known.node >= 0)
-    lut = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(micro.k, micro.l, strict=True))}
-    taken = np.array([lut.get((int(a), int(b)), -1) for a, b in zip(known.k, known.l, strict=True)], dtype=np.int64)
+    taken = micro_image_index(micro.k, micro.l, known.k, known.l)
     todo = np.setdiff1d(np.arange(board.n_nodes), known.node)
     views = predict_node_views(camera, cam_from_world, board, micro=micro, nodes=todo)
     fresh = ~np.isin(views.index, taken)
