@@ -126,3 +126,31 @@ def test_undeclared_bayer_mosaic(capfd, tmp_path, small_camera, whites):
 def test_jpeg_compressed_whites(capfd, tmp_path, small_camera, whites):
     ds = _dataset(tmp_path, small_camera, [WhiteImage(w.f_number, _jpeg(w.image, 75), w.name) for w in whites])
     _refused(capfd, tmp_path, ds, r"white image images/white-.*\.png went through JPEG compression: .*8x8 blocks.*PNG or TIFF")
+
+
+def test_f_numbers_are_compared_on_the_lenses_every_white_has():
+    """A real lens: the lenslets' blur grows across the field and each aperture's conforming region
+    differs (here f/4's is half the others'). Over each white's own micro-images the law disagrees
+    with itself (f/4 +20 %, f/5.66 −14 %, f/11.31 no f-number); over the micro-images all whites
+    share it holds exactly."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    k, l = rng.permutation(n), np.zeros(n, dtype=np.int64)
+    r = k / n  # field position 0 … 1
+    m2, used = 400.0, [4.0, 5.66, 8.0, 11.31]
+    moments, types = {}, {}
+    for N in used:
+        own = r < (0.5 if N == 4.0 else 1.0)
+        var = (m2 / N**2 + 20.0 + 40.0 * r[own] ** 2) / 4.0  # 4σ² = m²/N² + b(r)
+        moments[N] = SimpleNamespace(k=k[own], l=l[own], variance_px2=var)
+        types[N] = np.zeros(own.sum(), dtype=np.int64)
+    ratios = checks.f_number_ratios(moments, types, used, 1)
+    assert max(abs(v - 1.0) for v in ratios.values()) < 1e-3
+    old = checks.MIN_COMMON_MICRO_IMAGES
+    try:
+        checks.MIN_COMMON_MICRO_IMAGES = n + 1  # each white's own micro-images, as before
+        assert abs(checks.f_number_ratios(moments, types, used, 1)[4.0] - 1.0) > 0.15
+    finally:
+        checks.MIN_COMMON_MICRO_IMAGES = old

@@ -16,6 +16,7 @@ on the whites that enter Ω, once Ω is fitted (exposure, then f-numbers).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,15 @@ needed): 4σ²(N) = m²/N² + b_i per type i, so N = |m|/√(4σ² − b_i). Cor
 thick, vignetting lens, its f/11.31 white extrapolated from f/5.66 and f/8), 4.4 % with an undeclared
 Bayer mosaic. Mislabelled by a full, half or third stop: 41, 19, 12 %. JPEG (quality 85) and 3×
 over-exposure move it by up to 24 % and 17 %: those are checked first."""
+
+MIN_COMMON_MICRO_IMAGES = 500
+"""The whites' radius law is compared on the micro-images that conform in every white compared
+(the same lenses at every f-number) when at least this many do; otherwise each white's own. On a
+real lens the conforming region changes with the aperture and the lenslets' blur changes across
+the field (docs/model.md, "Real micro-lenses"), so medians over different regions disagree by
+themselves: plenocal's telephoto render, its f/4 white vignetted by the front element, named no
+single culprit on each white's own micro-images (without f/4: f/5.66 −23 %, f/11.31 +71 %) and
+names f/4 (+34 %) on the 11 203 common ones (the others then within 8.4 %)."""
 
 
 class WhiteImageError(DataError):
@@ -294,7 +304,8 @@ def check_aperture_order(moments: Mapping[float, object], types: Mapping[float, 
 def f_number_ratios(moments: Mapping[float, object], types: Mapping[float, NDArray[np.int64]],
                     used: Sequence[float], n_types: int) -> dict[float, float]:
     """Per used white, N_implied / N_declared from the radius law fitted to the other used whites
-    (leave one out; :data:`MAX_F_NUMBER_RATIO_ERROR`). Needs three used whites (NaN otherwise).
+    (leave one out; :data:`MAX_F_NUMBER_RATIO_ERROR`), on the micro-images every used white has
+    (:data:`MIN_COMMON_MICRO_IMAGES`). Needs three used whites (NaN otherwise).
 
     The law per type i: y = 4σ²(N) = m²·(1/N²) + b_i, linear in (m², b_1..b_I), fitted to the per-type
     median second moments; the left-out white's implied 1/N² is the count-weighted mean over types
@@ -303,7 +314,12 @@ def f_number_ratios(moments: Mapping[float, object], types: Mapping[float, NDArr
     nt = max(n_types, 1)
     if len(used) < 3:
         return {N: float("nan") for N in used}
-    med = {N: _per_type_medians(np.asarray(moments[N].variance_px2), np.clip(types[N], 0, None), nt)[0]  # type: ignore[attr-defined]
+    keys = {N: np.asarray(moments[N].k, dtype=np.int64) * (1 << 31) + np.asarray(moments[N].l, dtype=np.int64)  # type: ignore[attr-defined]
+            for N in used}
+    common = functools.reduce(np.intersect1d, keys.values())
+    sel = {N: (np.isin(keys[N], common) if len(common) >= MIN_COMMON_MICRO_IMAGES else np.ones(len(keys[N]), dtype=bool))
+           for N in used}
+    med = {N: _per_type_medians(np.asarray(moments[N].variance_px2)[sel[N]], np.clip(types[N][sel[N]], 0, None), nt)[0]  # type: ignore[attr-defined]
            for N in used}
     out: dict[float, float] = {}
     for left in used:
@@ -364,7 +380,8 @@ def check_f_numbers(moments: Mapping[float, object], types: Mapping[float, NDArr
         raise WhiteImageError(
             f"white image {names[culprit]} is declared f/{culprit:g} but its micro-images, against the radius law of the "
             f"other whites, say {says(culprit)}, allowed {100 * MAX_F_NUMBER_RATIO_ERROR:g} %; check its f_number in "
-            "manifest.json")
+            "manifest.json, or whether the lens vignettes at that aperture (an element other than the stop clipping "
+            "the beam): then its frames see another aperture than declared; use an aperture where it does not")
     each = "; ".join(f"{names[N]} (declared f/{N:g}) says {says(N)}" for N in sorted(ratios))
     raise WhiteImageError(
         f"the white images' micro-images do not follow one radius law with their declared f-numbers: against the "
@@ -378,6 +395,7 @@ __all__ = [
     "MAX_CLIPPED_PLATEAU_FRACTION",
     "MAX_F_NUMBER_RATIO_ERROR",
     "MAX_MOSAIC_IMBALANCE",
+    "MIN_COMMON_MICRO_IMAGES",
     "MIN_JPEG_COMB",
     "MIN_JPEG_COMB_Z",
     "ORDER_TOLERANCE_SE",
