@@ -15,6 +15,7 @@ wall time of detection, of the pass-1 completion and of pass 2. Prints JSON (als
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -36,7 +37,8 @@ def stage(argv: list[str], out: Path, *, reuse: bool) -> float:
     if reuse and out.exists():
         return 0.0
     t0 = time.perf_counter()
-    code = plenocal(argv)
+    with contextlib.redirect_stdout(sys.stderr):  # the stages' own lines: stdout carries the JSON only
+        code = plenocal(argv)
     if code != 0:
         raise SystemExit(f"plenocal {' '.join(argv)} exited {code}")
     return time.perf_counter() - t0
