@@ -50,7 +50,7 @@ DEFAULT_PUPIL_SHAPE = "white-centre"
 """Where the white shows the pupil's image displaced from the grid node (a real lens's pupil
 aberration; nowhere on PRISM's or plenocal's thin-lens and double-Gauss renders, whose detections
 are the same bytes either way), detection centres the disc there. The real-optics R12-B set
-(docs/model.md, "Tried … the white's measured, displaced, elliptical pupil"): F +0.60 → −0.40 %
+(docs/model.md, "Detection's corner model with the white's measured, displaced, elliptical pupil"): F +0.60 → −0.40 %
 (2.0 → 0.9σ), D +0.88 → −0.12 % (2.9 → 0.3σ), the exit pupil 0.47 → 9.65 mm (truth 9.35), u0
 −11.7 → −3.9 px; d +0.27 → −0.45 %, f_i −3.5…−4.1 → −4.3…−4.9 % (the lenslets' bias, in the
 central data too), v0 −8.8 → −11.8 px, ε_z 0.17 → 0.23 % (± 0.19), held-out RMSE 0.257 → 0.266 px.
@@ -58,4 +58,3 @@ The ellipse's shape (``white``) adds rejections where it acts and is not taken."
 
 
 __all__ = ["DEFAULT_PUPIL_SHAPE", "PUPIL_SHAPES", "bounded_float", "bounded_int"]
-

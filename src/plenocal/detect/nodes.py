@@ -32,6 +32,7 @@ from plenocal.detect.pipeline import (
 )
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
+from plenocal.model.lattice import lens_keys
 from plenocal.model.observations import BapFeatures
 from plenocal.model.projection import micro_lens_centres, project_bap, pupil_shift_px, virtual_points
 from plenocal.model.target import Checkerboard
@@ -210,17 +211,12 @@ def board_points(
 def micro_image_index(k: NDArray, l: NDArray, k_query: NDArray, l_query: NDArray) -> NDArray[np.int64]:
     """(Q,) the position of each queried lens (``k_query``, ``l_query``) among the lenses (``k``,
     ``l``), −1 where it is not one of them (vectorised: a sorted search of the pairs as one key)."""
-    keys = np.asarray(k, dtype=np.int64) * _LENS_KEY + np.asarray(l, dtype=np.int64)
-    query = np.asarray(k_query, dtype=np.int64) * _LENS_KEY + np.asarray(l_query, dtype=np.int64)
+    keys, query = lens_keys(k, l), lens_keys(k_query, l_query)
     if not len(keys):
         return np.full(len(query), -1, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     pos = np.clip(np.searchsorted(keys[order], query), 0, len(keys) - 1)
     return np.where(keys[order][pos] == query, order[pos], -1).astype(np.int64)
-
-
-_LENS_KEY = np.int64(1) << 31
-"""(k, l) → k·2³¹ + l: distinct for any lattice index pair below 2³¹ in magnitude."""
 
 
 def detect_board_nodes(

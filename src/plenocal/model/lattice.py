@@ -16,6 +16,15 @@ from plenocal.errors import ModelError
 
 SIN60 = float(np.sqrt(3.0) / 2.0)
 
+LENS_KEY_BASE = np.int64(1) << 31
+"""(k, l) → k·2³¹ + l (:func:`lens_keys`): distinct for any index pair below 2³¹ in magnitude."""
+
+
+def lens_keys(k: ArrayLike, l: ArrayLike) -> NDArray[np.int64]:
+    """One int64 key per micro-lens (k, l), to match lenses between sets with ``np.isin``,
+    ``np.intersect1d`` or a sorted search."""
+    return np.asarray(k, dtype=np.int64) * LENS_KEY_BASE + np.asarray(l, dtype=np.int64)
+
 
 class LatticeKind(Enum):
     """Arrangement of the micro-lenses."""

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.errors import DataError
+from plenocal.model.lattice import lens_keys
 
 FloatArray = NDArray[np.float64]
 
@@ -314,8 +315,7 @@ def f_number_ratios(moments: Mapping[float, object], types: Mapping[float, NDArr
     nt = max(n_types, 1)
     if len(used) < 3:
         return {N: float("nan") for N in used}
-    keys = {N: np.asarray(moments[N].k, dtype=np.int64) * (1 << 31) + np.asarray(moments[N].l, dtype=np.int64)  # type: ignore[attr-defined]
-            for N in used}
+    keys = {N: lens_keys(moments[N].k, moments[N].l) for N in used}  # type: ignore[attr-defined]
     common = functools.reduce(np.intersect1d, keys.values())
     sel = {N: (np.isin(keys[N], common) if len(common) >= MIN_COMMON_MICRO_IMAGES else np.ones(len(keys[N]), dtype=bool))
            for N in used}
