@@ -113,6 +113,18 @@ def test_provenance_and_uncertainty(calibrated):
     assert cf.uncertainty["F_mm"] > 0 and "sensor_distance_mm" in cf.uncertainty
 
 
+def test_model_field_of_a_thin_lens_is_unlimited(calibrated):
+    """The synthetic thin-lens camera: every ring's residuals are the centre's (plenocal.evaluate.field),
+    so camera.json's model field sets no limit and says how far the features reach."""
+    _, out = calibrated
+    cf = read_camera_file(out / "camera.json")
+    assert cf.model_field is not None and cf.field_radius_mm is None
+    assert cf.model_field["reach_mm"] > 3.0 and len(cf.model_field["rings"]) >= 3
+    assert max(r["ratio"] for r in cf.model_field["rings"]) < cf.model_field["max_ratio"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["model_field"]["radius_mm"] is None and report["model_field"]["rejected_beyond"] == 0
+
+
 def test_stdout_table(calibrated, truth, tmp_path, capsys):
     base, _ = calibrated
     assert main(["calibrate", str(base / "ds"), "-o", str(tmp_path / "o"), "--loss", "linear",

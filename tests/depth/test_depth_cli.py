@@ -129,3 +129,30 @@ def test_depth_cli_bad_input_is_one_line(dataset, tmp_path, capsys, extra, messa
     assert code == 2
     assert message in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_depth_cli_gives_no_depth_beyond_the_model_field_unless_asked(dataset, tmp_path, capsys):
+    """A camera.json whose calibration limited the model's field (``model_field.radius_mm``): no
+    point beyond it in the PLY, the count in depth.json and in the frame's line; ``--whole-field``
+    matches there too."""
+    cam = preset("r12-a", small=True).camera
+    radius_mm = 1.2
+    path = write_camera(tmp_path / "camera.json", cam, model_field={"radius_mm": radius_mm, "reach_mm": 3.0, "rings": []})
+    pp = np.asarray(cam.principal_point_px)
+    counts = {}
+    for extra in ([], ["--whole-field"]):
+        out = tmp_path / f"out{len(extra)}"
+        assert main(["depth", str(dataset), "--camera", str(path), "--kappa", str(dataset / "kappa.json"),
+                     "-o", str(out), "--frames", "1", *extra]) == 0
+        doc = json.loads((out / "depth.json").read_text())
+        assert doc["model_field"] == {"radius_mm": radius_mm, "applied": not extra}
+        v = plyfile.PlyData.read(str(out / "depth" / "frame-1.ply"))["vertex"]
+        k, l = np.asarray(v["k"]), np.asarray(v["l"])
+        r_mm = np.hypot(*(cam.grid.centres(k, l) - pp).T) * cam.sensor.pixel_size_mm
+        counts[bool(extra)] = doc["frames"]["1"]["counts"]
+        if extra:
+            assert r_mm.max() > 1.5 * radius_mm and counts[True]["outside_field"] == 0
+        else:
+            assert r_mm.max() <= radius_mm and counts[False]["outside_field"] > 300
+            assert f"{counts[False]['outside_field']} beyond the model's field" in capsys.readouterr().out
+    assert counts[False]["estimated"] < counts[True]["estimated"] - counts[False]["outside_field"] // 2

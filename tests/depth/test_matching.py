@@ -208,3 +208,27 @@ def test_neighbour_tables_are_kept_per_grid_and_handed_out_as_copies(r12a):
     three, _ = M.neighbour_table(c, r12a.grid.diameter_px, rings=3.0, star_rings=0.0)
     assert three.shape[1] != b.shape[1]
     assert len(M._NEIGHBOUR_TABLES) <= M.NEIGHBOUR_TABLES_KEPT
+
+
+def test_micro_images_beyond_the_model_field_get_no_depth(r12a, renders):
+    """With the calibrated model's field (``camera.json``'s ``model_field``) the textured
+    micro-images whose centre lies beyond it are not matched (``outside_field``), neither gives
+    nor takes part in the aggregation, and those inside keep the depth they had, except where
+    their aggregation neighbourhood reached across the edge."""
+    from plenocal.depth.matching import STATUS_OUTSIDE_FIELD, depth_map
+
+    dv, weight = renders[300.0]
+    pp = np.asarray(r12a.principal_point_px)
+    radius = 250.0
+    full = depth_map(dv, weight, r12a, kappa=KAPPA)
+    cut = depth_map(dv, weight, r12a, kappa=KAPPA, field_radius_px=radius)
+    dist = np.hypot(*(cut.centres_px - pp).T)
+    beyond = cut.status == STATUS_OUTSIDE_FIELD
+    assert beyond.sum() == cut.counts()["outside_field"] > 300
+    assert np.all(dist[beyond] > radius) and np.all(np.isnan(cut.virtual_depth[beyond]))
+    assert np.array_equal(beyond, full.textured & (dist > radius))
+    assert cut.ok.sum() > 0.9 * np.sum(full.ok & (dist <= radius))
+    # away from the edge by more than the aggregation's reach, the same depths
+    inner = cut.ok & (dist < radius - 5 * r12a.grid.diameter_px)
+    assert inner.sum() > 100
+    np.testing.assert_array_equal(cut.virtual_depth[inner], full.virtual_depth[inner])

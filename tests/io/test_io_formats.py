@@ -389,3 +389,25 @@ def test_writers_never_touch_other_files(tmp_path: Path, r12a_camera):
     before = os.stat(src).st_mtime_ns
     write_camera(tmp_path / "camera.json", r12a_camera)
     assert src.read_text() == "keep" and os.stat(src).st_mtime_ns == before
+
+
+def test_camera_model_field_round_trip_and_check(tmp_path):
+    """``model_field`` is passed through, its radius checked on reading."""
+    import json
+
+    from plenocal.errors import InputFileError
+    from plenocal.io.camera import read_camera_file, write_camera
+    from plenocal.sim.presets import preset
+
+    cam = preset("r12-a", small=True).camera
+    path = write_camera(tmp_path / "camera.json", cam, model_field={"radius_mm": 6.35, "reach_mm": 11.4, "rings": []})
+    f = read_camera_file(path)
+    assert f.field_radius_mm == 6.35 and f.model_field["reach_mm"] == 11.4 and f.camera == cam
+    path = write_camera(tmp_path / "camera.json", cam, model_field={"radius_mm": None})
+    assert read_camera_file(path).field_radius_mm is None
+    assert read_camera_file(write_camera(tmp_path / "plain.json", cam)).field_radius_mm is None
+    doc = json.loads(path.read_text())
+    doc["model_field"]["radius_mm"] = -1.0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputFileError, match="model_field"):
+        read_camera_file(path)

@@ -255,3 +255,15 @@ def test_the_main_lens_model_and_what_a_real_lens_means():
                             "depth_distortion": {"kept": True, "wald": 99.0, "threshold": 13.8}})
     assert [f.level for f in pupil] == ["info", "warning"]
     assert model_findings(None) == [] and model_findings({}) == []
+
+
+def test_a_limited_model_field_is_a_warning_and_explains_the_rejections():
+    field = {"radius_mm": 6.35, "reach_mm": 11.4, "rejected_beyond": 180,
+             "rings": [{"inner_mm": 5.0, "ratio": 1.25}, {"inner_mm": 7.0, "ratio": 2.2}, {"inner_mm": 8.0, "ratio": 10.1}]}
+    v = assemble({"calibration": _calibration(rejected={"bap": 200, "uv": 200, "rho": 0, "mic": 0}, model_field=field)})
+    assert v.status == "not trustworthy"  # the rejections stay an error: the intrinsics were fitted with them
+    texts = [f.text for f in v.findings]
+    assert any("180 of them beyond the model's field (6.3 mm" in t for t in texts)
+    assert any(t.startswith("the model describes the lens to 6.3 mm") and "2.2–10.1×" in t for t in texts)
+    unlimited = assemble({"calibration": _calibration(model_field={"radius_mm": None, "reach_mm": 12.1, "rings": []})})
+    assert not any("model describes the lens" in f.text for f in unlimited.findings)

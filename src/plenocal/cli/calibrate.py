@@ -65,6 +65,7 @@ from plenocal.calib.plausibility import (
 from plenocal.calib.priors import Prior, check_priors
 from plenocal.calib.residuals import MeasuredPupilRadii
 from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
+from plenocal.evaluate.field import ModelField, field_of_calibration
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file, read_internal_parameters, write_camera
@@ -520,6 +521,16 @@ def consistency_record(result: CalibrationResult, inputs: Inputs) -> dict[str, A
     return out
 
 
+def rejected_beyond(result: CalibrationResult, field: ModelField) -> int:
+    """How many of the features calibration rejected lie beyond the model's field."""
+    if not field.limited:
+        return 0
+    rej = result.rejected_features
+    cam = result.camera
+    c = cam.grid.centres(rej.k, rej.l) - np.asarray(cam.principal_point_px, dtype=np.float64)
+    return int(np.sum(np.hypot(c[:, 0], c[:, 1]) * cam.sensor.pixel_size_mm > field.radius_mm))
+
+
 def run(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     inputs = read_inputs(args)
@@ -559,13 +570,16 @@ def run(args: argparse.Namespace) -> int:
     report["pupil"] = pupil
     report["checks"] = {"passed": not failed, "failed": failed, "written_anyway": bool(failed)}
     report["consistency"] = consistency_record(result, inputs)
+    field = field_of_calibration(result.camera, result.poses, board, inputs.observations)
+    report["model_field"] = _finite({**field.to_json(), "rejected_beyond": rejected_beyond(result, field)})
     if failed:
         provenance["checks_failed"] = failed
     # Everything computed and checked: now write, all files or none.
     with atomic_folder(out, owned=OUTPUTS) as tmp:
         written = [
             write_camera(tmp / "camera.json", result.camera, internal_parameters=inputs.omega,
-                         uncertainty=_finite(uncertainty), provenance=provenance),
+                         uncertainty=_finite(uncertainty), provenance=provenance,
+                         model_field=_finite(field.to_json())),
             write_poses(tmp / "poses.json", result.poses),
             write_document(tmp / "report.json", report),
         ]
@@ -579,6 +593,7 @@ def run(args: argparse.Namespace) -> int:
     if (line := model_line(result)) is not None:
         print(line)
     print(result.parameter_table())
+    print(field.line())
     rm = result.rmse
     print(
         f"rmse uv {rm['uv_px']:.4g} px, rho {rm['rho_px']:.4g} px, mic {rm['mic_px']:.4g} px; "

@@ -26,6 +26,11 @@ ADDRESS`` on an existing Dask cluster (its workers must see the same paths), and
 after the other in this process (the kernels use every core already; see :data:`DEFAULT_LOCAL`);
 the files are the same bytes whichever.
 
+Where the calibrated ``camera.json`` limits the model's field (``model_field``: the radius beyond
+which the calibration's residuals show aberrations the model does not have,
+:mod:`plenocal.evaluate.field`), micro-images beyond it get no depth (status ``outside_field``);
+``--whole-field`` matches them anyway.
+
 With ``--scaling FILE`` (``plenocal depth-scaling``'s fit on the calibration frames), each
 estimate's 1/υ is corrected by the fitted c0 + c1·(1/υ) when the fit was kept
 (:mod:`plenocal.depth.scaling`), before the points; ``depth.json`` records it.
@@ -58,7 +63,7 @@ from plenocal.detect.corners import devignette
 from plenocal.errors import DataError, InputFileError, PlenocalError, UsageError
 from plenocal.io._json import load_json, write_document
 from plenocal.io.atomic import atomic_folder, atomic_write_bytes
-from plenocal.io.camera import read_camera
+from plenocal.io.camera import CameraFile, read_camera, read_camera_file
 from plenocal.io.dataset import FRAME_ROLES, Dataset, ImageEntry, ImageRole, read_dataset
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.ply import ply_bytes
@@ -93,6 +98,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="object distances searched, mm (default: the reference's rule from F and the focus distance)")
     p.add_argument("--scaling", type=Path, default=None, metavar="FILE",
                    help="the depth-scaling.json written by 'plenocal depth-scaling': its correction of 1/υ is applied when it was kept")
+    p.add_argument("--whole-field", action="store_true",
+                   help="give depth beyond the calibrated model's field too (camera.json's model_field; default: not there, "
+                        "the lens's aberrations make it wrong)")
     p.add_argument("--no-aggregation", action="store_true",
                    help="keep each micro-image's own estimate (default: the median of the confident ones around it)")
     ex = p.add_mutually_exclusive_group()
@@ -218,6 +226,8 @@ class FrameJob:
     """numba threads of the task (None: as configured)."""
     scaling: DepthScaling | None = None
     """Correction of 1/υ (``plenocal depth-scaling``), applied when kept."""
+    field_radius_px: float | None = None
+    """The model's field about the principal point (None: no limit)."""
 
 
 @dataclass(frozen=True)
@@ -266,7 +276,7 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     e = job.frame
     dv, weight = devignette(dataset.read_image(e), _white(job.dataset, job.white))
     vd = depth_map(dv, weight, camera, aggregate=job.aggregate, kappa=job.kappa, f_number=e.f_number,
-                   distance_range_mm=job.distance_range_mm)
+                   distance_range_mm=job.distance_range_mm, field_radius_px=job.field_radius_px)
     # the image's geometry is the matched disparity's: drawn with υ as matched, before the scaling
     allfocus = render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=job.kappa, f_number=e.f_number, scale=MAP_SCALE)
     del dv, weight
@@ -285,13 +295,21 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     }, comments=(f"plenocal {__version__} depth, frame {e.frame}", "x y z in mm in the camera frame"))
     c = vd.counts()
     message = (f"frame {e.frame}: {c['estimated']} micro-images with a depth ({c['untextured']} untextured, "
-               f"{c['at_bound']} out of range, {c['at_limit']} too near the MLA's conjugate), median z {np.nanmedian(z) if ok.any() else float('nan'):.1f} mm, "
+               f"{c['at_bound']} out of range, {c['at_limit']} too near the MLA's conjugate"
+               + (f", {c['outside_field']} beyond the model's field" if c["outside_field"] else "")
+               + f"), median z {np.nanmedian(z) if ok.any() else float('nan'):.1f} mm, "
                f"{vd.wall_time_s:.1f} s (all-in-focus image {allfocus.wall_time_s:.1f} s)")
     assert e.frame is not None  # _frames lists frames only
     summary = {**frame_summary(vd, z), "allfocus": {"drawn": allfocus.drawn, "filled": allfocus.filled,
                                                     "wall_time_s": allfocus.wall_time_s}}
     return FrameDepth(e.frame, ply, depth_png(cell_image(camera, z)), grey_png(cell_image(camera, vd.grey)),
                       grey_png(allfocus.image), summary, {**vd.settings, "allfocus": allfocus.settings}, message)
+
+
+def field_radius_of(camera_file: CameraFile, *, whole_field: bool = False) -> float | None:
+    """The model's field radius in px about the principal point (None: no limit, or ``whole_field``)."""
+    r = camera_file.field_radius_mm
+    return None if r is None or whole_field else r / camera_file.camera.sensor.pixel_size_mm
 
 
 def run(args: argparse.Namespace) -> int:
@@ -313,7 +331,9 @@ def run(args: argparse.Namespace) -> int:
         scaling = read_scaling(args.scaling)
         inputs_read.append(Path(args.scaling))
     check_output_folder(out, inputs=inputs_read, owned=OUTPUTS)
-    camera = read_camera(camera_path)
+    camera_file = read_camera_file(camera_path)
+    camera = camera_file.camera
+    field_radius_px = field_radius_of(camera_file, whole_field=getattr(args, "whole_field", False))
     spec = dataset.manifest.camera_spec
     if (camera.sensor.width_px, camera.sensor.height_px) != (spec.width_px, spec.height_px):
         raise InputFileError(camera_path, f"sensor {camera.sensor.width_px} x {camera.sensor.height_px} px differs from "
@@ -335,8 +355,8 @@ def run(args: argparse.Namespace) -> int:
     n_workers = max(1, min(workers if workers is not None else available_cores(), len(frames)))
     # one numba thread per worker of the local cluster when they fill the cores
     threads = None if local or scheduler is not None else max(1, available_cores() // n_workers)
-    jobs = [FrameJob(Path(dataset.folder).resolve(), e, whites[e.frame], Path(camera_path).resolve(), kappa, distance_range, not args.no_aggregation, threads, scaling)
-            for e in frames]
+    jobs = [FrameJob(Path(dataset.folder).resolve(), e, whites[e.frame], Path(camera_path).resolve(), kappa, distance_range, not args.no_aggregation, threads, scaling,
+                     field_radius_px) for e in frames]
     t_all = time.perf_counter()
     summaries: dict[str, Any] = {}
     settings: dict[str, Any] = {}
@@ -363,6 +383,7 @@ def run(args: argparse.Namespace) -> int:
                                           "white": whites[e.frame].path} for e in frames},
             },
             "settings": settings,
+            "model_field": {"radius_mm": camera_file.field_radius_mm, "applied": field_radius_px is not None},
             "scaling": None if scaling is None else {**scaling.to_json(), "applied": scaling.kept},
             "frames": summaries,
             "execution": {"where": "this process" if local else (f"scheduler {scheduler}" if scheduler else f"local Dask cluster of {n_workers} workers")},

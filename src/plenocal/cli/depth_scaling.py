@@ -19,13 +19,13 @@ import numpy as np
 
 from plenocal import __version__
 from plenocal.cli.blur import file_sha256
-from plenocal.cli.depth import read_kappa, white_for
+from plenocal.cli.depth import field_radius_of, read_kappa, white_for
 from plenocal.depth.scaling import DepthScaling, board_samples, fit_depth_scaling
 from plenocal.detect.corners import devignette
 from plenocal.errors import InputFileError
 from plenocal.io._json import load_json, write_document
 from plenocal.io.atomic import atomic_folder
-from plenocal.io.camera import read_camera
+from plenocal.io.camera import read_camera_file
 from plenocal.io.dataset import ImageEntry, ImageRole, read_dataset
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder
 from plenocal.io.poses import read_poses
@@ -69,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
     if poses_path is None:
         raise InputFileError(dataset.folder, "no poses.json in the dataset; pass --poses (the calibration's)")
     out = Path(args.output)
-    camera = read_camera(camera_path)
+    camera_file = read_camera_file(camera_path)
+    camera = camera_file.camera
+    field_radius_px = field_radius_of(camera_file)
     poses = read_poses(poses_path)
     entries: list[ImageEntry] = []
     whites: dict[int | None, ImageEntry] = {}
@@ -98,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
             white_cache = {w.path: dataset.read_image(w)}
         dv, weight = devignette(dataset.read_image(e), white_cache[w.path])
         assert e.frame is not None
-        samples[e.frame] = board_samples(dv, weight, camera, poses[e.frame], board, kappa=kappa, f_number=e.f_number)
+        samples[e.frame] = board_samples(dv, weight, camera, poses[e.frame], board, kappa=kappa, f_number=e.f_number,
+                                         field_radius_px=field_radius_px)
         print(f"frame {e.frame}: {len(samples[e.frame][0])} board micro-images with a depth", flush=True)
     scaling = fit_depth_scaling(samples)
     wall = time.perf_counter() - t0
@@ -110,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
                    "kappa": {"value": kappa, "path": kappa_path},
                    "images": {str(e.frame): {"path": e.path, "sha256": file_sha256(dataset.path(e.path))} for e in entries}},
         "scaling": scaling.to_json(),
+        "model_field": {"radius_mm": camera_file.field_radius_mm, "applied": field_radius_px is not None},
         "frames_skipped": skipped,
         "wall_time_s": wall,
     }

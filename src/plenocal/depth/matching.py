@@ -430,6 +430,7 @@ def estimate_virtual_depths(
     pupil_vignetting: bool = True,
     subset: NDArray[np.bool_] | None = None,
     refine_min_confidence: float = 0.0,
+    field_radius_px: float | None = None,
     chunk: int = CHUNK,
     progress: Callable[[int, int], None] | None = None,
 ) -> VirtualDepthMap:
@@ -459,6 +460,9 @@ def estimate_virtual_depths(
         use them as support below :data:`MIN_SUPPORT_CONFIDENCE`, so :func:`depth_map` passes that
         and skips a third of the refinements (31–39 % on the PRISM translation frames) with the
         same aggregated depths.
+    field_radius_px : the calibrated model's field (``camera.json``'s ``model_field``,
+        :mod:`plenocal.evaluate.field`), px about the principal point: textured micro-images whose
+        centre lies beyond it are not matched (status ``outside_field``); None: no limit.
     chunk : micro-images per kernel call; ``progress(done, total)`` after each.
 
     Returns
@@ -498,6 +502,10 @@ def estimate_virtual_depths(
     status[~in_view] = STATUS_OUTSIDE
     todo = cand[spread[cand] >= min_grey_spread]
     status[todo] = STATUS_NO_PAIRS
+    if field_radius_px is not None:
+        beyond = np.hypot(*(centres[todo] - np.asarray(camera.principal_point_px, dtype=np.float64)).T) > field_radius_px
+        status[todo[beyond]] = STATUS_OUTSIDE_FIELD
+        todo = todo[~beyond]
     if subset is not None:
         todo = todo[np.asarray(subset, dtype=bool)[todo]]
     w = np.full(n, np.nan)
@@ -528,6 +536,7 @@ def estimate_virtual_depths(
         "blur_variances_px2": list(BLUR_VARIANCES_PX2), "interpolation_blur_variance_px2": INTERPOLATION_BLUR_VARIANCE_PX2,
         "lambda": float(lam),
         "pupil_vignetting": bool(pupil_vignetting), "refine_min_confidence": float(refine_min_confidence),
+        "field_radius_px": None if field_radius_px is None else float(field_radius_px),
         "blur_law": {"intercept_px": list(law.intercept_px), "slope_px": law.slope_px},
     }
     return VirtualDepthMap(
@@ -594,6 +603,10 @@ STATUS_AT_LIMIT = 7
 reaches to the MLA's conjugate plane: the surface is probably nearer that plane, where no depth can
 be estimated (a minimum at the search's other end, or at a user's bound, is ``at_bound``)."""
 STATUS_NAMES[STATUS_AT_LIMIT] = "at_limit"
+STATUS_OUTSIDE_FIELD = 8
+"""Textured, but beyond the calibrated model's field (``field_radius_px``): the lens's aberrations
+there are not in the model, and its depth would be wrong (:mod:`plenocal.evaluate.field`)."""
+STATUS_NAMES[STATUS_OUTSIDE_FIELD] = "outside_field"
 
 
 def aggregate_virtual_depths(
@@ -617,7 +630,7 @@ def aggregate_virtual_depths(
     good = vd.ok & (vd.confidence >= min_confidence)
     w = np.where(good, 1.0 / np.where(good, vd.virtual_depth, 1.0), np.nan)
     c = np.where(good, vd.confidence, np.nan)
-    rows = np.flatnonzero(vd.textured)  # only these can get a depth: the medians of the others are not taken
+    rows = np.flatnonzero(vd.textured & (vd.status != STATUS_OUTSIDE_FIELD))  # only these can get a depth
     table = np.column_stack([rows, neigh[rows]])
     valid = table >= 0
     ws = np.where(valid, w[np.clip(table, 0, None)], np.nan)
@@ -640,7 +653,7 @@ def aggregate_virtual_depths(
             c_out[rows[supported]] = np.nanmedian(cs[supported], axis=1)
     status = vd.status.copy()
     status[target] = STATUS_OK
-    status[vd.textured & ~target] = STATUS_UNSUPPORTED
+    status[rows[~supported]] = STATUS_UNSUPPORTED
     status[rows[beyond]] = STATUS_AT_LIMIT
     settings = {**vd.settings, "aggregation": {"rings": float(rings), "min_confidence": float(min_confidence),
                                                "min_support": int(min_support),

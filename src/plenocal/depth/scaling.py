@@ -264,10 +264,12 @@ def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, FloatArray, FloatA
 
 def board_samples(devignetted: NDArray, weight: NDArray, camera: PlenopticCamera, pose: Pose, board: Checkerboard, *,
                   kappa: float, f_number: float | None = None,
-                  distance_range_mm: tuple[float, float] | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+                  distance_range_mm: tuple[float, float] | None = None,
+                  field_radius_px: float | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
     """One calibration frame's samples for :func:`fit_depth_scaling`: the micro-images that see the
     board (:func:`board_virtual_depths`) matched and aggregated as ``plenocal depth`` does (only
-    those: the others are not matched), with the board plane's w and depth.
+    those: the others are not matched; none beyond ``field_radius_px``, the model's field), with the
+    board plane's w and depth.
 
     Returns
     -------
@@ -278,7 +280,8 @@ def board_samples(devignetted: NDArray, weight: NDArray, camera: PlenopticCamera
 
     k_all, l_all = camera.grid.lattice.all_indices()
     on, ups_true = board_virtual_depths(camera, k_all, l_all, pose, board)
-    vd = depth_map(devignetted, weight, camera, kappa=kappa, f_number=f_number, distance_range_mm=distance_range_mm, subset=on)
+    vd = depth_map(devignetted, weight, camera, kappa=kappa, f_number=f_number, distance_range_mm=distance_range_mm, subset=on,
+                   field_radius_px=field_radius_px)
     ok = vd.ok & on
     z = points_from_virtual_depth(camera, k_all[ok], l_all[ok], ups_true[ok])[:, 2]
     return 1.0 / vd.virtual_depth[ok], 1.0 / ups_true[ok], z

@@ -54,12 +54,22 @@ class CameraFile:
         Ω, when the file has ``internal_parameters``.
     uncertainty, provenance : dict or None
         Passed through unchanged (calibration outputs).
+    model_field : dict or None
+        Where the calibrated model describes the lens (:mod:`plenocal.evaluate.field`), passed
+        through; its ``radius_mm`` (mm on the sensor about the principal point, None: no limit)
+        is checked on reading and given as ``field_radius_mm``.
     """
 
     camera: PlenopticCamera
     internal_parameters: InternalParameters | None = None
     uncertainty: dict[str, Any] | None = None
     provenance: dict[str, Any] | None = None
+    model_field: dict[str, Any] | None = None
+
+    @property
+    def field_radius_mm(self) -> float | None:
+        r = None if self.model_field is None else self.model_field.get("radius_mm")
+        return None if r is None else float(r)
 
 
 # --- lattice and Ω as JSON ---------------------------------------------------------------
@@ -133,6 +143,7 @@ def camera_to_json(
     internal_parameters: InternalParameters | None = None,
     uncertainty: dict[str, Any] | None = None,
     provenance: dict[str, Any] | None = None,
+    model_field: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``camera.json`` document of a camera (a JSON-ready dict)."""
     mla, sensor, mia, dist = camera.mla, camera.sensor, camera.grid, camera.distortion
@@ -178,6 +189,8 @@ def camera_to_json(
         doc["uncertainty"] = uncertainty
     if provenance is not None:
         doc["provenance"] = provenance
+    if model_field is not None:
+        doc["model_field"] = model_field
     return doc
 
 
@@ -236,9 +249,15 @@ def camera_from_json(f: Fields) -> CameraFile:
             rho_form=RhoForm(f.string("rho_form", RhoForm.LEGACY.value, choices=tuple(r.value for r in RhoForm))),
         )
         omega = omega_from_json(f.sub("internal_parameters")) if f.has("internal_parameters") else None
+        model_field = None
+        if f.has("model_field"):
+            mf = f.sub("model_field")
+            if mf.raw("radius_mm", None) is not None:
+                mf.number("radius_mm", positive=True, maximum=MAX_LENGTH_MM)
+            model_field = f.dict_or_none("model_field")
     except ModelError as exc:
         raise InputFileError(f.path, str(exc)) from None
-    return CameraFile(camera, omega, f.dict_or_none("uncertainty"), f.dict_or_none("provenance"))
+    return CameraFile(camera, omega, f.dict_or_none("uncertainty"), f.dict_or_none("provenance"), model_field)
 
 
 def read_camera_file(path: str | Path) -> CameraFile:
@@ -264,14 +283,16 @@ def write_camera(
     internal_parameters: InternalParameters | None = None,
     uncertainty: dict[str, Any] | None = None,
     provenance: dict[str, Any] | None = None,
+    model_field: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a camera (and optional Ω, uncertainty, provenance) as ``camera.json``, atomically.
+    """Write a camera (and optional Ω, uncertainty, provenance, model field) as ``camera.json``, atomically.
 
     Floats are written with ``repr`` precision: reading the file back gives an equal camera.
     """
     return write_document(
         path,
-        camera_to_json(camera, internal_parameters=internal_parameters, uncertainty=uncertainty, provenance=provenance),
+        camera_to_json(camera, internal_parameters=internal_parameters, uncertainty=uncertainty, provenance=provenance,
+                       model_field=model_field),
     )
 
 

@@ -422,11 +422,16 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
         n_rej = rej.get("bap", 0)
         if isinstance(n_kept, int) and isinstance(n_rej, int) and n_kept + n_rej > 0:
             frac = n_rej / (n_kept + n_rej)
+            field = doc.get("model_field") if isinstance(doc.get("model_field"), dict) else {}
+            beyond = field.get("rejected_beyond")
+            where = (f"; {beyond} of them beyond the model's field ({field['radius_mm']:.1f} mm from the principal "
+                     f"point), where the lens's aberrations are not in the model"
+                     if isinstance(beyond, int) and beyond and _finite(field.get("radius_mm")) else "")
             if frac > REJECTED_FRACTION_ERROR:
                 out.append(Finding(st, "error", f"{n_rej} of {n_kept + n_rej} features rejected ({frac:.0%}): "
-                                                "too many to be outliers — the model or the detection is wrong"))
+                                                f"too many to be outliers — the model or the detection is wrong{where}"))
             elif frac > REJECTED_FRACTION_WARNING:
-                out.append(Finding(st, "warning", f"{n_rej} of {n_kept + n_rej} features rejected ({frac:.1%})"))
+                out.append(Finding(st, "warning", f"{n_rej} of {n_kept + n_rej} features rejected ({frac:.1%}){where}"))
     for w in doc.get("warnings") or []:
         out.append(Finding(st, "warning", str(w)))
     checks = doc.get("checks") if isinstance(doc.get("checks"), dict) else {}
@@ -454,7 +459,23 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
                                       f"{'; the data disagree with it' if level == 'warning' else ''})"))
     out += declaration_findings(doc)
     out += model_findings(doc.get("model_selection"))
+    out += field_findings(doc.get("model_field"))
     return out, rows
+
+
+def field_findings(field: Any) -> list[Finding]:
+    """The calibrated model's field (:mod:`plenocal.evaluate.field`): a warning when it ends inside
+    the features' reach."""
+    if not isinstance(field, dict) or not _finite(field.get("radius_mm")):
+        return []
+    rings = [r for r in field.get("rings") or [] if isinstance(r, dict) and _finite(r.get("ratio"))
+             and _finite(r.get("inner_mm")) and r["inner_mm"] >= field["radius_mm"]]
+    grow = f" grow to {min(r['ratio'] for r in rings):.1f}–{max(r['ratio'] for r in rings):.1f}× the centre's" if rings else " grow"
+    reach = f" (the features reach {field['reach_mm']:.1f} mm)" if _finite(field.get("reach_mm")) else ""
+    return [Finding("calibration", "warning",
+                    f"the model describes the lens to {field['radius_mm']:.1f} mm from the principal point{reach}; "
+                    f"beyond, the (u, v) residuals{grow} — the lens's own aberrations, not in the model: no depth is "
+                    "given there, and the intrinsics lean on features the model does not fit")]
 
 
 REAL_LENS_TERM_WORDS = {"exit_pupil": "exit pupil", "depth_distortion": "depth distortion"}
