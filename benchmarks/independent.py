@@ -33,7 +33,9 @@ glass, truth as the thin-lens equivalent with the exit pupil's offset from H′)
 ``plenocal import-libpleno`` of its calibration, evaluation and translation folders, ``plenocal run``
 with default settings; then (``realoptics``): frames linked, the main-lens model the data chose,
 every intrinsic's error (% and σ) against the thin-lens equivalent, e against the exit pupil's
-offset, ε_z, the held-out RMSE against the calibration's, the verdict and each stage's time.
+offset, the model's field (``model_field``: the radius where calibration's residuals leave the
+centre's, the rejections beyond it), ε_z, the held-out RMSE against the calibration's, the depth
+figures (micro-images beyond the field counted), the verdict and each stage's time.
 
 The real R12-A observations (BAP features and centres the reference detected in real images; no
 truth): calibrated with every model (one/two pitches × ρ form) and weighting, default loss and
@@ -196,12 +198,23 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     rep = load(out / "calibration" / "report.json")
     if rep and (out / "calibration" / "camera.json").is_file():
         res["calibration"] = intrinsics_vs_truth(read_camera(out / "calibration" / "camera.json"), cam_t, rep)
+        res["calibration"]["model_field"] = field_summary(rep)
     ev = load(out / "evaluation" / "report.json")
     if ev and ev.get("translation"):
         res["evaluation"] = {"epsilon_z_percent": ev["translation"].get("epsilon_z_percent")}
     if ev:
         res["depth"] = depth_summary(ev, load(out / "depth" / "depth.json"))
     return res
+
+
+def field_summary(rep: dict[str, Any]) -> dict[str, Any] | None:
+    """The calibrated model's field (report.json ``model_field``): radius (None: no limit), reach,
+    rejected features beyond, the largest ring ratio."""
+    f = rep.get("model_field")
+    if not isinstance(f, dict):
+        return None
+    return {"radius_mm": f.get("radius_mm"), "reach_mm": f.get("reach_mm"), "rejected_beyond": f.get("rejected_beyond"),
+            "max_ring_ratio": max((r.get("ratio") or 0.0 for r in f.get("rings") or []), default=None)}
 
 
 def depth_summary(ev: dict[str, Any], depth: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -218,6 +231,7 @@ def depth_summary(ev: dict[str, Any], depth: dict[str, Any] | None) -> dict[str,
                 frames[f]["wall_time_s"] = v.get("wall_time_s")
                 frames[f]["estimated"] = (v.get("counts") or {}).get("estimated")
                 frames[f]["textured"] = v.get("textured")
+                frames[f]["outside_field"] = (v.get("counts") or {}).get("outside_field")
     disp = d.get("displacements") or {}
     sc = (depth or {}).get("scaling")
     scaling = None if not isinstance(sc, dict) else {k: sc.get(k) for k in ("kept", "c0", "c0_std", "c1", "c1_std", "wald", "threshold",
@@ -283,6 +297,7 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
         cal["rmse"] = rep.get("rmse")
         cal["converged"] = rep.get("converged")
         cal["n_frames"] = rep.get("n_frames")
+        cal["model_field"] = field_summary(rep)
         res["calibration"] = cal
     ev = load(out / "evaluation" / "report.json")
     if ev:
@@ -587,7 +602,7 @@ def _cli_row(dataset: Path, out: Path, extra: list[str]) -> dict[str, Any]:
             row_failed["written_anyway"] = _cli_row(dataset, out.with_name(out.name + "-anyway"), [*extra, "--allow-failed-checks"])
         return row_failed
     row: dict[str, Any] = {"wall_s": wall, "pupil": rep.get("pupil"), "converged": rep.get("converged"),
-                           "rmse": rep.get("rmse"), "rejected": rep.get("rejected")}
+                           "rmse": rep.get("rmse"), "rejected": rep.get("rejected"), "model_field": field_summary(rep)}
     for pname in PUPIL_KEYS:
         p = rep["parameters"].get(pname, {})
         row[pname] = {"value": p.get("value"), "std": p.get("std"), "std_frames": p.get("std_frames")}
