@@ -61,8 +61,8 @@ CASES: dict[str, dict[str, Any]] = {
     "double-gauss-lens": {"lens": "double-gauss", "lenslets": "thin", "what": "the double-Gauss with thin lenslets"},
     "double-gauss": {"lens": "double-gauss", "lenslets": "real", "what": "double-Gauss, real lenslets: everything"},
     "tessar": {"lens": "tessar", "lenslets": "real", "what": "Tessar, real lenslets"},
-    "telephoto": {"lens": "telephoto", "lenslets": "real",
-                  "what": "telephoto, real lenslets (an f/5.6 design: `simulate` refuses it at the R12 presets' f/4)"},
+    "telephoto": {"lens": "telephoto", "lenslets": "real", "f_number": 5.66,
+                  "what": "telephoto, real lenslets, at f/5.66 (an f/5.6 design: `simulate` refuses it at the R12 presets' f/4)"},
     "field-corrector": {"lens": "field-corrector", "lenslets": "real", "what": "Cooke triplet + field corrector, real lenslets"},
 }
 MODELS = {
@@ -86,6 +86,8 @@ def simulate(case: dict[str, Any], ds: Path, *, preset: str, rays: int, tilt_sca
             "--extrapolation", f"{EXTRAPOLATION[0]},{EXTRAPOLATION[1]}", "-o", str(ds)]
     if "substrate_mm" in case:
         args += ["--substrate-mm", str(case["substrate_mm"])]
+    if "f_number" in case:
+        args += ["--f-number", str(case["f_number"])]
     if "clear_fraction" in case:
         from plenocal.sim.presets import preset as get_preset
 

@@ -80,6 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "pitch/2 thin)")
     real.add_argument("--no-natural-vignetting", action="store_true",
                       help="weigh rays as fractions of the aperture (the thin tracer's) instead of cos·cos/r²")
+    p.add_argument("--f-number", type=bounded_float(0.5, 64.0), default=None, metavar="N",
+                   help="the checkerboards' main-lens f-number, the whites' scaled with it (default: the preset's, matched "
+                        "to the micro-lenses; slower only: a lens designed for a slower aperture, e.g. the telephoto at 5.66)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -106,6 +109,22 @@ def frame_selection(spec: str | None, extrapolation: str | None = None) -> Frame
 
 
 _REAL_ONLY = ("lenslets", "substrate_mm", "lenslet_index", "clear_radius_mm")
+
+
+def at_f_number(chosen: Any, n: float) -> Any:
+    """The preset at main-lens f-number ``n``: the checkerboards at n, the whites as many half stops
+    from n as the preset's are from its N (its checkerboard f-number; 2 decimals), the true camera's N;
+    refused faster than N (the micro-images would overlap: N is matched to the micro-lenses)."""
+    plan = chosen.plan
+    if n < plan.checkerboard_f_number - 1e-9:
+        fastest = plan.checkerboard_f_number
+        raise UsageError(f"--f-number {n:g}: faster than the preset's f/{fastest:g}, which is matched to its micro-lenses "
+                         f"(the micro-images would overlap); use f/{fastest:g} or slower")
+    stops = [round(2.0 * math.log2(w / plan.checkerboard_f_number)) for w in plan.white_f_numbers]  # half stops
+    whites = tuple(round(n * 2.0 ** (k / 2.0), 2) for k in stops)
+    camera = chosen.camera.replace(main_lens=dataclasses.replace(chosen.camera.main_lens, f_number=float(n)))
+    return dataclasses.replace(chosen, camera=camera,
+                               plan=dataclasses.replace(plan, checkerboard_f_number=float(n), white_f_numbers=whites))
 
 
 def _renderer(args: argparse.Namespace, chosen: Any) -> Any:
@@ -155,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(args.output, inputs=[lens_file], owned=DATASET_ENTRIES)
     kwargs = {} if args.tilt_scale is None else {"tilt_scale": args.tilt_scale}
     chosen = preset(args.preset, small=args.small, **kwargs)
+    if getattr(args, "f_number", None) is not None:
+        chosen = at_f_number(chosen, args.f_number)
     renderer = _renderer(args, chosen)
     response = SensorResponse(
         bit_depth=args.bit_depth, color=args.color,
