@@ -267,3 +267,15 @@ def test_a_limited_model_field_is_a_warning_and_explains_the_rejections():
     assert any(t.startswith("the model describes the lens to 6.3 mm") and "2.2–10.1×" in t for t in texts)
     unlimited = assemble({"calibration": _calibration(model_field={"radius_mm": None, "reach_mm": 12.1, "rings": []})})
     assert not any("model describes the lens" in f.text for f in unlimited.findings)
+
+
+def test_a_frame_whose_rejections_lie_beyond_the_model_field_is_not_called_mislinked():
+    doc = copy.deepcopy(_evaluation())
+    feats = [{"frame": 15, "u": 3900.0 + i, "v": 2900.0, "reason": "uv"} for i in range(12)] + \
+            [{"frame": 15, "u": 2040.0 + i, "v": 1530.0, "reason": "uv"} for i in range(3)]
+    doc["rejected"]["features"] = feats
+    field = {"radius_mm": 6.4, "radius_px": 1163.6, "centre_px": [2037.0, 1535.0]}
+    f, _, _ = evaluation_findings(doc, calibration_uv_px=0.05, model_field=field)
+    assert "frame 15 lost 15 of 25 features to rejection — 12 of them beyond the model's field" in f[0].text
+    f, _, _ = evaluation_findings(doc, calibration_uv_px=0.05, model_field={"radius_mm": None})
+    assert "probably linked to the wrong nodes" in f[0].text

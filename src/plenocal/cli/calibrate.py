@@ -571,7 +571,9 @@ def run(args: argparse.Namespace) -> int:
     report["checks"] = {"passed": not failed, "failed": failed, "written_anyway": bool(failed)}
     report["consistency"] = consistency_record(result, inputs)
     field = field_of_calibration(result.camera, result.poses, board, inputs.observations)
-    report["model_field"] = _finite({**field.to_json(), "rejected_beyond": rejected_beyond(result, field)})
+    field_json = {**field.to_json(), "centre_px": list(result.camera.principal_point_px),
+                  "radius_px": field.radius_mm / result.camera.sensor.pixel_size_mm}
+    report["model_field"] = _finite({**field_json, "rejected_beyond": rejected_beyond(result, field)})
     if failed:
         provenance["checks_failed"] = failed
     # Everything computed and checked: now write, all files or none.
@@ -579,7 +581,7 @@ def run(args: argparse.Namespace) -> int:
         written = [
             write_camera(tmp / "camera.json", result.camera, internal_parameters=inputs.omega,
                          uncertainty=_finite(uncertainty), provenance=provenance,
-                         model_field=_finite(field.to_json())),
+                         model_field=_finite(field_json)),
             write_poses(tmp / "poses.json", result.poses),
             write_document(tmp / "report.json", report),
         ]

@@ -552,8 +552,24 @@ def declaration_findings(doc: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
-def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | None) -> tuple[list[Finding], list[list[str]], list[list[str]]]:
-    """RMSE rows (kept observations), rejection rows and findings of an evaluation ``report.json``."""
+def _beyond_field(features: Any, field: Mapping[str, Any] | None) -> dict[int, int]:
+    """Rejected features per frame whose (u, v) lies beyond the model's field (calibration's
+    ``model_field`` with ``centre_px`` and ``radius_px``)."""
+    if not field or not _finite(field.get("radius_px")) or not isinstance(field.get("centre_px"), list | tuple):
+        return {}
+    cx, cy = (float(x) for x in field["centre_px"])
+    out: dict[int, int] = {}
+    for f in features or []:
+        if isinstance(f, dict) and _finite(f.get("u")) and _finite(f.get("v")) and f.get("frame") is not None \
+                and math.hypot(f["u"] - cx, f["v"] - cy) > field["radius_px"]:
+            out[int(f["frame"])] = out.get(int(f["frame"]), 0) + 1
+    return out
+
+
+def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | None,
+                        model_field: Mapping[str, Any] | None = None) -> tuple[list[Finding], list[list[str]], list[list[str]]]:
+    """RMSE rows (kept observations), rejection rows and findings of an evaluation ``report.json``
+    (``model_field``: calibration's, to say which frames' rejections lie beyond it)."""
     st = "evaluation"
     out: list[Finding] = []
     rows: list[list[str]] = []
@@ -575,14 +591,17 @@ def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | No
         if isinstance(cal, dict) and cal.get("bap") is not None and cal.get("bap") != c.get("bap"):
             out.append(Finding(st, "info", f"{what}: the rule at the final optimum rejects {c.get('bap')} features, "
                                            f"calibration (at its robust stage) rejected {cal.get('bap')}"))
+        beyond = _beyond_field(r.get("features"), model_field)
         for f, n in (r.get("per_frame") or {}).items():
             pf = (section.get("per_frame") or {}).get(str(f))
             if not isinstance(pf, dict):
                 continue
             total = int(pf.get("n_bap") or 0) + int(n)
             if total and n / total > FRAME_REJECTED_FRACTION:
-                out.append(Finding(st, "warning", f"{what}: frame {f} lost {n} of {total} features to rejection — "
-                                                  "probably linked to the wrong nodes"))
+                out_of_field = beyond.get(int(f), 0)
+                why = (f"{out_of_field} of them beyond the model's field, where the lens's aberrations are not in the model"
+                       if out_of_field > n / 2 else "probably linked to the wrong nodes")
+                out.append(Finding(st, "warning", f"{what}: frame {f} lost {n} of {total} features to rejection — {why}"))
 
     rm = doc.get("rmse") if isinstance(doc.get("rmse"), dict) else None
     if rm is not None:
@@ -720,7 +739,8 @@ def assemble(documents: Mapping[str, Mapping[str, Any]], *, notes: Sequence[str]
         rmse.append(["calibration solve", _px(crm.get("uv_px")), _px(crm.get("rho_px")), _px(crm.get("mic_px")),
                      _counted((cal.get("n_bap"), "features"), (cal.get("n_mic"), "centres"), (cal.get("n_frames"), "frames"))])
     if "evaluation" in documents:
-        f, r, rm = evaluation_findings(documents["evaluation"], calibration_uv_px=cal_uv)
+        f, r, rm = evaluation_findings(documents["evaluation"], calibration_uv_px=cal_uv,
+                                       model_field=(cal or {}).get("model_field"))
         findings += f
         rejections += r
         rmse += rm
