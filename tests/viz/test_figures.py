@@ -121,3 +121,29 @@ def test_coverage_figure_has_a_panel_per_type_and_the_profile_planes(r12a_camera
     dashed = sorted(ln.get_xdata()[0] for ln in depth_axes[0].get_lines() if ln.get_linestyle() == "--")
     assert dashed == pytest.approx([2.3, 2.5, 2.7])
     assert len(depth_axes[1].patches) >= 3  # a DoF band per type (plus the histogram steps)
+
+
+def test_residual_map_draws_the_model_field_and_the_report_finds_it(tmp_path):
+    """The dashed circle of the calibrated model's field on both panels of the residual map, read by
+    the report from calibration's report.json (none when the field is unlimited)."""
+    from pathlib import Path
+
+    from plenocal.viz.report import Collected, _model_field_circle
+
+    rng = np.random.default_rng(0)
+    pos = rng.uniform(0, [4080, 3068], (200, 2))
+    res = rng.normal(0, 0.2, (200, 2))
+    fig = residual_map_figure(pos, res, image_size_px=(4080, 3068), rho_residuals_px=res[:, 0],
+                              field_circle_px=(2040.0, 1534.0, 1160.0))
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(panels) == 2
+    for ax in panels:
+        circles = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+        assert len(circles) == 1
+        x, y = circles[0].get_data()
+        assert np.allclose(np.hypot(x - 2040.0, y - 1534.0), 1160.0)
+    c = Collected(Path(tmp_path), {"calibration": (Path(tmp_path) / "report.json", {
+        "model_field": {"radius_mm": 6.4, "radius_px": 1163.6, "centre_px": [2037.0, 1535.0]}})})
+    assert _model_field_circle(c) == (2037.0, 1535.0, 1163.6)
+    c.documents["calibration"][1]["model_field"] = {"radius_mm": None, "radius_px": None, "centre_px": [2037.0, 1535.0]}
+    assert _model_field_circle(c) is None

@@ -61,6 +61,7 @@ def residual_map_figure(
     arrow_scale: float | None = None,
     percentile: float = REFERENCE_PERCENTILE,
     clip_factor: float = CLIP_FACTOR,
+    field_circle_px: tuple[float, float, float] | None = None,
 ) -> Any:
     """Residual vectors (u, v) at their observed positions, scaled to the typical residual; and e_ρ.
 
@@ -84,6 +85,9 @@ def residual_map_figure(
         Pixels of arrow per pixel of residual (default: from the percentile, see above).
     percentile, clip_factor : float
         See above.
+    field_circle_px : (u, v, radius), optional
+        The calibrated model's field (:mod:`plenocal.evaluate.field`), drawn as a dashed circle on
+        every panel.
     """
     pos = np.asarray(positions_px, dtype=np.float64).reshape(-1, 2)
     res = np.asarray(residuals_px, dtype=np.float64).reshape(-1, 2)
@@ -131,6 +135,12 @@ def residual_map_figure(
         fig.colorbar(sc2, ax=axes[1], label="e_ρ [px] (colour range: 95th percentile of |e_ρ|)")
         axes[1].set_title("blur radius residuals e_ρ (kept features)", fontsize=9)
     for a in axes:
+        if field_circle_px is not None:
+            cu, cv, r = field_circle_px
+            t = np.linspace(0.0, 2.0 * np.pi, 361)
+            a.plot(cu + r * np.cos(t), cv + r * np.sin(t), ls="--", lw=1.0, color="#d62728")
+            a.annotate("model's field", (cu, cv - r), xytext=(0, 3), textcoords="offset points", ha="center",
+                       fontsize=7, color="#d62728")
         a.set_xlim(0, W - 1)
         a.set_ylim(H - 1, 0)
         a.set_aspect("equal")

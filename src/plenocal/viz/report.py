@@ -323,6 +323,19 @@ def _residual_data(c: Collected) -> ResidualData | None:
     return ResidualData(camera, res, split_outliers(res, probability=p), obs, poses, board)
 
 
+def _model_field_circle(c: Collected) -> tuple[float, float, float] | None:
+    """(u, v, radius) px of the calibration's model field, when it limits it."""
+    doc = c.documents.get("calibration", (None, None))[1]
+    f = (doc or {}).get("model_field")
+    if not isinstance(f, dict) or not _finite_number(f.get("radius_px")) or not isinstance(f.get("centre_px"), list):
+        return None
+    try:
+        cu, cv = (float(x) for x in f["centre_px"])
+    except (TypeError, ValueError):
+        return None
+    return cu, cv, float(f["radius_px"])
+
+
 def _residual_figures(c: Collected, data: ResidualData | None, figures: list[tuple[str, str]]) -> None:
     """Residual map (scaled to the typical residual, outliers marked) and histograms of the kept residuals."""
     if data is None:
@@ -331,11 +344,15 @@ def _residual_figures(c: Collected, data: ResidualData | None, figures: list[tup
 
     res, split, obs, camera = data.residuals, data.split, data.observations, data.camera
     pos = np.stack([obs.bap.u[res.bap_index], obs.bap.v[res.bap_index]], axis=1)
+    field = _model_field_circle(c)
     fig = residual_map_figure(pos, res.uv, image_size_px=(camera.sensor.width_px, camera.sensor.height_px),
-                              rho_residuals_px=res.rho if np.all(np.isfinite(res.rho)) else None, rejected=~split.keep_bap)
+                              rho_residuals_px=res.rho if np.all(np.isfinite(res.rho)) else None, rejected=~split.keep_bap,
+                              field_circle_px=field)
     figures.append((_figure_uri(fig), f"Reprojection residuals of the calibration frames over the sensor. Arrow lengths are "
                     f"scaled so the {REFERENCE_PERCENTILE:.0f}th percentile residual (blue key) is 4 % of the image width; "
-                    "longer arrows are clipped (red); features rejected by calibration's rule are red crosses."))
+                    "longer arrows are clipped (red); features rejected by calibration's rule are red crosses."
+                    + (" The dashed circle is the model's field: beyond it the residuals are no longer the centre's "
+                       "(the lens's own aberrations), and depth is not given there." if field is not None else "")))
     kept = res.subset(split.keep_bap, split.keep_mic)
     terms = {"e_u": kept.uv[:, 0], "e_v": kept.uv[:, 1], "e_ρ": kept.rho, "e_mic": np.hypot(kept.mic_uv[:, 0], kept.mic_uv[:, 1])}
     types = {"e_u": kept.lens_type, "e_v": kept.lens_type, "e_ρ": kept.lens_type, "e_mic": kept.mic_type}
