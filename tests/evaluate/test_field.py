@@ -63,3 +63,11 @@ def test_the_outermost_thin_ring_is_merged_or_left_unjudged():
     e = np.append(e, [10.0] * 5)
     f = model_field(r, e)
     assert not f.limited and f.reach_mm == 30.0
+
+
+def test_only_the_outermost_ring_departing_still_makes_a_line():
+    """The field can end inside the last ring judged: the line names that ring's ratio."""
+    r, e = _features(3, lambda r: np.where(r > 11.0, 4.0, 1.0))
+    f = model_field(r, e)
+    assert f.limited and 10.0 < f.radius_mm < 11.6
+    assert "grow to" in f.line() and "no depth is given there" in f.line()

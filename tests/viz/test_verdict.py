@@ -258,8 +258,9 @@ def test_the_main_lens_model_and_what_a_real_lens_means():
 
 
 def test_a_limited_model_field_is_a_warning_and_explains_the_rejections():
-    field = {"radius_mm": 6.35, "reach_mm": 11.4, "rejected_beyond": 180,
-             "rings": [{"inner_mm": 5.0, "ratio": 1.25}, {"inner_mm": 7.0, "ratio": 2.2}, {"inner_mm": 8.0, "ratio": 10.1}]}
+    field = {"radius_mm": 6.35, "reach_mm": 11.4, "rejected_beyond": 180, "max_ratio": 1.5,
+             "rings": [{"inner_mm": 5.0, "outer_mm": 6.0, "ratio": 1.25}, {"inner_mm": 7.0, "outer_mm": 8.0, "ratio": 2.2},
+                       {"inner_mm": 8.0, "outer_mm": 9.0, "ratio": 10.1}]}
     v = assemble({"calibration": _calibration(rejected={"bap": 200, "uv": 200, "rho": 0, "mic": 0}, model_field=field)})
     assert v.status == "not trustworthy"  # the rejections stay an error: the intrinsics were fitted with them
     texts = [f.text for f in v.findings]

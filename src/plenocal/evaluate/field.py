@@ -43,8 +43,8 @@ of a median of n Rayleigh-distributed norms is ≈ 0.6/√n: 11 % at 30)."""
 REFERENCE_FRACTION = 0.25
 """The reference residual is the median over the innermost quarter of the features."""
 MAX_FIELD_RESIDUAL_RATIO = 1.5
-"""The field ends at the inner edge of the first ring whose median |(u, v) residual| exceeds this
-many times the reference's. PRISM's R12-B (thin lens): ≤ 1.03 in every ring with ≥ 100 features;
+"""The field ends where a ring's median |(u, v) residual|, linear between the rings' median radii,
+first exceeds this many times the reference's. PRISM's R12-B (thin lens): ≤ 1.03 in every ring with ≥ 100 features;
 the realoptics R12-B: 1.18 / 1.25 / 1.53 / 2.17 at 4–5 / 5–6 / 6–7 / 7–8 mm (field 6.4 mm). 1.5 is
 4.5 standard errors above 1 for a 30-feature ring."""
 
@@ -89,7 +89,7 @@ class ModelField:
         if not self.limited:
             return (f"model field: the (u, v) residuals stay those of the centre as far as the features reach "
                     f"({self.reach_mm:.1f} mm from the principal point)")
-        beyond = [r["ratio"] for r in self.rings if r["inner_mm"] >= self.radius_mm]
+        beyond = [r["ratio"] for r in self.rings if r["outer_mm"] > self.radius_mm and r["ratio"] > self.max_ratio]
         return (f"model field: the model describes the lens to {self.radius_mm:.1f} mm from the principal point; "
                 f"beyond, the (u, v) residuals grow to {min(beyond):.1f}–{max(beyond):.1f}× the centre's "
                 f"(the lens's own aberrations): no depth is given there")

@@ -468,8 +468,9 @@ def field_findings(field: Any) -> list[Finding]:
     the features' reach."""
     if not isinstance(field, dict) or not _finite(field.get("radius_mm")):
         return []
+    bound = field.get("max_ratio") if _finite(field.get("max_ratio")) else 0.0
     rings = [r for r in field.get("rings") or [] if isinstance(r, dict) and _finite(r.get("ratio"))
-             and _finite(r.get("inner_mm")) and r["inner_mm"] >= field["radius_mm"]]
+             and _finite(r.get("outer_mm")) and r["outer_mm"] > field["radius_mm"] and r["ratio"] > bound]
     grow = f" grow to {min(r['ratio'] for r in rings):.1f}–{max(r['ratio'] for r in rings):.1f}× the centre's" if rings else " grow"
     reach = f" (the features reach {field['reach_mm']:.1f} mm)" if _finite(field.get("reach_mm")) else ""
     return [Finding("calibration", "warning",
