@@ -280,3 +280,27 @@ def test_a_frame_whose_rejections_lie_beyond_the_model_field_is_not_called_misli
     assert "frame 15 lost 15 of 25 features to rejection — 12 of them beyond the model's field" in f[0].text
     f, _, _ = evaluation_findings(doc, calibration_uv_px=0.05, model_field={"radius_mm": None})
     assert "probably linked to the wrong nodes" in f[0].text
+
+
+def test_a_scale_that_rests_on_a_data_chosen_exit_pupil_is_flagged():
+    """F's regression on e (ρ·σ_F/σ_e) times the exit pupil's systematic 10 mm: the Tessar render's
+    numbers (6.5 %: not trustworthy), the double-Gauss's (2.0 %: a warning); nothing when the user
+    gave the pupil or the data left it out."""
+    from plenocal.viz.verdict import exit_pupil_scale_findings
+
+    def doc(rho, sF, se, F=46.56, kept=True, priors=()):
+        return {"model_selection": {"exit_pupil": {"kept": kept}},
+                "parameters": {"F_mm": {"value": F, "std": sF}, "exit_pupil_mm": {"value": 15.29, "std": se}},
+                "correlation": {"names": ["F_mm", "exit_pupil_mm"], "matrix": [[1.0, rho], [rho, 1.0]]},
+                "priors": list(priors)}
+
+    tessar = exit_pupil_scale_findings(doc(-0.9988, 0.925, 3.04))
+    assert [f.level for f in tessar] == ["error"] and "±6.5 %" in tessar[0].text and "--prior exit_pupil_mm" in tessar[0].text
+    dg = exit_pupil_scale_findings(doc(-0.9934, 0.255, 2.53, F=49.51))
+    assert [f.level for f in dg] == ["warning"] and "±2.0 %" in dg[0].text
+    assert exit_pupil_scale_findings(doc(-0.3, 0.05, 3.0, F=49.9)) == []  # 0.1 %: nothing to say
+    assert exit_pupil_scale_findings(doc(-0.9988, 0.925, 3.04, kept=False)) == []
+    user = {"name": "exit_pupil_mm", "mean": 0.8, "std": 0.5, "origin": "--prior"}
+    assert exit_pupil_scale_findings(doc(-0.9988, 0.925, 3.04, priors=[user])) == []
+    default = {"name": "exit_pupil_mm", "mean": 0.0, "std": 50.0, "origin": "default: a photographic lens's exit pupil ..."}
+    assert exit_pupil_scale_findings(doc(-0.9988, 0.925, 3.04, priors=[default]))[0].level == "error"

@@ -86,6 +86,19 @@ every other check passing and the RMSEs unchanged (a whole-camera scale the data
 while the reference's real R12-A observations give +6.4 % for a 50 mm lens (model mismatch, not a
 wrong declaration): a warning, not an error."""
 
+EXIT_PUPIL_SYSTEMATIC_MM = 10.0
+"""How far the exit pupil e estimated from the images can be from the lens's, whatever its σ: on
+plenocal's renders with real micro-lenses (refractive caps on a substrate) e came out −7.7 mm
+(the real-optics R12-B's Cooke triplet, truth 9.35), −2.6 mm (double-Gauss, −7.3), +14 mm
+(Tessar, 0.8) and +15 mm (a thin lens, 0) off — the caps' field-dependent disparity scale shares
+e's signature (docs/model.md, "Real micro-lenses", "Where the data-chosen e fails")."""
+EXIT_PUPIL_SCALE_WARNING = 0.01
+EXIT_PUPIL_SCALE_ERROR = 0.03
+"""F's change for an e off by :data:`EXIT_PUPIL_SYSTEMATIC_MM` (the covariance's regression of F on
+e), relative to F: beyond 1 % a warning, beyond 3 % the scale is not trustworthy (error). The
+Tessar render: 6.5 % (F −6.9 % off, 3.4σ of its larger σ); the double-Gauss 2.0 % (−0.4 %); the
+real-optics R12-B 1.3 % (−0.4 %); PRISM's thin lens: e not kept, nothing."""
+
 STAGES = ("report", "pre-calibration", "detection", "calibration", "evaluation")
 
 
@@ -459,8 +472,47 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
                                       f"{'; the data disagree with it' if level == 'warning' else ''})"))
     out += declaration_findings(doc)
     out += model_findings(doc.get("model_selection"))
+    out += exit_pupil_scale_findings(doc)
     out += field_findings(doc.get("model_field"))
     return out, rows
+
+
+def exit_pupil_scale_findings(doc: Mapping[str, Any]) -> list[Finding]:
+    """How far F moves if the exit pupil e that the data chose is :data:`EXIT_PUPIL_SYSTEMATIC_MM`
+    off (F's regression on e in the calibration's covariance: ρ_Fe·σ_F/σ_e per mm), when e was
+    estimated from the images (kept by the data, no prior of the user's on it):
+    :data:`EXIT_PUPIL_SCALE_WARNING`, :data:`EXIT_PUPIL_SCALE_ERROR`."""
+    sel = doc.get("model_selection") if isinstance(doc.get("model_selection"), Mapping) else {}
+    pupil = sel.get("exit_pupil")
+    params = doc.get("parameters") if isinstance(doc.get("parameters"), Mapping) else {}
+    F, e = params.get("F_mm"), params.get("exit_pupil_mm")
+    if not (isinstance(pupil, Mapping) and pupil.get("kept") and isinstance(F, Mapping) and isinstance(e, Mapping)) \
+            or F.get("frozen") or e.get("frozen"):
+        return []
+    if any(isinstance(q, Mapping) and q.get("name") == "exit_pupil_mm" and not str(q.get("origin", "")).startswith("default")
+           for q in doc.get("priors") or []):
+        return []  # the user said where the pupil is
+    corr = doc.get("correlation") if isinstance(doc.get("correlation"), Mapping) else {}
+    names = list(corr.get("names") or [])
+    if "F_mm" not in names or "exit_pupil_mm" not in names:
+        return []
+    try:
+        rho = float(corr["matrix"][names.index("F_mm")][names.index("exit_pupil_mm")])
+        slope = rho * float(F["std"]) / float(e["std"])
+        shift = abs(slope) * EXIT_PUPIL_SYSTEMATIC_MM / float(F["value"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError):
+        return []
+    if not math.isfinite(shift) or shift <= EXIT_PUPIL_SCALE_WARNING:
+        return []
+    level = "error" if shift > EXIT_PUPIL_SCALE_ERROR else "warning"
+    value, sd = round_to_sigma(float(e["value"]), _number(e.get("std")))
+    text = (f"the scale rests on the exit pupil the images put at e = {value} ± {sd} mm: F moves {abs(slope):.2f} mm per mm "
+            f"of e, and e estimated from images through real micro-lenses can be ~{EXIT_PUPIL_SYSTEMATIC_MM:g} mm off "
+            f"(docs/model.md), so F is known to about ±{100 * shift:.1f} %"
+            + (" — not trustworthy" if level == "error" else "")
+            + "; give the lens's exit pupil (its distance behind the rear principal plane, from a data sheet or "
+              "prescription) with --prior exit_pupil_mm=MEAN±STD")
+    return [Finding("calibration", level, text)]
 
 
 def field_findings(field: Any) -> list[Finding]:
