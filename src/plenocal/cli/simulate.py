@@ -81,8 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     real.add_argument("--no-natural-vignetting", action="store_true",
                       help="weigh rays as fractions of the aperture (the thin tracer's) instead of cos·cos/r²")
     p.add_argument("--f-number", type=bounded_float(0.5, 64.0), default=None, metavar="N",
-                   help="the checkerboards' main-lens f-number, the whites' scaled with it (default: the preset's, matched "
-                        "to the micro-lenses; slower only: a lens designed for a slower aperture, e.g. the telephoto at 5.66)")
+                   help="the checkerboards' main-lens f-number; whites at it and at the preset's slower ones (default: the "
+                        "preset's, matched to the micro-lenses; slower only: a lens designed for a slower aperture, e.g. "
+                        "the telephoto at 5.66)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -112,19 +113,27 @@ _REAL_ONLY = ("lenslets", "substrate_mm", "lenslet_index", "clear_radius_mm")
 
 
 def at_f_number(chosen: Any, n: float) -> Any:
-    """The preset at main-lens f-number ``n``: the checkerboards at n, the whites as many half stops
-    from n as the preset's are from its N (its checkerboard f-number; 2 decimals), the true camera's N;
-    refused faster than N (the micro-images would overlap: N is matched to the micro-lenses)."""
+    """The preset at main-lens f-number ``n``: the checkerboards and the true camera at n, the
+    whites the preset's at n or slower, with n itself (a white at the frames' aperture); refused
+    faster than the preset's N (matched to the micro-lenses: the micro-images would overlap) or
+    when fewer than three whites remain (pre-calibration's f-number check needs three)."""
     plan = chosen.plan
-    if n < plan.checkerboard_f_number - 1e-9:
-        fastest = plan.checkerboard_f_number
+    fastest = plan.checkerboard_f_number
+    if n < fastest - 1e-9:
         raise UsageError(f"--f-number {n:g}: faster than the preset's f/{fastest:g}, which is matched to its micro-lenses "
                          f"(the micro-images would overlap); use f/{fastest:g} or slower")
-    stops = [round(2.0 * math.log2(w / plan.checkerboard_f_number)) for w in plan.white_f_numbers]  # half stops
-    whites = tuple(round(n * 2.0 ** (k / 2.0), 2) for k in stops)
+    slower = [w for w in plan.white_f_numbers if w > n * (1.0 + F_NUMBER_MATCH)]
+    whites = (float(n), *slower)
+    if len(whites) < 3:
+        raise UsageError(f"--f-number {n:g}: the preset's whites slower than it are {len(slower)} (its slowest is "
+                         f"f/{max(plan.white_f_numbers):g}); pre-calibration needs three whites — use a faster f-number")
     camera = chosen.camera.replace(main_lens=dataclasses.replace(chosen.camera.main_lens, f_number=float(n)))
     return dataclasses.replace(chosen, camera=camera,
                                plan=dataclasses.replace(plan, checkerboard_f_number=float(n), white_f_numbers=whites))
+
+
+F_NUMBER_MATCH = 0.02
+"""A preset white within this relative difference of ``--f-number`` is that white (5.66 for 4√2)."""
 
 
 def _renderer(args: argparse.Namespace, chosen: Any) -> Any:
