@@ -145,3 +145,37 @@ def test_template_fit_positions_are_not_offered_the_exit_pupil(offset_pupil, r12
         assert freed.layout.exit_pupil and "offered" not in freed.model_selection.get("exit_pupil", {})
         i = freed.layout.index["exit_pupil_mm"]
         assert freed.camera.main_lens.exit_pupil_mm == pytest.approx(e, abs=MAX_Z * freed.std[i])
+
+
+def test_a_pupil_the_images_cannot_place_is_probed(offset_pupil, r12a_board, monkeypatch):
+    """When the camera with every real-lens term does not converge (the telephoto render: e ran to
+    27 mm), the curved field is judged alone, e is left out saying why, and F is calibrated again
+    with e put 10 mm behind H′ (``scale_probe``): here, e truly 9.35 mm, that probe's F is the
+    truth's within its σ while the chosen camera's (e = 0) is far off — the size of what the
+    verdict reports. (The non-convergence is forced: the synthetic data themselves converge.)"""
+    import plenocal.calib.calibrate as C
+
+    e, truth, poses, noisy, start = offset_pupil
+    if e < 0:
+        pytest.skip("one pupil is enough")
+    real = C._calibrate
+
+    def stubborn(*args, **kwargs):
+        res = real(*args, **kwargs)
+        o = kwargs["options"]
+        if o.exit_pupil and o.depth_distortion:
+            return dataclasses.replace(res, solver=dataclasses.replace(res.solver, converged=False))
+        return res
+
+    monkeypatch.setattr(C, "_calibrate", stubborn)
+    res = calibrate(noisy, start, r12a_board, options=CalibrationOptions(frame_resampling=False))
+    sel = res.model_selection
+    assert not sel["exit_pupil"]["kept"] and "do not determine it" in sel["exit_pupil"]["reason"]
+    assert not sel["depth_distortion"]["kept"] and sel["depth_distortion"]["wald"] < sel["depth_distortion"]["threshold"]
+    probe = sel["exit_pupil"]["scale_probe"]
+    assert probe["converged"] and probe["exit_pupil_mm"] == C.EXIT_PUPIL_PROBE_MM
+    F_true = truth.main_lens.focal_length_mm
+    sigma_F = res.std[res.layout.index["F_mm"]]
+    assert abs(res.camera.main_lens.focal_length_mm - F_true) > MIN_BIAS_Z * sigma_F  # e = 0: biased
+    assert abs(probe["F_mm"] - F_true) < abs(res.camera.main_lens.focal_length_mm - F_true) / 4  # e = 10: near
+    assert abs(probe["F_change_percent"]) > 1.0

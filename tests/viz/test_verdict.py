@@ -304,3 +304,14 @@ def test_a_scale_that_rests_on_a_data_chosen_exit_pupil_is_flagged():
     assert exit_pupil_scale_findings(doc(-0.9988, 0.925, 3.04, priors=[user])) == []
     default = {"name": "exit_pupil_mm", "mean": 0.0, "std": 50.0, "origin": "default: a photographic lens's exit pupil ..."}
     assert exit_pupil_scale_findings(doc(-0.9988, 0.925, 3.04, priors=[default]))[0].level == "error"
+    # e left out, the scale probed with e 10 mm behind H′ (the telephoto render: F −3.2 %)
+    probed = {"model_selection": {"exit_pupil": {"kept": False, "reason": "the camera with the exit pupil free did not converge",
+                                                 "scale_probe": {"exit_pupil_mm": 10.0, "F_mm": 50.28, "converged": True,
+                                                                 "F_change_percent": -3.18}}},
+              "parameters": {"F_mm": {"value": 51.93, "std": 0.07}}}
+    f = exit_pupil_scale_findings(probed)
+    assert [x.level for x in f] == ["error"] and "F comes out -3.2 %" in f[0].text and "cannot place" in f[0].text
+    probed["model_selection"]["exit_pupil"]["scale_probe"]["F_change_percent"] = -1.5
+    assert [x.level for x in exit_pupil_scale_findings(probed)] == ["warning"]
+    probed["model_selection"]["exit_pupil"]["scale_probe"]["converged"] = False
+    assert exit_pupil_scale_findings(probed) == []

@@ -480,12 +480,28 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
 def exit_pupil_scale_findings(doc: Mapping[str, Any]) -> list[Finding]:
     """How far F moves if the exit pupil e that the data chose is :data:`EXIT_PUPIL_SYSTEMATIC_MM`
     off (F's regression on e in the calibration's covariance: ρ_Fe·σ_F/σ_e per mm), when e was
-    estimated from the images (kept by the data, no prior of the user's on it):
+    estimated from the images (kept by the data, no prior of the user's on it); or, when the data
+    showed a real lens but could not place its pupil (e left out), how far F moved with e put 10 mm
+    behind H′ (calibration's ``scale_probe``, :data:`plenocal.calib.calibrate.EXIT_PUPIL_PROBE_MM`):
     :data:`EXIT_PUPIL_SCALE_WARNING`, :data:`EXIT_PUPIL_SCALE_ERROR`."""
     sel = doc.get("model_selection") if isinstance(doc.get("model_selection"), Mapping) else {}
     pupil = sel.get("exit_pupil")
     params = doc.get("parameters") if isinstance(doc.get("parameters"), Mapping) else {}
     F, e = params.get("F_mm"), params.get("exit_pupil_mm")
+    probe = pupil.get("scale_probe") if isinstance(pupil, Mapping) else None
+    if isinstance(probe, Mapping) and _finite(probe.get("F_change_percent")) and probe.get("converged"):
+        # e left out by a lens the data show not to be thin: calibration moved the pupil to see.
+        shift = abs(float(probe["F_change_percent"])) / 100.0
+        if shift <= EXIT_PUPIL_SCALE_WARNING:
+            return []
+        level = "error" if shift > EXIT_PUPIL_SCALE_ERROR else "warning"
+        return [Finding("calibration", level,
+                        f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), which these "
+                        f"images cannot place ({pupil.get('reason', 'e left out')}): with it {probe.get('exit_pupil_mm'):g} mm "
+                        f"behind H′, F comes out {float(probe['F_change_percent']):+.1f} %"
+                        + (" — not trustworthy" if level == "error" else "")
+                        + "; give the lens's exit pupil (its distance behind the rear principal plane, from a data sheet "
+                          "or prescription) with --prior exit_pupil_mm=MEAN±STD")]
     if not (isinstance(pupil, Mapping) and pupil.get("kept") and isinstance(F, Mapping) and isinstance(e, Mapping)) \
             or F.get("frozen") or e.get("frozen"):
         return []
