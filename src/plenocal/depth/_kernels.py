@@ -173,8 +173,13 @@ def _gather(stack, cix, ciy, radius, stride, ti, inv, px, py, ex, ey):  # pragma
             if ro2 > r2:
                 continue
             ro = math.sqrt(ro2)
-            if ro > 1e-9:
-                sc = _lookup(inv, ti, ro, n_tab) / ro
+            if ro > 1e-9:  # _lookup(inv, ti, ro, n_tab) / ro, written out (see _cost)
+                xt = ro / TABLE_STEP_PX
+                kt = int(xt)
+                if kt + 1 >= n_tab:
+                    sc = math.nan
+                else:
+                    sc = (inv[ti, kt] + (xt - kt) * (inv[ti, kt + 1] - inv[ti, kt])) / ro
             else:
                 sc = 1.0
             px[m] = x
@@ -186,7 +191,7 @@ def _gather(stack, cix, ciy, radius, stride, ti, inv, px, py, ex, ey):  # pragma
 
 
 OFFSET_LIMIT_MARGIN_PX = 0.5
-"""The pre-test of :func:`_pair_cost` keeps chief-ray offsets up to this much beyond the one
+"""The pre-test of :func:`_cost` keeps chief-ray offsets up to this much beyond the one
 observed at the disc's edge (the tables are interpolated; the exact test follows)."""
 
 
@@ -206,7 +211,8 @@ def _match_diff(stack, x, y, ex_, ey_, e_lim2, fwd, tj, n_tab, r2, cjx, cjy, ki,
     """|I_i(x, y) − I_j(c_j + o_j)| for the pixel (x, y) of micro-image i whose chief-ray offset,
     moved by the disparity, is (ex_, ey_) in j (o_j: that offset shifted by table ``fwd`` of
     type tj); −1 when the match falls outside j's disc of radius² ``r2`` or the image. View i
-    at blur level ``ki`` + fraction ``ti_`` of the stack, view j at ``kj`` + ``tj_``."""
+    at blur level ``ki`` + fraction ``ti_`` of the stack, view j at ``kj`` + ``tj_``. The
+    per-pixel refinement's; :func:`_cost` writes the same operations out."""
     H = stack.shape[0]
     W = stack.shape[1]
     re2 = ex_ * ex_ + ey_ * ey_
@@ -248,30 +254,6 @@ def _match_diff(stack, x, y, ex_, ey_, e_lim2, fwd, tj, n_tab, r2, cjx, cjy, ki,
     return abs(a - b)
 
 
-@nb.njit(cache=True)
-def _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px, py, ex, ey, m, e_lim2):  # pragma: no cover
-    """Σ|I_i(x) − I_j(y)| and the pixel count over the gathered pixels x of micro-image i
-    (:func:`_gather`) whose match y lies within ``radius`` of c_j: the chief-ray offset moves by
-    the disparity, e_j = e_i + δ, and is shifted to the observed o_j (table ``fwd`` of type tj),
-    y = c_j + o_j (:func:`_match_diff`). View i blurred by variance ``s2_i``, view j by ``s2_j``
-    (px²); ``stack`` is (H, W, L), the levels of a pixel adjacent in memory. Chief-ray offsets
-    beyond √``e_lim2`` (past the one observed at ``radius``, :func:`_offset_limit2`) are skipped
-    before the table lookup: the shift is monotone, so their match lies outside the disc anyway."""
-    n_tab = fwd.shape[1]
-    ki, ti_ = _level(s2_i, levels)
-    kj, tj_ = _level(s2_j, levels)
-    r2 = radius * radius
-    sad = 0.0
-    n = 0
-    for p in range(m):
-        d = _match_diff(stack, px[p], py[p], ex[p] + dx, ey[p] + dy, e_lim2, fwd, tj, n_tab, r2, cjx, cjy, ki, ti_, kj, tj_)
-        if d < 0.0:
-            continue
-        sad += d
-        n += 1
-    return sad, n
-
-
 @nb.njit(cache=True, inline="always")
 def _pair_disparity(centres, i, j, f, max_d2):  # pragma: no cover - compiled
     """c_j and the disparity (dx, dy) = (c_i − c_j)·f of neighbour j, and whether the two discs
@@ -299,7 +281,27 @@ def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radi
     """Mean over the pairs (i, j) with ≥ ``min_pixels`` compared pixels of their mean absolute
     difference at inverse virtual depth w (NaN without such a pair), and the number of pairs.
     ``rho`` (T,), ``inv``, ``fwd`` (T, n): the blur radii and shift tables at w
-    (:func:`_tables_at`); ``px`` … ``ey``: work arrays for :func:`_gather`."""
+    (:func:`_tables_at`); ``px`` … ``ey``: work arrays for :func:`_gather`. ``stack`` is (H, W, L),
+    the levels of a pixel adjacent in memory.
+
+    A pair (i, j) sums |I_i(x) − I_j(y)| over the gathered pixels x of micro-image i whose match
+    y lies within ``radius`` of c_j: the chief-ray offset moves by the disparity, e_j = e_i + δ
+    (:func:`_pair_disparity`), and is shifted to the observed o_j (table ``fwd`` of type tj),
+    y = c_j + o_j, view i blurred by variance s2_i and view j by s2_j (:func:`_relative_blur`).
+    Chief-ray offsets beyond the one observed at ``radius`` plus a margin
+    (:func:`_offset_limit2`) are skipped before the table lookup: the shift is monotone, so their
+    match lies outside the disc anyway.
+
+    The pair loop and the pixel loop are :func:`_pair_disparity`, :func:`_offset_limit2` and
+    :func:`_match_diff` written out, the same operations in the same order (the sums are the same
+    bytes; ``tests/depth/test_matching.py`` checks it): numba counts the references of every array
+    handed to an inlined function — an atomic increment and decrement per array and call, which
+    per pixel took 40 % of the matching's time and made the two threads contend for the stack's
+    counter.
+    """
+    H = stack.shape[0]
+    W = stack.shape[1]
+    n_tab = inv.shape[1]
     cix = centres[i, 0]
     ciy = centres[i, 1]
     ti = types[i]
@@ -309,18 +311,79 @@ def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radi
     total = 0.0
     count = 0
     pairs = 0
-    max_d2 = 4.0 * radius * radius
+    r2 = radius * radius
+    max_d2 = 4.0 * r2
+    xr = radius / TABLE_STEP_PX
+    kr = int(xr)
     for jj in range(n_neigh):
         j = neigh[i, jj]
         if j < 0:
             continue
-        cjx, cjy, dx, dy, overlap = _pair_disparity(centres, i, j, f, max_d2)
-        if not overlap:
+        cjx = centres[j, 0]
+        cjy = centres[j, 1]
+        dx = (cix - cjx) * f
+        dy = (ciy - cjy) * f
+        if not dx * dx + dy * dy < max_d2:  # the discs no longer overlap
             continue
         tj = types[j]
         s2_i, s2_j = _relative_blur(kappa2, rho_i, rho[tj])
-        sad, n = _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px, py, ex, ey, m,
-                            _offset_limit2(inv, tj, radius))
+        ki, ti_ = _level(s2_i, levels)
+        kj, tj_ = _level(s2_j, levels)
+        e_lim2 = math.inf  # the square of the chief-ray offset observed at the radius, plus the margin
+        if kr + 1 < n_tab:
+            e = inv[tj, kr] + (xr - kr) * (inv[tj, kr + 1] - inv[tj, kr])
+            if not math.isnan(e):
+                e += OFFSET_LIMIT_MARGIN_PX
+                e_lim2 = e * e
+        sad = 0.0
+        n = 0
+        for p in range(m):
+            ex_ = ex[p] + dx
+            ey_ = ey[p] + dy
+            re2 = ex_ * ex_ + ey_ * ey_
+            if re2 > e_lim2:
+                continue
+            re = math.sqrt(re2)
+            if re > 1e-9:
+                xt = re / TABLE_STEP_PX
+                kt = int(xt)
+                if kt + 1 >= n_tab:
+                    continue
+                sj = fwd[tj, kt] + (xt - kt) * (fwd[tj, kt + 1] - fwd[tj, kt])
+                if math.isnan(sj):
+                    continue
+                sj /= re
+            else:
+                sj = 1.0
+            qx = ex_ * sj
+            qy = ey_ * sj
+            if qx * qx + qy * qy > r2:
+                continue
+            bx = cjx + qx
+            by = cjy + qy
+            x0 = math.floor(bx)
+            y0 = math.floor(by)
+            if x0 < 0 or y0 < 0 or x0 + 1 >= W or y0 + 1 >= H:
+                continue
+            x = px[p]
+            y = py[p]
+            a = stack[y, x, ki]
+            if ti_ > 0.0:
+                a += ti_ * (stack[y, x, ki + 1] - a)
+            fx = bx - x0
+            fy = by - y0
+            b00 = stack[y0, x0, kj]
+            b01 = stack[y0, x0 + 1, kj]
+            b10 = stack[y0 + 1, x0, kj]
+            b11 = stack[y0 + 1, x0 + 1, kj]
+            if tj_ > 0.0:
+                b00 += tj_ * (stack[y0, x0, kj + 1] - b00)
+                b01 += tj_ * (stack[y0, x0 + 1, kj + 1] - b01)
+                b10 += tj_ * (stack[y0 + 1, x0, kj + 1] - b10)
+                b11 += tj_ * (stack[y0 + 1, x0 + 1, kj + 1] - b11)
+            b = (1.0 - fy) * ((1.0 - fx) * b00 + fx * b01) + fy * ((1.0 - fx) * b10 + fx * b11)
+            sad += abs(a - b)
+            n += 1
         if n >= min_pixels:
             total += sad
             count += n
