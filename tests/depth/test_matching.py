@@ -224,7 +224,7 @@ def test_neighbour_tables_are_kept_per_grid_and_handed_out_as_copies(r12a):
 def _reference_cost(stack, levels, centres, types, neigh, i, w, lam, kappa2, radius, min_pixels, P, Q, ra, rb, g_table):
     """The matching cost of micro-image i at w (every neighbour, every pixel) from the helpers the
     per-pixel refinement calls one pixel at a time (``_lookup``, ``_pair_disparity``,
-    ``_offset_limit2``, ``_match_diff``), which ``_cost`` writes out."""
+    ``_offset_limit2``, ``_match_diff``), which ``_costs`` writes out."""
     rho, inv, fwd, px, py, ex, ey = _work(radius, P.shape[0], g_table.shape[1])
     _tables_at(w, P, Q, ra, rb, g_table, rho, inv, fwd)
     n_tab = inv.shape[1]
@@ -269,7 +269,7 @@ def _reference_cost(stack, levels, centres, types, neigh, i, w, lam, kappa2, rad
 
 
 def test_cost_written_out_is_the_per_pixel_helpers_sum(r12a, renders):
-    """``_cost`` writes the pair and pixel loops out (numba's reference counting of arrays handed
+    """``_costs`` writes the pair and pixel loops out (numba's reference counting of arrays handed
     to inlined helpers cost 40 % of the matching); its costs are the same bytes as the helpers'
     (the per-pixel refinement's) summed pixel by pixel, on the 300 mm render over the search
     interval."""
