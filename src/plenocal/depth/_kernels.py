@@ -492,10 +492,12 @@ def _vertex(x0, h, f0, f1, f2):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True)
-def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
-    """Mean and mean absolute deviation of the unblurred view within ``radius`` of (cix, ciy)."""
-    H = stack.shape[0]
-    W = stack.shape[1]
+def _spread(image, weight, cix, ciy, radius):  # pragma: no cover - compiled
+    """Mean and mean absolute deviation of the unblurred view within ``radius`` of (cix, ciy):
+    ``image`` (H, W) as float32 where ``weight`` > 0, 0 elsewhere — the bytes of level 0 of
+    :func:`plenocal.depth.matching.blur_stack` at variance 0, read without making it."""
+    H = image.shape[0]
+    W = image.shape[1]
     r2 = radius * radius
     x_lo, x_hi, y_lo, y_hi = _disc_bounds(cix, ciy, radius, W, H)
     s = 0.0
@@ -503,7 +505,7 @@ def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     for y in range(y_lo, y_hi + 1):
         for x in range(x_lo, x_hi + 1):
             if (x - cix) ** 2 + (y - ciy) ** 2 <= r2:
-                s += stack[y, x, 0]
+                s += np.float32(image[y, x]) if weight[y, x] > 0 else np.float32(0.0)
                 n += 1
     if n == 0:
         return 0.0, 0.0, 0
@@ -512,19 +514,20 @@ def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     for y in range(y_lo, y_hi + 1):
         for x in range(x_lo, x_hi + 1):
             if (x - cix) ** 2 + (y - ciy) ** 2 <= r2:
-                a += abs(stack[y, x, 0] - mean)
+                a += abs((np.float32(image[y, x]) if weight[y, x] > 0 else np.float32(0.0)) - mean)
     return mean, a / n, n
 
 
 @nb.njit(parallel=True, cache=True)
-def micro_image_spread_kernel(stack, centres, radii, index):  # pragma: no cover - compiled
-    """(M,) mean and mean absolute deviation of the micro-images ``index`` (unblurred view)."""
+def micro_image_spread_kernel(image, weight, centres, radii, index):  # pragma: no cover - compiled
+    """(M,) mean and mean absolute deviation of the micro-images ``index`` in the unblurred view
+    (:func:`_spread`)."""
     m = index.shape[0]
     mean = np.zeros(m)
     mad = np.zeros(m)
     for t in nb.prange(m):
         i = index[t]
-        mean[t], mad[t], _ = _spread(stack, centres[i, 0], centres[i, 1], radii[i])
+        mean[t], mad[t], _ = _spread(image, weight, centres[i, 0], centres[i, 1], radii[i])
     return mean, mad
 
 

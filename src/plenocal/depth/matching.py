@@ -501,7 +501,7 @@ def estimate_virtual_depths(
     grey = np.full(n, np.nan)
     spread = np.full(n, np.nan)
     cand = np.flatnonzero(in_view)
-    grey[cand], mad = micro_image_spread_kernel(blur_stack(dv, weight, variances=(0.0,)), centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
+    grey[cand], mad = micro_image_spread_kernel(dv, np.asarray(weight), centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
     spread[cand] = mad / np.maximum(grey[cand], 1e-6)
     status = np.full(n, STATUS_FLAT, dtype=np.int8)
     status[~in_view] = STATUS_OUTSIDE
