@@ -291,3 +291,36 @@ def test_cost_written_out_is_the_per_pixel_helpers_sum(r12a, renders):
                      for w in w_grid] for i in index])
     assert len(index) > 10 and np.isfinite(ref).mean() > 0.8
     np.testing.assert_array_equal(curves, ref)
+
+
+def test_blur_levels_read_are_the_ones_the_search_reads(r12a, renders):
+    """The stack is made only up to the first level at or above the largest relative blur variance
+    over the search interval (κ 0.63 on the small R12-A: 8 of the 10 levels): a dense scan of the
+    interval finds none above it and one above the level before, and the costs over the interval
+    from the truncated stack are the full stack's bytes."""
+    from plenocal.depth import matching as M
+
+    law = blur_law(r12a, kappa=KAPPA)
+    w_lo, w_hi = inverse_depth_range(r12a, default_distance_range_mm(r12a))
+    n = M.blur_levels_read(law, (w_lo, w_hi))
+    levels = np.asarray(M.BLUR_VARIANCES_PX2)
+    ws = np.linspace(w_lo, w_hi, 2001)
+    rho2 = (np.asarray(law.intercept_px)[None, :] + law.slope_px * ws[:, None]) ** 2
+    s2 = KAPPA**2 * np.max(np.abs(rho2[:, :, None] - rho2[:, None, :]))
+    assert 2 <= n < len(levels) and levels[n - 2] < s2 <= levels[n - 1]
+    assert M.blur_levels_read(blur_law(r12a, kappa=0.0), (w_lo, w_hi)) == 2
+    assert M.blur_levels_read(blur_law(r12a, kappa=3.0), (w_lo, w_hi)) == len(levels)
+
+    dv, weight = renders[300.0]
+    _, _, centres, types = M.grid_micro_images(r12a)
+    radii = M.USABLE_RADIUS_FRACTION * M.micro_image_radii_px(r12a, types, r12a.main_lens.f_number)
+    index = np.flatnonzero(M.micro_images_in_view(r12a, centres, radii, weight, min_weight=0.5))[::41]
+    neigh, _ = M.neighbour_table(centres, r12a.grid.diameter_px)
+    ra, rb, g_table = M.pupil_radii(r12a, r12a.main_lens.f_number, float(radii.max()))
+    full = M.matching_stack(dv, weight)
+    costs = [M.cost_curve_kernel(stack, levels[: stack.shape[2]], centres, types, neigh, radii, index, ws[::100], r12a.lambda_,
+                                 np.asarray(law.intercept_px), law.slope_px, KAPPA**2, 1, M.MIN_OVERLAP_PIXELS, ra, rb, g_table)
+             for stack in (full, np.ascontiguousarray(full[:, :, :n]))]
+    np.testing.assert_array_equal(M.matching_stack(dv, weight, n_levels=n), full[:, :, :n])
+    assert np.isfinite(costs[0]).mean() > 0.8
+    np.testing.assert_array_equal(costs[1], costs[0])

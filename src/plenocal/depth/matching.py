@@ -214,11 +214,39 @@ def blur_stack(devignetted: NDArray, weight: NDArray, *, variances: tuple[float,
     return out
 
 
-def matching_stack(devignetted: NDArray, weight: NDArray) -> NDArray[np.float32]:
+def matching_stack(devignetted: NDArray, weight: NDArray, *, n_levels: int | None = None) -> NDArray[np.float32]:
     """The stack the matching compares: :func:`blur_stack` at :data:`BLUR_VARIANCES_PX2` each plus
     :data:`INTERPOLATION_BLUR_VARIANCE_PX2` (level k stands for the relative blur
-    ``BLUR_VARIANCES_PX2[k]``)."""
-    return blur_stack(devignetted, weight, variances=tuple(v + INTERPOLATION_BLUR_VARIANCE_PX2 for v in BLUR_VARIANCES_PX2))
+    ``BLUR_VARIANCES_PX2[k]``); its first ``n_levels`` only (default all:
+    :func:`blur_levels_read` says how many a search reads)."""
+    variances = BLUR_VARIANCES_PX2[:n_levels] if n_levels is not None else BLUR_VARIANCES_PX2
+    return blur_stack(devignetted, weight, variances=tuple(v + INTERPOLATION_BLUR_VARIANCE_PX2 for v in variances))
+
+
+BLUR_LEVEL_MARGIN = 1e-6
+"""Relative margin on the largest relative blur variance when :func:`blur_levels_read` chooses
+the levels: it covers the rounding of ρ and of the refinement's hypotheses (the parabola's outer
+points are the coarse grid's neighbours recomputed, a few ulps from them)."""
+
+
+def blur_levels_read(law: BlurLaw, w_range: tuple[float, float]) -> int:
+    """How many of the stack's levels (the first ones) the matching reads over ``w_range``.
+
+    The relative blur variance of a pair, σ_r² = κ²·|ρ_a(w)² − ρ_b(w)²| (eq:relblurradius) with
+    ρ_t(w) = P_t + Q·w, is |(P_a − P_b)(P_a + P_b + 2Q·w)|·κ²: linear in w within the absolute
+    value, so largest at an end of the range. A variance is read by interpolating the levels
+    either side (:func:`plenocal.depth._kernels._level`), so the levels up to the first at or
+    above the largest variance (times 1 + :data:`BLUR_LEVEL_MARGIN`) are the ones read; all of
+    them when it is beyond the last. Leaving the others out changes no cost: on PRISM R12-B (κ
+    0.72) the largest is 4.2 px², and the last level (9 px², the largest blur and the costliest
+    to make) is never read.
+    """
+    P = np.asarray(law.intercept_px, dtype=np.float64)
+    rho2 = (P[None, :] + law.slope_px * np.asarray(w_range, dtype=np.float64)[:, None]) ** 2  # (2, T)
+    s2 = law.kappa**2 * float(np.max(np.abs(rho2[:, :, None] - rho2[:, None, :])))
+    levels = np.asarray(BLUR_VARIANCES_PX2)
+    above = np.flatnonzero(levels >= s2 * (1.0 + BLUR_LEVEL_MARGIN))
+    return max(int(above[0]) + 1, 2) if above.size else len(levels)
 
 
 NEIGHBOUR_TABLES_KEPT = 4
@@ -482,8 +510,6 @@ def estimate_virtual_depths(
     k_all, l_all, centres, types = grid_micro_images(camera)
     radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
     in_view = micro_images_in_view(camera, centres, radii, weight, min_weight=0.5)
-    stack = matching_stack(dv, weight)
-    levels = np.asarray(BLUR_VARIANCES_PX2, dtype=np.float64)
     neigh, n_coarse = neighbour_table(centres, grid.diameter_px, rings=rings, star_rings=star_rings)
     law = blur_law(camera, kappa=kappa)
     ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
@@ -493,6 +519,9 @@ def estimate_virtual_depths(
     w_lo, w_hi = w_range
     if not w_lo < w_hi:
         raise DataError(f"inverse depth range ({w_lo}, {w_hi}) is empty")
+    n_levels = blur_levels_read(law, (w_lo, w_hi))
+    stack = matching_stack(dv, weight, n_levels=n_levels)
+    levels = np.asarray(BLUR_VARIANCES_PX2[:n_levels], dtype=np.float64)
     step = COARSE_STEP_PX / (lam * grid.diameter_px)
     n_grid = max(int(np.ceil((w_hi - w_lo) / step)) + 1, 3)
     w_grid = np.linspace(w_lo, w_hi, n_grid)
