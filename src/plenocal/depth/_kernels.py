@@ -445,14 +445,18 @@ def _costs_at(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, P, Q, k
 
 
 @nb.njit(parallel=True, cache=True)
-def normalised_level_kernel(num, den, out, k, min_den):  # pragma: no cover - compiled
-    """``out[y, x, k]`` = num/den where den > ``min_den``, else 0 (one level of the (H, W, L)
-    blur stack, written in place: no full-size temporaries)."""
-    H, W = num.shape
+def normalised_levels_kernel(nums, dens, min_dens, out, k0):  # pragma: no cover - compiled
+    """``out[y, x, k0 + g]`` = nums[g]/dens[g] where dens[g] > ``min_dens[g]``, else 0, for the G
+    levels of the tuples ``nums``, ``dens`` of (H, W) images: G consecutive levels of the
+    (H, W, L) blur stack, written in place in one pass (each pass moves all of the stack through
+    the cache)."""
+    G = len(nums)
+    H, W = nums[0].shape
     for y in nb.prange(H):
         for x in range(W):
-            d = den[y, x]
-            out[y, x, k] = num[y, x] / d if d > min_den else np.float32(0.0)
+            for g in range(G):
+                d = dens[g][y, x]
+                out[y, x, k0 + g] = nums[g][y, x] / d if d > min_dens[g] else np.float32(0.0)
 
 
 @nb.njit(parallel=True, cache=True)
