@@ -270,7 +270,7 @@ def _reference_cost(stack, levels, centres, types, neigh, i, w, lam, kappa2, rad
 
 def test_cost_written_out_is_the_per_pixel_helpers_sum(r12a, renders):
     """``_costs`` writes the pair and pixel loops out (numba's reference counting of arrays handed
-    to inlined helpers cost 40 % of the matching); its costs are the same bytes as the helpers'
+    to inlined helpers cost 35 % of the matching); its costs are the same bytes as the helpers'
     (the per-pixel refinement's) summed pixel by pixel, on the 300 mm render over the search
     interval."""
     from plenocal.depth import matching as M

@@ -322,7 +322,7 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
     :func:`_pair_disparity`, :func:`_offset_limit2` and :func:`_match_diff` written out, the same
     operations in the same order (the per-pixel refinement's; ``tests/depth/test_matching.py``
     holds the sums to theirs): numba counts the references of every array handed to an inlined
-    function — an atomic increment and decrement per array and call, which per pixel took 40 % of
+    function — an atomic increment and decrement per array and call, which per pixel took 35 % of
     the matching's time and made the two threads contend for the stack's counter.
     """
     H = stack.shape[0]
