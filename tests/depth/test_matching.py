@@ -14,6 +14,16 @@ import numba
 import numpy as np
 import pytest
 
+from plenocal.depth._kernels import (
+    _level,
+    _lookup,
+    _match_diff,
+    _offset_limit2,
+    _pair_disparity,
+    _relative_blur,
+    _tables_at,
+    _work,
+)
 from plenocal.depth.matching import (
     MIN_GREY_SPREAD,
     STATUS_FLAT,
@@ -232,3 +242,109 @@ def test_micro_images_beyond_the_model_field_get_no_depth(r12a, renders):
     inner = cut.ok & (dist < radius - 5 * r12a.grid.diameter_px)
     assert inner.sum() > 100
     np.testing.assert_array_equal(cut.virtual_depth[inner], full.virtual_depth[inner])
+
+
+@numba.njit
+def _reference_cost(stack, levels, centres, types, neigh, i, w, lam, kappa2, radius, min_pixels, P, Q, ra, rb, g_table):
+    """The matching cost of micro-image i at w (every neighbour, every pixel) from the helpers the
+    per-pixel refinement calls one pixel at a time (``_lookup``, ``_pair_disparity``,
+    ``_offset_limit2``, ``_match_diff``), which ``_costs`` writes out."""
+    rho, inv, fwd, px, py, ex, ey = _work(radius, P.shape[0], g_table.shape[1])
+    _tables_at(w, P, Q, ra, rb, g_table, rho, inv, fwd)
+    n_tab = inv.shape[1]
+    cix, ciy, ti = centres[i, 0], centres[i, 1], types[i]
+    m = 0
+    for y in range(int(np.ceil(ciy - radius)), int(np.floor(ciy + radius)) + 1):
+        for x in range(int(np.ceil(cix - radius)), int(np.floor(cix + radius)) + 1):
+            ox, oy = x - cix, y - ciy
+            ro2 = ox * ox + oy * oy
+            if ro2 > radius * radius:
+                continue
+            ro = np.sqrt(ro2)
+            sc = _lookup(inv, ti, ro, n_tab) / ro if ro > 1e-9 else 1.0
+            px[m], py[m], ex[m], ey[m] = x, y, ox * sc, oy * sc
+            m += 1
+    f = (1.0 - lam) + lam * w
+    total, count, pairs = 0.0, 0, 0
+    for jj in range(neigh.shape[1]):
+        j = neigh[i, jj]
+        if j < 0:
+            continue
+        cjx, cjy, dx, dy, overlap = _pair_disparity(centres, i, j, f, 4.0 * radius * radius)
+        if not overlap:
+            continue
+        tj = types[j]
+        s2_i, s2_j = _relative_blur(kappa2, rho[ti], rho[tj])
+        ki, ti_ = _level(s2_i, levels)
+        kj, tj_ = _level(s2_j, levels)
+        e_lim2 = _offset_limit2(inv, tj, radius)
+        sad, n = 0.0, 0
+        for p in range(m):
+            d = _match_diff(stack, px[p], py[p], ex[p] + dx, ey[p] + dy, e_lim2, fwd, tj, n_tab, radius * radius, cjx, cjy,
+                            ki, ti_, kj, tj_)
+            if d >= 0.0:
+                sad += d
+                n += 1
+        if n >= min_pixels:
+            total += sad
+            count += n
+            pairs += 1
+    return total / count if pairs else np.nan
+
+
+def test_cost_written_out_is_the_per_pixel_helpers_sum(r12a, renders):
+    """``_costs`` writes the pair and pixel loops out (numba's reference counting of arrays handed
+    to inlined helpers cost 35 % of the matching); its costs are the same bytes as the helpers'
+    (the per-pixel refinement's) summed pixel by pixel, on the 300 mm render over the search
+    interval."""
+    from plenocal.depth import matching as M
+
+    dv, weight = renders[300.0]
+    _, _, centres, types = M.grid_micro_images(r12a)
+    radii = M.USABLE_RADIUS_FRACTION * M.micro_image_radii_px(r12a, types, r12a.main_lens.f_number)
+    index = np.flatnonzero(M.micro_images_in_view(r12a, centres, radii, weight, min_weight=0.5))[::97]
+    w_grid = np.linspace(*inverse_depth_range(r12a, default_distance_range_mm(r12a)), 7)
+    curves = M.cost_curves(dv, weight, r12a, index, w_grid, kappa=KAPPA)
+    stack = M.matching_stack(dv, weight)
+    neigh, _ = M.neighbour_table(centres, r12a.grid.diameter_px)
+    law = blur_law(r12a, kappa=KAPPA)
+    ra, rb, g_table = M.pupil_radii(r12a, r12a.main_lens.f_number, float(radii.max()))
+    levels = np.asarray(M.BLUR_VARIANCES_PX2)
+    ref = np.array([[_reference_cost(stack, levels, centres, types, neigh, i, w, r12a.lambda_, KAPPA**2, radii[i],
+                                     M.MIN_OVERLAP_PIXELS, np.asarray(law.intercept_px), law.slope_px, ra, rb, g_table)
+                     for w in w_grid] for i in index])
+    assert len(index) > 10 and np.isfinite(ref).mean() > 0.8
+    np.testing.assert_array_equal(curves, ref)
+
+
+def test_blur_levels_read_are_the_ones_the_search_reads(r12a, renders):
+    """The stack is made only up to the first level at or above the largest relative blur variance
+    over the search interval (κ 0.63 on the small R12-A: 8 of the 10 levels): a dense scan of the
+    interval finds none above it and one above the level before, and the costs over the interval
+    from the truncated stack are the full stack's bytes."""
+    from plenocal.depth import matching as M
+
+    law = blur_law(r12a, kappa=KAPPA)
+    w_lo, w_hi = inverse_depth_range(r12a, default_distance_range_mm(r12a))
+    n = M.blur_levels_read(law, (w_lo, w_hi))
+    levels = np.asarray(M.BLUR_VARIANCES_PX2)
+    ws = np.linspace(w_lo, w_hi, 2001)
+    rho2 = (np.asarray(law.intercept_px)[None, :] + law.slope_px * ws[:, None]) ** 2
+    s2 = KAPPA**2 * np.max(np.abs(rho2[:, :, None] - rho2[:, None, :]))
+    assert 2 <= n < len(levels) and levels[n - 2] < s2 <= levels[n - 1]
+    assert M.blur_levels_read(blur_law(r12a, kappa=0.0), (w_lo, w_hi)) == 2
+    assert M.blur_levels_read(blur_law(r12a, kappa=3.0), (w_lo, w_hi)) == len(levels)
+
+    dv, weight = renders[300.0]
+    _, _, centres, types = M.grid_micro_images(r12a)
+    radii = M.USABLE_RADIUS_FRACTION * M.micro_image_radii_px(r12a, types, r12a.main_lens.f_number)
+    index = np.flatnonzero(M.micro_images_in_view(r12a, centres, radii, weight, min_weight=0.5))[::41]
+    neigh, _ = M.neighbour_table(centres, r12a.grid.diameter_px)
+    ra, rb, g_table = M.pupil_radii(r12a, r12a.main_lens.f_number, float(radii.max()))
+    full = M.matching_stack(dv, weight)
+    costs = [M.cost_curve_kernel(stack, levels[: stack.shape[2]], centres, types, neigh, radii, index, ws[::100], r12a.lambda_,
+                                 np.asarray(law.intercept_px), law.slope_px, KAPPA**2, 1, M.MIN_OVERLAP_PIXELS, ra, rb, g_table)
+             for stack in (full, np.ascontiguousarray(full[:, :, :n]))]
+    np.testing.assert_array_equal(M.matching_stack(dv, weight, n_levels=n), full[:, :, :n])
+    assert np.isfinite(costs[0]).mean() > 0.8
+    np.testing.assert_array_equal(costs[1], costs[0])

@@ -173,8 +173,13 @@ def _gather(stack, cix, ciy, radius, stride, ti, inv, px, py, ex, ey):  # pragma
             if ro2 > r2:
                 continue
             ro = math.sqrt(ro2)
-            if ro > 1e-9:
-                sc = _lookup(inv, ti, ro, n_tab) / ro
+            if ro > 1e-9:  # _lookup(inv, ti, ro, n_tab) / ro, written out (see _costs)
+                xt = ro / TABLE_STEP_PX
+                kt = int(xt)
+                if kt + 1 >= n_tab:
+                    sc = math.nan
+                else:
+                    sc = (inv[ti, kt] + (xt - kt) * (inv[ti, kt + 1] - inv[ti, kt])) / ro
             else:
                 sc = 1.0
             px[m] = x
@@ -186,7 +191,7 @@ def _gather(stack, cix, ciy, radius, stride, ti, inv, px, py, ex, ey):  # pragma
 
 
 OFFSET_LIMIT_MARGIN_PX = 0.5
-"""The pre-test of :func:`_pair_cost` keeps chief-ray offsets up to this much beyond the one
+"""The pre-test of :func:`_costs` keeps chief-ray offsets up to this much beyond the one
 observed at the disc's edge (the tables are interpolated; the exact test follows)."""
 
 
@@ -206,7 +211,8 @@ def _match_diff(stack, x, y, ex_, ey_, e_lim2, fwd, tj, n_tab, r2, cjx, cjy, ki,
     """|I_i(x, y) − I_j(c_j + o_j)| for the pixel (x, y) of micro-image i whose chief-ray offset,
     moved by the disparity, is (ex_, ey_) in j (o_j: that offset shifted by table ``fwd`` of
     type tj); −1 when the match falls outside j's disc of radius² ``r2`` or the image. View i
-    at blur level ``ki`` + fraction ``ti_`` of the stack, view j at ``kj`` + ``tj_``."""
+    at blur level ``ki`` + fraction ``ti_`` of the stack, view j at ``kj`` + ``tj_``. The
+    per-pixel refinement's; :func:`_costs` writes the same operations out."""
     H = stack.shape[0]
     W = stack.shape[1]
     re2 = ex_ * ex_ + ey_ * ey_
@@ -248,30 +254,6 @@ def _match_diff(stack, x, y, ex_, ey_, e_lim2, fwd, tj, n_tab, r2, cjx, cjy, ki,
     return abs(a - b)
 
 
-@nb.njit(cache=True)
-def _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px, py, ex, ey, m, e_lim2):  # pragma: no cover
-    """Σ|I_i(x) − I_j(y)| and the pixel count over the gathered pixels x of micro-image i
-    (:func:`_gather`) whose match y lies within ``radius`` of c_j: the chief-ray offset moves by
-    the disparity, e_j = e_i + δ, and is shifted to the observed o_j (table ``fwd`` of type tj),
-    y = c_j + o_j (:func:`_match_diff`). View i blurred by variance ``s2_i``, view j by ``s2_j``
-    (px²); ``stack`` is (H, W, L), the levels of a pixel adjacent in memory. Chief-ray offsets
-    beyond √``e_lim2`` (past the one observed at ``radius``, :func:`_offset_limit2`) are skipped
-    before the table lookup: the shift is monotone, so their match lies outside the disc anyway."""
-    n_tab = fwd.shape[1]
-    ki, ti_ = _level(s2_i, levels)
-    kj, tj_ = _level(s2_j, levels)
-    r2 = radius * radius
-    sad = 0.0
-    n = 0
-    for p in range(m):
-        d = _match_diff(stack, px[p], py[p], ex[p] + dx, ey[p] + dy, e_lim2, fwd, tj, n_tab, r2, cjx, cjy, ki, ti_, kj, tj_)
-        if d < 0.0:
-            continue
-        sad += d
-        n += 1
-    return sad, n
-
-
 @nb.njit(cache=True, inline="always")
 def _pair_disparity(centres, i, j, f, max_d2):  # pragma: no cover - compiled
     """c_j and the disparity (dx, dy) = (c_i − c_j)·f of neighbour j, and whether the two discs
@@ -294,51 +276,187 @@ def _relative_blur(kappa2, rho_i, rho_j):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True)
-def _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radius, stride, min_pixels,
-          rho, inv, fwd, px, py, ex, ey):  # pragma: no cover
-    """Mean over the pairs (i, j) with ≥ ``min_pixels`` compared pixels of their mean absolute
-    difference at inverse virtual depth w (NaN without such a pair), and the number of pairs.
-    ``rho`` (T,), ``inv``, ``fwd`` (T, n): the blur radii and shift tables at w
-    (:func:`_tables_at`); ``px`` … ``ey``: work arrays for :func:`_gather`."""
+def _gather_pixels(stack, cix, ciy, radius, stride, px, py, ro):  # pragma: no cover - compiled
+    """The pixels of :func:`_gather` (hypothesis-free) into ``px``, ``py`` and their distances
+    |o_i| to c_i into ``ro``; returns their number."""
+    H = stack.shape[0]
+    W = stack.shape[1]
+    r2 = radius * radius
+    x_lo, x_hi, y_lo, y_hi = _disc_bounds(cix, ciy, radius, W, H)
+    m = 0
+    step = 2 if stride == 0 else stride
+    for y in range(y_lo, y_hi + 1, 1 if stride == 0 else stride):
+        oy = y - ciy
+        for x in range(x_lo + ((x_lo + y) & 1 if stride == 0 else 0), x_hi + 1, step):
+            ox = x - cix
+            ro2 = ox * ox + oy * oy
+            if ro2 > r2:
+                continue
+            px[m] = x
+            py[m] = y
+            ro[m] = math.sqrt(ro2)
+            m += 1
+    return m
+
+
+@nb.njit(cache=True)
+def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, radius, stride, min_pixels,
+           rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs):  # pragma: no cover
+    """The matching cost of micro-image i at each of the K inverse virtual depths ``ws`` into
+    ``out_cost`` (K,): the mean over the pairs (i, j) with ≥ ``min_pixels`` compared pixels of
+    their mean absolute difference (NaN without such a pair); the number of pairs into
+    ``out_pairs`` (K,). ``rho`` (K, T), ``inv``, ``fwd`` (K, T, n): the blur radii and shift
+    tables at each w (:func:`_tables_at`); ``px``, ``py``, ``ro`` (S,), ``ex``, ``ey`` (K, S): work
+    arrays (:func:`_work`). ``stack`` is (H, W, L), the levels of a pixel adjacent in memory.
+
+    A pair (i, j) sums |I_i(x) − I_j(y)| over the pixels x of micro-image i within ``radius`` of
+    c_i on a ``stride`` grid (:func:`_gather`) whose match y lies within ``radius`` of c_j: the
+    chief-ray offset moves by the disparity, e_j = e_i + δ (:func:`_pair_disparity`), and is
+    shifted to the observed o_j (table ``fwd`` of type tj), y = c_j + o_j, view i blurred by
+    variance s2_i and view j by s2_j (:func:`_relative_blur`). Chief-ray offsets beyond the one
+    observed at ``radius`` plus a margin (:func:`_offset_limit2`) are skipped before the table
+    lookup: the shift is monotone, so their match lies outside the disc anyway.
+
+    Each neighbour is taken at every hypothesis in turn (its pixels stay in the cache), each
+    hypothesis summing its pairs in the neighbours' order. The loops are :func:`_gather`,
+    :func:`_pair_disparity`, :func:`_offset_limit2` and :func:`_match_diff` written out, the same
+    operations in the same order (the per-pixel refinement's; ``tests/depth/test_matching.py``
+    holds the sums to theirs): numba counts the references of every array handed to an inlined
+    function — an atomic increment and decrement per array and call, which per pixel took 35 % of
+    the matching's time and made the two threads contend for the stack's counter.
+    """
+    H = stack.shape[0]
+    W = stack.shape[1]
+    K = ws.shape[0]
+    n_tab = inv.shape[2]
     cix = centres[i, 0]
     ciy = centres[i, 1]
     ti = types[i]
-    rho_i = rho[ti]
-    f = (1.0 - lam) + lam * w
-    m = _gather(stack, cix, ciy, radius, stride, ti, inv, px, py, ex, ey)
-    total = 0.0
-    count = 0
-    pairs = 0
-    max_d2 = 4.0 * radius * radius
+    m = _gather_pixels(stack, cix, ciy, radius, stride, px, py, ro)
+    for k in range(K):  # the chief-ray offsets e_i at each hypothesis
+        for p in range(m):
+            r = ro[p]
+            if r > 1e-9:
+                xt = r / TABLE_STEP_PX
+                kt = int(xt)
+                if kt + 1 >= n_tab:
+                    sc = math.nan
+                else:
+                    sc = (inv[k, ti, kt] + (xt - kt) * (inv[k, ti, kt + 1] - inv[k, ti, kt])) / r
+            else:
+                sc = 1.0
+            ex[k, p] = (px[p] - cix) * sc
+            ey[k, p] = (py[p] - ciy) * sc
+    for k in range(K):
+        out_cost[k] = 0.0  # Σ sad until the end
+        out_pairs[k] = 0
+    count = np.zeros(K, dtype=np.int64)
+    r2 = radius * radius
+    max_d2 = 4.0 * r2
+    xr = radius / TABLE_STEP_PX
+    kr = int(xr)
     for jj in range(n_neigh):
         j = neigh[i, jj]
         if j < 0:
             continue
-        cjx, cjy, dx, dy, overlap = _pair_disparity(centres, i, j, f, max_d2)
-        if not overlap:
-            continue
+        cjx = centres[j, 0]
+        cjy = centres[j, 1]
         tj = types[j]
-        s2_i, s2_j = _relative_blur(kappa2, rho_i, rho[tj])
-        sad, n = _pair_cost(stack, levels, cjx, cjy, dx, dy, radius, s2_i, s2_j, tj, fwd, px, py, ex, ey, m,
-                            _offset_limit2(inv, tj, radius))
-        if n >= min_pixels:
-            total += sad
-            count += n
-            pairs += 1
-    if pairs == 0:
-        return np.nan, 0
-    return total / count, pairs
+        for k in range(K):
+            f = (1.0 - lam) + lam * ws[k]
+            dx = (cix - cjx) * f
+            dy = (ciy - cjy) * f
+            if not dx * dx + dy * dy < max_d2:  # the discs no longer overlap
+                continue
+            s2_i, s2_j = _relative_blur(kappa2, rho[k, ti], rho[k, tj])
+            ki, ti_ = _level(s2_i, levels)
+            kj, tj_ = _level(s2_j, levels)
+            e_lim2 = math.inf  # the square of the chief-ray offset observed at the radius, plus the margin
+            if kr + 1 < n_tab:
+                e = inv[k, tj, kr] + (xr - kr) * (inv[k, tj, kr + 1] - inv[k, tj, kr])
+                if not math.isnan(e):
+                    e += OFFSET_LIMIT_MARGIN_PX
+                    e_lim2 = e * e
+            sad = 0.0
+            n = 0
+            for p in range(m):
+                ex_ = ex[k, p] + dx
+                ey_ = ey[k, p] + dy
+                re2 = ex_ * ex_ + ey_ * ey_
+                if re2 > e_lim2:
+                    continue
+                re = math.sqrt(re2)
+                if re > 1e-9:
+                    xt = re / TABLE_STEP_PX
+                    kt = int(xt)
+                    if kt + 1 >= n_tab:
+                        continue
+                    sj = fwd[k, tj, kt] + (xt - kt) * (fwd[k, tj, kt + 1] - fwd[k, tj, kt])
+                    if math.isnan(sj):
+                        continue
+                    sj /= re
+                else:
+                    sj = 1.0
+                qx = ex_ * sj
+                qy = ey_ * sj
+                if qx * qx + qy * qy > r2:
+                    continue
+                bx = cjx + qx
+                by = cjy + qy
+                x0 = math.floor(bx)
+                y0 = math.floor(by)
+                if x0 < 0 or y0 < 0 or x0 + 1 >= W or y0 + 1 >= H:
+                    continue
+                x = px[p]
+                y = py[p]
+                a = stack[y, x, ki]
+                if ti_ > 0.0:
+                    a += ti_ * (stack[y, x, ki + 1] - a)
+                fx = bx - x0
+                fy = by - y0
+                b00 = stack[y0, x0, kj]
+                b01 = stack[y0, x0 + 1, kj]
+                b10 = stack[y0 + 1, x0, kj]
+                b11 = stack[y0 + 1, x0 + 1, kj]
+                if tj_ > 0.0:
+                    b00 += tj_ * (stack[y0, x0, kj + 1] - b00)
+                    b01 += tj_ * (stack[y0, x0 + 1, kj + 1] - b01)
+                    b10 += tj_ * (stack[y0 + 1, x0, kj + 1] - b10)
+                    b11 += tj_ * (stack[y0 + 1, x0 + 1, kj + 1] - b11)
+                b = (1.0 - fy) * ((1.0 - fx) * b00 + fx * b01) + fy * ((1.0 - fx) * b10 + fx * b11)
+                sad += abs(a - b)
+                n += 1
+            if n >= min_pixels:
+                out_cost[k] += sad
+                count[k] += n
+                out_pairs[k] += 1
+    for k in range(K):
+        out_cost[k] = np.nan if out_pairs[k] == 0 else out_cost[k] / count[k]
+
+
+@nb.njit(cache=True)
+def _costs_at(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, P, Q, kappa2, ra, rb, g_table, radius, stride,
+              min_pixels, rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs):  # pragma: no cover - compiled
+    """:func:`_costs` at ``ws`` (K,), with the blur radii and shift tables computed there."""
+    for k in range(ws.shape[0]):
+        _tables_at(ws[k], P, Q, ra, rb, g_table, rho[k], inv[k], fwd[k])
+    _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, radius, stride, min_pixels,
+           rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs)
 
 
 @nb.njit(parallel=True, cache=True)
-def normalised_level_kernel(num, den, out, k, min_den):  # pragma: no cover - compiled
-    """``out[y, x, k]`` = num/den where den > ``min_den``, else 0 (one level of the (H, W, L)
-    blur stack, written in place: no full-size temporaries)."""
-    H, W = num.shape
+def normalised_levels_kernel(nums, dens, min_dens, out, k0):  # pragma: no cover - compiled
+    """``out[y, x, k0 + g]`` = nums[g]/dens[g] where dens[g] > ``min_dens[g]``, else 0, for the G
+    levels of the tuples ``nums``, ``dens`` of (H, W) images: G consecutive levels of the
+    (H, W, L) blur stack, written in place in one pass (each pass moves all of the stack through
+    the cache)."""
+    G = len(nums)
+    H, W = nums[0].shape
     for y in nb.prange(H):
         for x in range(W):
-            d = den[y, x]
-            out[y, x, k] = num[y, x] / d if d > min_den else np.float32(0.0)
+            for g in range(G):
+                d = dens[g][y, x]
+                out[y, x, k0 + g] = nums[g][y, x] / d if d > min_dens[g] else np.float32(0.0)
 
 
 @nb.njit(parallel=True, cache=True)
@@ -360,15 +478,6 @@ def star_mask_kernel(centres, idx, found, dirs, half_width):  # pragma: no cover
     return out
 
 
-@nb.njit(cache=True)
-def _cost_at(stack, levels, centres, types, neigh, n_neigh, i, w, lam, P, Q, kappa2, ra, rb, g_table, radius, stride,
-             min_pixels, rho, inv, fwd, px, py, ex, ey):  # pragma: no cover - compiled
-    """:func:`_cost` at w, with the blur radii and shift tables computed there."""
-    _tables_at(w, P, Q, ra, rb, g_table, rho, inv, fwd)
-    return _cost(stack, levels, centres, types, neigh, n_neigh, i, w, lam, kappa2, radius, stride, min_pixels,
-                 rho, inv, fwd, px, py, ex, ey)
-
-
 @nb.njit(cache=True, inline="always")
 def _parabola_at(x, x0, h, f0, f1, f2):  # pragma: no cover - compiled
     """The parabola through (x0 − h, f0), (x0, f1), (x0 + h, f2) at x."""
@@ -387,10 +496,12 @@ def _vertex(x0, h, f0, f1, f2):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True)
-def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
-    """Mean and mean absolute deviation of the unblurred view within ``radius`` of (cix, ciy)."""
-    H = stack.shape[0]
-    W = stack.shape[1]
+def _spread(image, weight, cix, ciy, radius):  # pragma: no cover - compiled
+    """Mean and mean absolute deviation of the unblurred view within ``radius`` of (cix, ciy):
+    ``image`` (H, W) as float32 where ``weight`` > 0, 0 elsewhere — the bytes of level 0 of
+    :func:`plenocal.depth.matching.blur_stack` at variance 0, read without making it."""
+    H = image.shape[0]
+    W = image.shape[1]
     r2 = radius * radius
     x_lo, x_hi, y_lo, y_hi = _disc_bounds(cix, ciy, radius, W, H)
     s = 0.0
@@ -398,7 +509,7 @@ def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     for y in range(y_lo, y_hi + 1):
         for x in range(x_lo, x_hi + 1):
             if (x - cix) ** 2 + (y - ciy) ** 2 <= r2:
-                s += stack[y, x, 0]
+                s += np.float32(image[y, x]) if weight[y, x] > 0 else np.float32(0.0)
                 n += 1
     if n == 0:
         return 0.0, 0.0, 0
@@ -407,19 +518,20 @@ def _spread(stack, cix, ciy, radius):  # pragma: no cover - compiled
     for y in range(y_lo, y_hi + 1):
         for x in range(x_lo, x_hi + 1):
             if (x - cix) ** 2 + (y - ciy) ** 2 <= r2:
-                a += abs(stack[y, x, 0] - mean)
+                a += abs((np.float32(image[y, x]) if weight[y, x] > 0 else np.float32(0.0)) - mean)
     return mean, a / n, n
 
 
 @nb.njit(parallel=True, cache=True)
-def micro_image_spread_kernel(stack, centres, radii, index):  # pragma: no cover - compiled
-    """(M,) mean and mean absolute deviation of the micro-images ``index`` (unblurred view)."""
+def micro_image_spread_kernel(image, weight, centres, radii, index):  # pragma: no cover - compiled
+    """(M,) mean and mean absolute deviation of the micro-images ``index`` in the unblurred view
+    (:func:`_spread`)."""
     m = index.shape[0]
     mean = np.zeros(m)
     mad = np.zeros(m)
     for t in nb.prange(m):
         i = index[t]
-        mean[t], mad[t], _ = _spread(stack, centres[i, 0], centres[i, 1], radii[i])
+        mean[t], mad[t], _ = _spread(image, weight, centres[i, 0], centres[i, 1], radii[i])
     return mean, mad
 
 
@@ -430,6 +542,16 @@ def _work(radius, T, n_table):  # pragma: no cover - compiled
     size = side * side
     return (np.empty(T), np.empty((T, n_table)), np.empty((T, n_table)), np.empty(size, dtype=np.int64),
             np.empty(size, dtype=np.int64), np.empty(size), np.empty(size))
+
+
+@nb.njit(cache=True, inline="always")
+def _costs_work(radius, K, T, n_table):  # pragma: no cover - compiled
+    """Work arrays of :func:`_costs` at K hypotheses: ρ (K, T), shift tables (K, T, n), the
+    gathered pixels and their radii (S,), their offsets (K, S)."""
+    side = 2 * math.ceil(radius) + 2
+    size = side * side
+    return (np.empty((K, T)), np.empty((K, T, n_table)), np.empty((K, T, n_table)), np.empty(size, dtype=np.int64),
+            np.empty(size, dtype=np.int64), np.empty(size), np.empty((K, size)), np.empty((K, size)))
 
 
 @nb.njit(parallel=True, cache=True)
@@ -474,13 +596,14 @@ def search_kernel(
     for t in nb.prange(m):
         i = index[t]
         r = radii[i]
-        rho, inv, fwd, px, py, ex, ey = _work(r, T, n_table)
         curve = np.empty(G)
+        npairs = np.empty(G, dtype=np.int64)
+        _, _, _, px, py, ro, exg, eyg = _costs_work(r, G, T, n_table)
+        _costs(stack, levels, centres, types, neigh, coarse_neighbours, i, w_grid, lam, kappa2, r, coarse_stride,
+               coarse_min, rho_g, inv_g, fwd_g, px, py, ro, exg, eyg, curve, npairs)
         best = -1
         for q in range(G):
-            c, _ = _cost(stack, levels, centres, types, neigh, coarse_neighbours, i, w_grid[q], lam, kappa2,
-                         r, coarse_stride, coarse_min, rho_g[q], inv_g[q], fwd_g[q], px, py, ex, ey)
-            curve[q] = c
+            c = curve[q]
             if not math.isnan(c) and (best < 0 or c < curve[best]):
                 best = q
         if best < 0:
@@ -495,33 +618,42 @@ def search_kernel(
         if out_median[t] < min_refine_contrast:
             out_status[t] = STATUS_NOT_REFINED
             continue
+        rho, inv, fwd, px, py, ro, ex, ey = _costs_work(r, 3, T, n_table)
+        ws = np.empty(3)
+        fs = np.empty(3)
+        ps = np.empty(3, dtype=np.int64)
         if refine_mode == REFINE_PARABOLA:
             # full costs at the coarse minimum and half a step either side; the parabola through
             # the lowest and its two neighbours (one more evaluation when the lowest is a side
             # point), then its vertex
             h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5
             c0 = w_grid[best]
-            fm, pm = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 - h, lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
-            fc, pc = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0, lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
-            fp, pp = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 + h, lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            ws[0] = c0 - h
+            ws[1] = c0
+            ws[2] = c0 + h
+            _costs_at(stack, levels, centres, types, neigh, n_all, i, ws, lam, P, Q, kappa2, ra, rb, g_table, r,
+                      refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+            fm, fc, fp = fs[0], fs[1], fs[2]
+            pm, pc, pp = ps[0], ps[1], ps[2]
             if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
                 wb, cb, pairs = c0, fc, pc
             else:
                 if fm < fc and fm <= fp:
                     f2 = fm
-                    fm, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 - 2.0 * h, lam, P, Q, kappa2, ra, rb,
-                                      g_table, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    ws[0] = c0 - 2.0 * h
+                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                    fm = fs[0]
                     fp = fc
                     fc = f2
                     c0 = c0 - h
                     pc = pm
                 elif fp < fc:
                     f2 = fp
-                    fp, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, c0 + 2.0 * h, lam, P, Q, kappa2, ra, rb,
-                                      g_table, r, refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    ws[0] = c0 + 2.0 * h
+                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                    fp = fs[0]
                     fm = fc
                     fc = f2
                     c0 = c0 + h
@@ -535,10 +667,11 @@ def search_kernel(
             b = w_grid[best + 1]
             x1 = b - invphi * (b - a)
             x2 = a + invphi * (b - a)
-            f1, p1 = _cost_at(stack, levels, centres, types, neigh, n_all, i, x1, lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
-            f2, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, x2, lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+            ws[0] = x1
+            ws[1] = x2
+            _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:2], lam, P, Q, kappa2, ra, rb, g_table, r,
+                      refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+            f1, p1, f2, p2 = fs[0], ps[0], fs[1], ps[1]
             for _it in range(golden_iterations):
                 if f1 <= f2 or math.isnan(f2):
                     b = x2
@@ -546,16 +679,20 @@ def search_kernel(
                     f2 = f1
                     p2 = p1
                     x1 = b - invphi * (b - a)
-                    f1, p1 = _cost_at(stack, levels, centres, types, neigh, n_all, i, x1, lam, P, Q, kappa2, ra, rb, g_table, r,
-                                      refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    ws[0] = x1
+                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                    f1, p1 = fs[0], ps[0]
                 else:
                     a = x1
                     x1 = x2
                     f1 = f2
                     p1 = p2
                     x2 = a + invphi * (b - a)
-                    f2, p2 = _cost_at(stack, levels, centres, types, neigh, n_all, i, x2, lam, P, Q, kappa2, ra, rb, g_table, r,
-                                      refine_stride, refine_min, rho, inv, fwd, px, py, ex, ey)
+                    ws[0] = x2
+                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                    f2, p2 = fs[0], ps[0]
             # the better of the two interior points (already evaluated; within the final bracket,
             # 0.618^k of the coarse one wide)
             if f1 <= f2 or math.isnan(f2):
@@ -582,8 +719,7 @@ def cost_curve_kernel(stack, levels, centres, types, neigh, radii, index, w_grid
     rho_g, inv_g, fwd_g = grid_tables(w_grid, P, Q, ra, rb, g_table)
     for t in nb.prange(m):
         i = index[t]
-        _, _, _, px, py, ex, ey = _work(radii[i], P.shape[0], g_table.shape[1])
-        for q in range(G):
-            out[t, q], _ = _cost(stack, levels, centres, types, neigh, neigh.shape[1], i, w_grid[q], lam, kappa2,
-                                 radii[i], stride, min_pixels, rho_g[q], inv_g[q], fwd_g[q], px, py, ex, ey)
+        _, _, _, px, py, ro, ex, ey = _costs_work(radii[i], G, P.shape[0], g_table.shape[1])
+        _costs(stack, levels, centres, types, neigh, neigh.shape[1], i, w_grid, lam, kappa2, radii[i], stride, min_pixels,
+               rho_g, inv_g, fwd_g, px, py, ro, ex, ey, out[t], np.empty(G, dtype=np.int64))
     return out

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import cv2
+import numba
 import numpy as np
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
@@ -53,7 +54,7 @@ from plenocal.depth._kernels import (
     centroid_table,
     cost_curve_kernel,
     micro_image_spread_kernel,
-    normalised_level_kernel,
+    normalised_levels_kernel,
     search_kernel,
     star_mask_kernel,
 )
@@ -144,10 +145,26 @@ MAD). What is left is a smooth function of 1/υ, which the depth scaling takes
 MIN_BLURRED_MASK = 1e-3
 """A blurred level is 0 where the equally blurred mask of lit pixels is below this (no lit pixel
 near)."""
+LEVELS_PER_PASS = 3
+"""The blur stack's levels are blurred this many at a time and written into the (H, W, L) stack
+in one pass (:func:`blur_stack`): each pass moves the whole stack through the cache. The blurred
+levels wait in 2 × this many full-frame float32 images (300 MB at full R12 scale, 200 MB more
+than one at a time). PRISM R12-B frame 100, the matching's nine levels, two sets of 6 and 8
+interleaved runs (2026-11-26, load ~4): median 0.68 and 0.75 s against 0.75 and 0.85 s one at a
+time, the same bytes. (Held in numpy arrays instead of OpenCV's, which numpy asks the kernel to back with
+huge pages, the passes took 0.61–0.63 s in some runs and 1.5–1.8 s in others.)"""
 MIN_WHITE_FRACTION = 0.1
 """Pixels whose white is below this fraction of its bright level are gaps (weight 0)."""
 CHUNK = 1024
 """Micro-images per kernel call: a Ctrl-C ends between chunks."""
+THREAD_TASK = 8
+"""Micro-images per task of the search kernel's threads, handed out as the threads come free
+(numba's ``parallel_chunksize``; by default each thread gets one fixed share of a chunk). The
+micro-images' work differs (those refined cost about twice the others; a PRISM frame's board
+fills some chunks' halves and not others): with fixed halves of each chunk, one thread idles
+5–8 % of the matching on PRISM frames 100, 102, 104 (estimated from the statuses, a refined
+micro-image counted as two others). Each micro-image writes only its own outputs, so the
+results are the same bytes whatever the task size."""
 
 
 @dataclass(frozen=True)
@@ -188,28 +205,62 @@ def blur_law(camera: PlenopticCamera, *, kappa: float) -> BlurLaw:
 def blur_stack(devignetted: NDArray, weight: NDArray, *, variances: tuple[float, ...] = BLUR_VARIANCES_PX2) -> NDArray[np.float32]:
     """(H, W, L) float32: the devignetted image blurred by Gaussians of the given variances (px²),
     each normalised by the equally blurred mask of lit pixels (the gaps do not darken the borders).
-    The levels of a pixel are adjacent in memory (the kernels read a pixel at two levels).
+    The levels of a pixel are adjacent in memory (the kernels read a pixel at two levels). The
+    levels are blurred :data:`LEVELS_PER_PASS` at a time and written into the stack together.
     """
     img = np.asarray(devignetted, dtype=np.float32)
     mask = (np.asarray(weight) > 0).astype(np.float32)
     masked = img * mask
     out = np.empty((*img.shape, len(variances)), dtype=np.float32)
-    for k, var in enumerate(variances):
-        if var <= 0.0:
-            normalised_level_kernel(masked, mask, out, k, np.float32(0.5))  # masked / 1 on lit pixels, 0 elsewhere
-            continue
-        sigma = float(np.sqrt(var))
-        num = cv2.GaussianBlur(masked, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
-        den = cv2.GaussianBlur(mask, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
-        normalised_level_kernel(num, den, out, k, np.float32(MIN_BLURRED_MASK))
+    for k0 in range(0, len(variances), LEVELS_PER_PASS):
+        nums, dens, min_dens = [], [], []
+        for var in variances[k0:k0 + LEVELS_PER_PASS]:
+            if var <= 0.0:  # masked / 1 on lit pixels, 0 elsewhere
+                nums.append(masked)
+                dens.append(mask)
+                min_dens.append(0.5)
+                continue
+            sigma = float(np.sqrt(var))
+            nums.append(cv2.GaussianBlur(masked, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE))
+            dens.append(cv2.GaussianBlur(mask, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE))
+            min_dens.append(MIN_BLURRED_MASK)
+        normalised_levels_kernel(tuple(nums), tuple(dens), np.asarray(min_dens, dtype=np.float32), out, k0)
     return out
 
 
-def matching_stack(devignetted: NDArray, weight: NDArray) -> NDArray[np.float32]:
+def matching_stack(devignetted: NDArray, weight: NDArray, *, n_levels: int | None = None) -> NDArray[np.float32]:
     """The stack the matching compares: :func:`blur_stack` at :data:`BLUR_VARIANCES_PX2` each plus
     :data:`INTERPOLATION_BLUR_VARIANCE_PX2` (level k stands for the relative blur
-    ``BLUR_VARIANCES_PX2[k]``)."""
-    return blur_stack(devignetted, weight, variances=tuple(v + INTERPOLATION_BLUR_VARIANCE_PX2 for v in BLUR_VARIANCES_PX2))
+    ``BLUR_VARIANCES_PX2[k]``); its first ``n_levels`` only (default all:
+    :func:`blur_levels_read` says how many a search reads)."""
+    variances = BLUR_VARIANCES_PX2[:n_levels] if n_levels is not None else BLUR_VARIANCES_PX2
+    return blur_stack(devignetted, weight, variances=tuple(v + INTERPOLATION_BLUR_VARIANCE_PX2 for v in variances))
+
+
+BLUR_LEVEL_MARGIN = 1e-6
+"""Relative margin on the largest relative blur variance when :func:`blur_levels_read` chooses
+the levels: it covers the rounding of ρ and of the refinement's hypotheses (the parabola's outer
+points are the coarse grid's neighbours recomputed, a few ulps from them)."""
+
+
+def blur_levels_read(law: BlurLaw, w_range: tuple[float, float]) -> int:
+    """How many of the stack's levels (the first ones) the matching reads over ``w_range``.
+
+    The relative blur variance of a pair, σ_r² = κ²·|ρ_a(w)² − ρ_b(w)²| (eq:relblurradius) with
+    ρ_t(w) = P_t + Q·w, is |(P_a − P_b)(P_a + P_b + 2Q·w)|·κ²: linear in w within the absolute
+    value, so largest at an end of the range. A variance is read by interpolating the levels
+    either side (:func:`plenocal.depth._kernels._level`), so the levels up to the first at or
+    above the largest variance (times 1 + :data:`BLUR_LEVEL_MARGIN`) are the ones read; all of
+    them when it is beyond the last. Leaving the others out changes no cost: on PRISM R12-B (κ
+    0.72) the largest is 4.2 px², and the last level (9 px², the largest blur and the costliest
+    to make) is never read.
+    """
+    P = np.asarray(law.intercept_px, dtype=np.float64)
+    rho2 = (P[None, :] + law.slope_px * np.asarray(w_range, dtype=np.float64)[:, None]) ** 2  # (2, T)
+    s2 = law.kappa**2 * float(np.max(np.abs(rho2[:, :, None] - rho2[:, None, :])))
+    levels = np.asarray(BLUR_VARIANCES_PX2)
+    above = np.flatnonzero(levels >= s2 * (1.0 + BLUR_LEVEL_MARGIN))
+    return max(int(above[0]) + 1, 2) if above.size else len(levels)
 
 
 NEIGHBOUR_TABLES_KEPT = 4
@@ -477,8 +528,6 @@ def estimate_virtual_depths(
     k_all, l_all, centres, types = grid_micro_images(camera)
     radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
     in_view = micro_images_in_view(camera, centres, radii, weight, min_weight=0.5)
-    stack = matching_stack(dv, weight)
-    levels = np.asarray(BLUR_VARIANCES_PX2, dtype=np.float64)
     neigh, n_coarse = neighbour_table(centres, grid.diameter_px, rings=rings, star_rings=star_rings)
     law = blur_law(camera, kappa=kappa)
     ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
@@ -488,6 +537,9 @@ def estimate_virtual_depths(
     w_lo, w_hi = w_range
     if not w_lo < w_hi:
         raise DataError(f"inverse depth range ({w_lo}, {w_hi}) is empty")
+    n_levels = blur_levels_read(law, (w_lo, w_hi))
+    stack = matching_stack(dv, weight, n_levels=n_levels)
+    levels = np.asarray(BLUR_VARIANCES_PX2[:n_levels], dtype=np.float64)
     step = COARSE_STEP_PX / (lam * grid.diameter_px)
     n_grid = max(int(np.ceil((w_hi - w_lo) / step)) + 1, 3)
     w_grid = np.linspace(w_lo, w_hi, n_grid)
@@ -496,7 +548,7 @@ def estimate_virtual_depths(
     grey = np.full(n, np.nan)
     spread = np.full(n, np.nan)
     cand = np.flatnonzero(in_view)
-    grey[cand], mad = micro_image_spread_kernel(blur_stack(dv, weight, variances=(0.0,)), centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
+    grey[cand], mad = micro_image_spread_kernel(dv, np.asarray(weight), centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
     spread[cand] = mad / np.maximum(grey[cand], 1e-6)
     status = np.full(n, STATUS_FLAT, dtype=np.int8)
     status[~in_view] = STATUS_OUTSIDE
@@ -515,11 +567,12 @@ def estimate_virtual_depths(
     P = np.asarray(law.intercept_px, dtype=np.float64)
     for start in range(0, len(todo), max(int(chunk), 1)):
         sel = todo[start:start + chunk]
-        ww, cc, med, pp, st = search_kernel(
-            stack, levels, centres, types, neigh, radii, sel, w_grid, lam, P, law.slope_px, law.kappa**2,
-            n_coarse, COARSE_STRIDE_PX, int(golden_iterations), MIN_OVERLAP_PIXELS, ra, rb, g_table, int(refine_stride), int(refine_mode),
-            float(refine_min_confidence),
-        )
+        with numba.parallel_chunksize(THREAD_TASK):
+            ww, cc, med, pp, st = search_kernel(
+                stack, levels, centres, types, neigh, radii, sel, w_grid, lam, P, law.slope_px, law.kappa**2,
+                n_coarse, COARSE_STRIDE_PX, int(golden_iterations), MIN_OVERLAP_PIXELS, ra, rb, g_table, int(refine_stride),
+                int(refine_mode), float(refine_min_confidence),
+            )
         w[sel], cost[sel], pairs[sel], status[sel] = ww, cc, pp, st
         conf[sel] = np.where((st == STATUS_OK) | (st == STATUS_NOT_REFINED), np.clip(med, 0.0, 1.0), 0.0)
         if progress is not None:
