@@ -16,6 +16,7 @@ devignetting white of the manifest. Writes atomically:
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,13 +28,14 @@ import numpy as np
 from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES, bounded_int
-from plenocal.detect.corners import devignette
-from plenocal.detect.pipeline import detect_frame, frame_micro_images
+from plenocal.detect.corners import white_weight
+from plenocal.detect.pipeline import detect_frame, devignette_micro_images, micro_images
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file
 from plenocal.io.dataset import FRAME_ROLES, Dataset, ImageRole, read_dataset
+from plenocal.io.images import bit_depth_of
 from plenocal.io.observations import (
     export_observations_csv,
     read_observations,
@@ -185,18 +187,19 @@ def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board
 
 
 def complete_frame_nodes(
-    frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any, devignetted: Callable[[], np.ndarray],
-    rms_bound: float, pitch_px: float, fit_rendered: bool,
+    frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any,
+    devignetted: Callable[[np.ndarray], np.ndarray], rms_bound: float, pitch_px: float, fit_rendered: bool,
 ) -> tuple[BapFeatures, dict[str, Any]]:
     """Board nodes a posed frame misses although some micro-image sees them, predicted with ``camera`` and ``pose``
     and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`). ``micro``: the micro-images
-    (the white's alone decide them); ``devignetted()`` gives the frame's devignetted image, called
-    only when some missing node is predicted in two or more free micro-images (a node seen once
-    gives no feature). Returns the added features (``node`` set) and a record: ``action``
-    ("complete": no unseen node predicted in a micro-image; "predicted in ≤ 1 view": nothing to
-    fit; "predicted"), the unseen nodes predicted in a micro-image (``missing_in_view``), the
-    fit's counts and its wall time."""
-    from plenocal.detect.nodes import detect_board_nodes, predict_node_views
+    (the white's alone decide them); ``devignetted(index)`` gives the frame's devignetted image,
+    valid at least in the micro-images ``index`` (the only ones the fits read), called only when
+    some missing node is predicted in two or more micro-images (a node seen once gives no
+    feature). Returns the added features (``node`` set) and a record: ``action`` ("complete": no
+    unseen node predicted in a micro-image; "predicted in ≤ 1 view": nothing to fit;
+    "predicted"), the unseen nodes predicted in a micro-image (``missing_in_view``), the fit's
+    counts and its wall time."""
+    from plenocal.detect.nodes import detect_board_nodes, predict_node_views, views_to_fit
 
     t0 = time.perf_counter()
     known = known.select((known.frame == frame) & (known.node >= 0))
@@ -215,8 +218,9 @@ def complete_frame_nodes(
     if not np.any(per_node >= 2):
         return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)",
                                      "missing_in_view": int(missing.sum()), "wall_time_s": time.perf_counter() - t0}
-    nd = detect_board_nodes(devignetted(), micro, camera=camera, cam_from_world=pose, board=board, known=known,
-                            rms_bound=rms_bound, pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered)
+    dv = devignetted(np.unique(views_to_fit(views, micro, known).index))
+    nd = detect_board_nodes(dv, micro, camera=camera, cam_from_world=pose, board=board, known=known, rms_bound=rms_bound,
+                            pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered, views=views)
     return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
                          "wall_time_s": time.perf_counter() - t0}
 
@@ -241,7 +245,7 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     if det.devignetted is None or det.micro is None:
         return linked, r, few, {"action": "not completed (no images kept)"}
     added, record = complete_frame_nodes(frame, r.pose, linked, camera=camera, board=board, micro=det.micro,
-                                         devignetted=lambda: det.devignetted, rms_bound=det.rms_bound,
+                                         devignetted=lambda _index: det.devignetted, rms_bound=det.rms_bound,
                                          pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
                                          fit_rendered=fit_rendered)
     return BapFeatures.concatenate([linked, added]), r, few, record
@@ -446,19 +450,24 @@ def run_second_pass(args: argparse.Namespace) -> int:
     m = dataset.manifest
     board = m.target
     entries = {e.frame: e for e in m.images if e.role in FRAME_ROLES}
-    white = dataset.read_image(m.with_role(ImageRole.DEVIGNETTING)[0])
     vig, rendered = bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True))
     shape = str(doc.get("pupil_shape", "disc"))
     if shape not in PUPIL_SHAPES:
         raise InputFileError(prev / "detection.json", f"pupil_shape {shape!r} is none of {', '.join(PUPIL_SHAPES)}; run the first pass again")
+    # The white, its pupil shapes and micro-images are set up once, when a frame first needs them
+    # (a set whose frames the first pass linked fully needs none: PRISM r12-b, 0.39 s of nothing).
+    white = functools.cache(lambda: dataset.read_image(m.with_role(ImageRole.DEVIGNETTING)[0]))
     # the first pass measured the same white: where it found no micro-image off the disc model the
     # disc is what detection used (0.66 s of a full-scale R12-A second pass not measured again)
     measured_none = shape != "disc" and doc.get("pupil_ellipses") == 0
-    pupil = None if measured_none else pupil_ellipses(shape, white, grid=pre.camera.grid, omega=omega,
-                                                      layout=pre.camera.mla.types, dataset=dataset)
+    pupil = functools.cache(lambda: None if measured_none else pupil_ellipses(
+        shape, white(), grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset))
+    # the micro-images are the white's (its weight alone, not the white divided by itself): each
+    # frame then devignettes only the micro-images its predicted nodes are fitted in
+    micro = functools.cache(lambda: micro_images(white_weight(white()), grid=pre.camera.grid, omega=omega,
+                                                 layout=pre.camera.mla.types, pupil_vignetting=vig, pupil=pupil()))
     parts = [prev_obs.bap]
     n_added_frames = 0
-    micro = None
     for rec in doc.get("frames", []):
         frame = int(rec["frame"])
         t0 = time.perf_counter()
@@ -478,14 +487,12 @@ def run_second_pass(args: argparse.Namespace) -> int:
         rms = float(bound) if bound is not None else float("inf")
         record: dict[str, Any]
         if linked_ok and frame in poses:
-            if micro is None:  # the micro-images are the white's: set up once, each frame only devignetted
-                micro = frame_micro_images(white, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types,
-                                           pupil_vignetting=vig, pupil=pupil)[1]
 
-            def devignetted(entry=entries[frame]) -> np.ndarray:
-                return devignette(dataset.read_image(entry), white)[0]
+            def devignetted(index: np.ndarray, entry: Any = entries[frame]) -> np.ndarray:
+                raw, scale = _raw_image(dataset, entry)
+                return devignette_micro_images(raw, white(), micro(), index, scale=scale)
 
-            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro,
+            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro(),
                                                  devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
                                                  fit_rendered=rendered)
             record["action"] = f"{record['action']} (calibrated camera and pose)"
@@ -493,8 +500,8 @@ def run_second_pass(args: argparse.Namespace) -> int:
             rec["second_pass"] = {"action": "kept refused (too few clusters for a pose: no camera can link them)"}
             continue
         elif not linked_ok:
-            added, record = _relink_refused(dataset, entries[frame], white, pre=pre, calibrated=calibrated, board=board,
-                                            pupil_vignetting=vig, fit_rendered=rendered, pupil=pupil)
+            added, record = _relink_refused(dataset, entries[frame], white(), pre=pre, calibrated=calibrated, board=board,
+                                            pupil_vignetting=vig, fit_rendered=rendered, pupil=pupil())
         else:
             rec["second_pass"] = {"action": "kept (no calibrated pose)"}
             continue
@@ -518,6 +525,17 @@ def run_second_pass(args: argparse.Namespace) -> int:
     print(f"second pass: {n_added} BAP features added in {n_added_frames} frames ({len(bap)} in "
           f"{doc['n_frames_linked']} frames); {doc['second_pass']['wall_time_s']:.1f} s; wrote {out}")
     return 0
+
+
+def _raw_image(dataset: Dataset, entry: Any) -> tuple[np.ndarray, float]:
+    """A frame's image and the scale that makes it grey in [0, 1]: a grey image's stored integers
+    and 2^bits − 1 (:func:`plenocal.io.images.read_raw_image`'s rule, applied by the caller only
+    to the pixels it uses: converting the whole 4080 × 3068 image to float took 0.06 s), else the
+    grey image and 1."""
+    if dataset.manifest.image_format.color == "grey":
+        stored = dataset.read_image(entry, as_grey=False)
+        return stored, float(2 ** bit_depth_of(stored) - 1)
+    return dataset.read_image(entry), 1.0
 
 
 def _relink_refused(dataset: Dataset, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,
