@@ -146,12 +146,24 @@ def predict_node_views(
     axis = pu[:, :2] * (1.0 - scale[:, None])
     cone = F / (2.0 * camera.main_lens.f_number) * np.abs(scale)
     pitch = 0.5 * sum(camera.mla.pitch_mm)
-    lists = cKDTree(C[:, :2]).query_ball_point(axis, cone + 2.0 * pitch)
+    reach = cone + 2.0 * pitch
+    # Only the lenses inside the box about every node's reach can be in one: the tree holds those
+    # (the board covers part of the MLA; a tree of all its 26 000 lenses was most of a call). Their
+    # order is the lenses', so the lists are the same as from a tree of all of them.
+    finite = np.all(np.isfinite(axis), axis=1) & np.isfinite(reach)
+    if not np.any(finite):
+        return empty
+    lo = np.min(axis[finite] - reach[finite, None], axis=0)
+    hi = np.max(axis[finite] + reach[finite, None], axis=0)
+    box = np.flatnonzero(np.all((C[:, :2] >= lo) & (C[:, :2] <= hi), axis=1))
+    if not len(box):
+        return empty
+    lists = cKDTree(C[box, :2]).query_ball_point(axis, reach)
     n = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
     if not n.sum():
         return empty
     p = np.repeat(np.arange(len(nodes)), n)
-    idx = on[np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])]
+    idx = on[box[np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])]]
     k, l = micro.k[idx], micro.l[idx]
     f = project_bap(camera, pts[p], k, l)
     chief, rho = f[:, :2], f[:, 2]
