@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import time
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,7 +29,7 @@ import numpy as np
 from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES, bounded_int
-from plenocal.detect.corners import white_weight
+from plenocal.detect.corners import white_levels, white_weight
 from plenocal.detect.pipeline import detect_frame, devignette_micro_images, micro_images
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
@@ -55,7 +56,11 @@ from plenocal.precalib.checks import check_white_images
 LINK_MAX_RMSE_FRACTION = 0.1
 LINK_MIN_CLUSTERS = 6
 LINK_MIN_NODE_FRACTION = 0.6
-OUTPUTS = ("observations.npz", "detection.json", "overlays", "bap.csv", "mic.csv", STAGE_RECORD)
+PUPIL_FILE = "pupil-ellipses.npz"
+"""The main aperture's preimages the first pass measured (``--pupil-shape`` white or white-centre,
+where some micro-image departs from the disc model), handed to the second pass: measuring them
+again from the white took 0.74 s of the real-optics r12-b second pass's 1.36 s."""
+OUTPUTS = ("observations.npz", "detection.json", "overlays", "bap.csv", "mic.csv", PUPIL_FILE, STAGE_RECORD)
 """What ``detect`` writes in its output folder (replaced as a whole)."""
 MAX_OVERLAYS = 10_000
 HELP = "detect BAP features (corners, clusters, virtual depth, blur radius) in the checkerboard images"
@@ -390,6 +395,8 @@ def run(args: argparse.Namespace) -> int:
     }
     with atomic_folder(out, owned=OUTPUTS) as tmp:
         write_observations(tmp / "observations.npz", obs)
+        if pupil is not None and pupil.elliptical.any():
+            _write_pupil_ellipses(tmp / PUPIL_FILE, pupil)
         if args.csv:
             export_observations_csv(tmp, obs)
         write_document(tmp / "detection.json", doc)
@@ -434,7 +441,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
     prev = Path(args.previous)
     out = Path(args.output)
     check_output_folder(out, inputs=[dataset.folder, *dataset.files(), cam_path, prev / "observations.npz", prev / "detection.json",
-                                     args.camera, args.poses], owned=OUTPUTS)
+                                     prev / PUPIL_FILE, args.camera, args.poses], owned=OUTPUTS)
     t_all = time.perf_counter()
     pre = read_camera_file(cam_path)
     omega = pre.internal_parameters
@@ -457,14 +464,17 @@ def run_second_pass(args: argparse.Namespace) -> int:
     # The white, its pupil shapes and micro-images are set up once, when a frame first needs them
     # (a set whose frames the first pass linked fully needs none: PRISM r12-b, 0.39 s of nothing).
     white = functools.cache(lambda: dataset.read_image(m.with_role(ImageRole.DEVIGNETTING)[0]))
+    levels = functools.cache(lambda: white_levels(white()))
     # the first pass measured the same white: where it found no micro-image off the disc model the
     # disc is what detection used (0.66 s of a full-scale R12-A second pass not measured again)
     measured_none = shape != "disc" and doc.get("pupil_ellipses") == 0
-    pupil = functools.cache(lambda: None if measured_none else pupil_ellipses(
-        shape, white(), grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset))
+    handed = prev / PUPIL_FILE if Path(str(doc.get("precalibration", ""))).resolve() == cam_path.resolve() else None
+    pupil = functools.cache(lambda: None if measured_none else _pupil_ellipses_again(
+        handed, len(pre.camera.grid.lattice.all_indices()[0]),
+        lambda: pupil_ellipses(shape, white(), grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset)))
     # the micro-images are the white's (its weight alone, not the white divided by itself): each
     # frame then devignettes only the micro-images its predicted nodes are fitted in
-    micro = functools.cache(lambda: micro_images(white_weight(white()), grid=pre.camera.grid, omega=omega,
+    micro = functools.cache(lambda: micro_images(white_weight(white(), levels=levels()), grid=pre.camera.grid, omega=omega,
                                                  layout=pre.camera.mla.types, pupil_vignetting=vig, pupil=pupil()))
     parts = [prev_obs.bap]
     n_added_frames = 0
@@ -490,7 +500,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
 
             def devignetted(index: np.ndarray, entry: Any = entries[frame]) -> np.ndarray:
                 raw, scale = _raw_image(dataset, entry)
-                return devignette_micro_images(raw, white(), micro(), index, scale=scale)
+                return devignette_micro_images(raw, white(), micro(), index, scale=scale, threshold=levels()[0])
 
             added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro(),
                                                  devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
@@ -525,6 +535,32 @@ def run_second_pass(args: argparse.Namespace) -> int:
     print(f"second pass: {n_added} BAP features added in {n_added_frames} frames ({len(bap)} in "
           f"{doc['n_frames_linked']} frames); {doc['second_pass']['wall_time_s']:.1f} s; wrote {out}")
     return 0
+
+
+def _write_pupil_ellipses(path: Path, pupil: Any) -> None:
+    """:data:`PUPIL_FILE`: the arrays of a :class:`~plenocal.model.pupil_ellipse.PupilEllipses`."""
+    with open(path, "wb") as fh:
+        np.savez(fh, offset_px=pupil.offset_px, matrix=pupil.matrix, elliptical=pupil.elliptical)
+
+
+def _pupil_ellipses_again(path: Path | None, n: int, measure: Callable[[], Any]) -> Any:
+    """The second pass's pupil ellipses: those the first pass wrote (``path``, :data:`PUPIL_FILE`;
+    None when it used another pre-calibration) for the grid's ``n`` micro-images, else
+    ``measure()`` (a first pass that wrote none, e.g. of an earlier release)."""
+    from plenocal.model.pupil_ellipse import PupilEllipses
+
+    if path is None or not path.is_file():
+        return measure()
+    try:
+        with np.load(path) as z:
+            pupil = PupilEllipses(np.asarray(z["offset_px"], dtype=np.float64), np.asarray(z["matrix"], dtype=np.float64),
+                                  np.asarray(z["elliptical"], dtype=bool))
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise InputFileError(path, f"cannot be read ({exc}); run the first pass again") from None
+    if pupil.offset_px.shape != (n, 2) or pupil.matrix.shape != (n, 3) or pupil.elliptical.shape != (n,):
+        raise InputFileError(path, f"holds {pupil.elliptical.shape} ellipses with offsets {pupil.offset_px.shape} and matrices "
+                                   f"{pupil.matrix.shape}, not the pre-calibration grid's {n}; run the first pass again")
+    return pupil
 
 
 def _raw_image(dataset: Dataset, entry: Any) -> tuple[np.ndarray, float]:

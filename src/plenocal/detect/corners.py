@@ -62,17 +62,19 @@ def white_levels(white: NDArray, *, min_white_fraction: float = 0.1) -> tuple[fl
     return float(min_white_fraction * bright), max(bright, 1e-12)
 
 
-def white_weight(white: NDArray, *, min_white_fraction: float = 0.1) -> FloatArray:
+def white_weight(white: NDArray, *, min_white_fraction: float = 0.1, levels: tuple[float, float] | None = None) -> FloatArray:
     """(H, W) :func:`devignette`'s weight alone, the same numbers: it depends on the white only, so
-    a pass that fits corners in a few micro-images of several frames computes it once."""
+    a pass that fits corners in a few micro-images of several frames computes it once.
+    ``levels``: :func:`white_levels` of this white and ``min_white_fraction`` when the caller has
+    them (None: computed here)."""
     w = np.ascontiguousarray(white)
-    threshold, bright = white_levels(w, min_white_fraction=min_white_fraction)
-    return white_weight_kernel(w, threshold, bright)
+    threshold, bright = white_levels(w, min_white_fraction=min_white_fraction) if levels is None else levels
+    return white_weight_kernel(w, float(threshold), float(bright))
 
 
 def devignette_boxes(
     raw: NDArray, white: NDArray, centres: FloatArray, *, half_px: int, scale: float = 1.0,
-    min_white_fraction: float = 0.1,
+    min_white_fraction: float = 0.1, threshold: float | None = None,
 ) -> FloatArray:
     """:func:`devignette`'s divided image on the square boxes ``rint(centres) ± half_px`` only
     (the same numbers there; 0 elsewhere).
@@ -89,15 +91,18 @@ def devignette_boxes(
         micro-image reads).
     scale : ``raw`` is divided by it first (1 for grey floats; 2^bits − 1 for stored integers,
         as :func:`plenocal.io.images.read_raw_image` converts grey images).
+    threshold : the white's validity threshold, :func:`white_levels`' first value, when the
+        caller has it for this white and ``min_white_fraction`` (None: computed here).
     """
     r = np.asarray(raw)
     w = np.ascontiguousarray(white)
     if r.shape != w.shape:
         raise ValueError(f"raw {r.shape} and white {w.shape} differ in shape")
-    threshold, _ = white_levels(w, min_white_fraction=min_white_fraction)
+    if threshold is None:
+        threshold, _ = white_levels(w, min_white_fraction=min_white_fraction)
     out = np.zeros(w.shape)  # untouched pages stay unmapped
     origins = np.ascontiguousarray(np.rint(np.asarray(centres, dtype=np.float64).reshape(-1, 2)).astype(np.int64))
-    devignette_boxes_kernel(out, np.ascontiguousarray(r), w, threshold, float(scale), origins, int(half_px))
+    devignette_boxes_kernel(out, np.ascontiguousarray(r), w, float(threshold), float(scale), origins, int(half_px))
     return out
 
 
