@@ -59,7 +59,7 @@ LINK_MIN_NODE_FRACTION = 0.6
 PUPIL_FILE = "pupil-ellipses.npz"
 """The main aperture's preimages the first pass measured (``--pupil-shape`` white or white-centre,
 where some micro-image departs from the disc model), handed to the second pass: measuring them
-again from the white took 0.74 s of the real-optics r12-b second pass's 1.36 s."""
+again from the white took 0.74 s (under cProfile) of a real-optics r12-b second pass."""
 OUTPUTS = ("observations.npz", "detection.json", "overlays", "bap.csv", "mic.csv", PUPIL_FILE, STAGE_RECORD)
 """What ``detect`` writes in its output folder (replaced as a whole)."""
 MAX_OVERLAYS = 10_000
