@@ -463,8 +463,11 @@ def run_second_pass(args: argparse.Namespace) -> int:
         raise InputFileError(prev / "detection.json", f"pupil_shape {shape!r} is none of {', '.join(PUPIL_SHAPES)}; run the first pass again")
     # The white, its pupil shapes and micro-images are set up once, when a frame first needs them
     # (a set whose frames the first pass linked fully needs none: PRISM r12-b, 0.39 s of nothing).
-    white = functools.cache(lambda: dataset.read_image(m.with_role(ImageRole.DEVIGNETTING)[0]))
-    levels = functools.cache(lambda: white_levels(white()))
+    # (stored: a grey white's integers and their scale, converted where used, not whole; white:
+    # the grey white, as detection reads it, for the pupil measurement and frames detected again)
+    stored = functools.cache(lambda: _raw_image(dataset, m.with_role(ImageRole.DEVIGNETTING)[0]))
+    white = functools.cache(lambda: stored()[0] / stored()[1] if stored()[1] != 1.0 else stored()[0])
+    levels = functools.cache(lambda: white_levels(stored()[0], scale=stored()[1]))
     # the first pass measured the same white: where it found no micro-image off the disc model the
     # disc is what detection used (0.66 s of a full-scale R12-A second pass not measured again)
     measured_none = shape != "disc" and doc.get("pupil_ellipses") == 0
@@ -474,7 +477,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
         lambda: pupil_ellipses(shape, white(), grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset)))
     # the micro-images are the white's (its weight alone, not the white divided by itself): each
     # frame then devignettes only the micro-images its predicted nodes are fitted in
-    micro = functools.cache(lambda: micro_images(white_weight(white(), levels=levels()), grid=pre.camera.grid, omega=omega,
+    micro = functools.cache(lambda: micro_images(white_weight(stored()[0], levels=levels(), scale=stored()[1]), grid=pre.camera.grid, omega=omega,
                                                  layout=pre.camera.mla.types, pupil_vignetting=vig, pupil=pupil()))
     parts = [prev_obs.bap]
     n_added_frames = 0
@@ -500,7 +503,8 @@ def run_second_pass(args: argparse.Namespace) -> int:
 
             def devignetted(index: np.ndarray, entry: Any = entries[frame]) -> np.ndarray:
                 raw, scale = _raw_image(dataset, entry)
-                return devignette_micro_images(raw, white(), micro(), index, scale=scale, threshold=levels()[0])
+                return devignette_micro_images(raw, stored()[0], micro(), index, scale=scale, white_scale=stored()[1],
+                                               threshold=levels()[0])
 
             added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro(),
                                                  devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
@@ -564,10 +568,10 @@ def _pupil_ellipses_again(path: Path | None, n: int, measure: Callable[[], Any])
 
 
 def _raw_image(dataset: Dataset, entry: Any) -> tuple[np.ndarray, float]:
-    """A frame's image and the scale that makes it grey in [0, 1]: a grey image's stored integers
-    and 2^bits − 1 (:func:`plenocal.io.images.read_raw_image`'s rule, applied by the caller only
-    to the pixels it uses: converting the whole 4080 × 3068 image to float took 0.06 s), else the
-    grey image and 1."""
+    """An image and the scale that makes it grey in [0, 1]: a grey image's stored integers and
+    2^bits − 1 (:func:`plenocal.io.images.read_raw_image`'s rule, ``stored / scale`` in float64,
+    applied by the caller only to the pixels it uses: converting a whole 4080 × 3068 image to
+    float took 0.03–0.6 s, filling 100 MB), else the grey image and 1."""
     if dataset.manifest.image_format.color == "grey":
         stored = dataset.read_image(entry, as_grey=False)
         return stored, float(2 ** bit_depth_of(stored) - 1)

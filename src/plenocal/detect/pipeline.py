@@ -239,17 +239,19 @@ neighbours of its bilinear samples) is inside."""
 
 def devignette_micro_images(
     raw: NDArray, white: NDArray, micro: MicroImages, index: NDArray[np.int64], *, scale: float = 1.0,
-    threshold: float | None = None,
+    white_scale: float = 1.0, threshold: float | None = None,
 ) -> NDArray[np.float64]:
     """(H, W) the devignetted image as :func:`frame_micro_images` makes it, on the micro-images
     ``index`` (into ``micro.centres``) only: the same numbers within their radius +
     :data:`BOX_MARGIN_PX`, 0 elsewhere, which no fit there reads
-    (:func:`~plenocal.detect.corners.devignette_boxes`; ``raw``, ``scale``, ``threshold`` as its)."""
+    (:func:`~plenocal.detect.corners.devignette_boxes`; ``raw``, ``white``, ``scale``,
+    ``white_scale``, ``threshold`` as its)."""
     idx = np.asarray(index, dtype=np.int64)
     if micro.radius_px is None:
         raise ValueError("micro-images without their radius (made by plenocal.detect.pipeline.micro_images)")
     half = int(np.ceil(float(np.max(micro.radius_px[idx])))) + BOX_MARGIN_PX if len(idx) else 0
-    return devignette_boxes(raw, white, micro.centres[idx], half_px=half, scale=scale, threshold=threshold)
+    return devignette_boxes(raw, white, micro.centres[idx], half_px=half, scale=scale, white_scale=white_scale,
+                            threshold=threshold)
 
 
 def _first_corners(dv: NDArray[np.float64], micro: MicroImages) -> tuple[
