@@ -42,14 +42,15 @@ def scenes():
     omega = internal_parameters(cam)
     white = render(cam, WhiteDiffuser(), f_number=N, rays=24, seed=5, image_id=99)
     zc = float(mla_to_object_mm(cam, 0.0))
-    out = {}
+    out, raw = {}, {"white": white}
     for i, f in enumerate(FRACTIONS):
         pose = pose_at(f * zc)
         img = render(cam, Scene((CheckerboardPlate(BOARD, pose),), background=0.0), f_number=N, rays=24, seed=5, image_id=i)
         det = detect_frame(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types, frame=i)
         dv, micro = frame_micro_images(img, white, grid=cam.grid, omega=omega, layout=cam.mla.types)
         out[f] = (pose, det, dv, micro)
-    return cam, out
+        raw[f] = img
+    return cam, out, raw
 
 
 def visible_views(cam, pose, micro) -> set[tuple[int, int]]:
@@ -75,7 +76,7 @@ def _node_of(micro, feats: BapFeatures, cam, pose) -> np.ndarray:
 def test_a_partial_lattice_is_completed_by_node(scenes):
     """0.93 z_c: the clusters link to part of the board; the pose they give predicts the rest,
     found in one to three micro-images each, every one with its true node."""
-    cam, out = scenes
+    cam, out, _ = scenes
     pose_true, det, dv, micro = out[0.93]
     ext = initial_extrinsics(cam, det.features, BOARD, max_rmse_fraction=0.1, views={int(det.features.frame[0]): det.view})
     rec = ext.frames[0]
@@ -101,7 +102,7 @@ def test_a_partial_lattice_is_completed_by_node(scenes):
 def test_every_visible_corner_is_found_with_its_node(scenes, fraction):
     """At and around z_c, from a pose 0.3 mm / 0.1° off the truth: every resolvable true view of
     every node is fitted and labelled with its node; nothing else."""
-    cam, out = scenes
+    cam, out, _ = scenes
     pose_true, det, dv, micro = out[fraction]
     pose = Pose(pose_true.rotation @ rodrigues(np.radians([0.1, -0.05, 0.05])), pose_true.translation + np.array([0.1, -0.1, 0.3]))
     nd = detect_board_nodes(dv, micro, camera=cam, cam_from_world=pose, board=BOARD, known=BapFeatures.empty(),
@@ -124,7 +125,7 @@ def test_every_visible_corner_is_found_with_its_node(scenes, fraction):
 def test_a_pose_off_by_a_fraction_of_a_square_links_nothing(scenes):
     """A pose 0.3 or 0.5 square off along the board's x axis: nothing is linked (the fits either
     fail from their start or their rays miss the nodes, :data:`MAX_BOARD_DISTANCE_FRACTION`)."""
-    cam, out = scenes
+    cam, out, _ = scenes
     pose_true, det, dv, micro = out[0.93]
     for fraction in (0.3, 0.5):
         shift = pose_true.rotation @ np.array([fraction * BOARD.square_mm, 0.0, 0.0])
@@ -141,7 +142,7 @@ def test_rays_meet_the_board_at_their_node_and_a_square_from_the_next(scenes):
     from plenocal.detect.nodes import board_points
     from plenocal.model.projection import virtual_points
 
-    cam, out = scenes
+    cam, out, _ = scenes
     for fraction in (0.9, 0.95):
         pose = out[fraction][0]
         truth = FeatureOracle(cam).board_features(BOARD, pose)
@@ -165,7 +166,7 @@ def test_nodes_beyond_the_central_view_are_completed(scenes):
     from plenocal.calib.extrinsics import project_pinhole
     from plenocal.cli.detect import complete_frame_nodes
 
-    cam, _ = scenes
+    cam, _, _ = scenes
     omega = internal_parameters(cam)
     white = render(cam, WhiteDiffuser(), f_number=N, rays=24, seed=5, image_id=99)
     zc = float(mla_to_object_mm(cam, 0.0))
@@ -193,7 +194,7 @@ def test_nodes_beyond_the_central_view_are_completed(scenes):
     per_node = np.bincount([n for n, _ in visible], minlength=BOARD.n_nodes)
     beyond = [int(n) for n in last if per_node[n] >= 2]
     assert beyond, "premise: the border's micro-images see some of the cut column"
-    added, record = complete_frame_nodes(0, pose, known, camera=cam, board=BOARD, micro=micro, devignetted=lambda: det.devignetted,
+    added, record = complete_frame_nodes(0, pose, known, camera=cam, board=BOARD, micro=micro, devignetted=lambda _index: det.devignetted,
                                          rms_bound=det.rms_bound, pitch_px=cam.grid.diameter_px, fit_rendered=True)
     assert record["action"] == "predicted" and record["missing_in_view"] >= len(beyond), record
     assert set(beyond) <= set(added.node.tolist()), record
@@ -231,3 +232,37 @@ def test_micro_image_index_finds_each_lens_or_minus_one():
     expected = [lut.get((int(a), int(b)), -1) for a, b in zip(kq, lq, strict=True)]
     np.testing.assert_array_equal(micro_image_index(k, l, kq, lq), expected)
     assert micro_image_index(k[:0], l[:0], kq, lq).tolist() == [-1] * len(kq)
+
+
+@pytest.mark.parametrize("fraction", (0.9, 0.93))
+def test_nodes_fitted_in_their_micro_images_alone_are_the_same(scenes, fraction):
+    """The second pass devignettes only the micro-images :func:`views_to_fit` lists
+    (:func:`~plenocal.detect.pipeline.devignette_micro_images`, micro-images set up from the white's
+    weight alone): every fit, count and feature is the same bytes as with the whole devignetted
+    image, and so with the prediction handed over (``views``)."""
+    from plenocal.detect.corners import white_weight
+    from plenocal.detect.nodes import predict_node_views, views_to_fit
+    from plenocal.detect.pipeline import devignette_micro_images, micro_images
+
+    cam, out, raw = scenes
+    _, det, dv, micro = out[fraction]
+    ext = initial_extrinsics(cam, det.features, BOARD, max_rmse_fraction=0.1, views={int(det.features.frame[0]): det.view})
+    known = ext.bap.select(ext.bap.node >= 0)
+    args = {"camera": cam, "cam_from_world": ext.frames[0].pose, "board": BOARD, "known": known,
+            "rms_bound": det.rms_bound, "pitch_px": cam.grid.diameter_px, "frame": 0}
+    whole = detect_board_nodes(dv, micro, **args)
+    assert whole.counts["views_predicted"] >= 5, "premise: views to fit"
+    lean = micro_images(white_weight(raw["white"]), grid=cam.grid, omega=internal_parameters(cam), layout=cam.mla.types)
+    assert lean.weight.tobytes() == micro.weight.tobytes()
+    views = predict_node_views(cam, args["cam_from_world"], BOARD, micro=lean,
+                               nodes=np.setdiff1d(np.arange(BOARD.n_nodes), known.node))
+    part = devignette_micro_images(raw[fraction], raw["white"], lean, np.unique(views_to_fit(views, lean, known).index))
+    assert np.count_nonzero(part) < 0.2 * np.count_nonzero(dv), "premise: a few micro-images"
+    alone = detect_board_nodes(part, lean, **args, views=views)
+    assert alone.counts == whole.counts
+    for name in ("fitted_node", "fitted_index", "fitted_uv", "board_offset"):
+        assert getattr(alone, name).tobytes() == getattr(whole, name).tobytes(), name
+    for name in ("frame", "k", "l", "u", "v", "rho", "node", "cluster"):
+        assert getattr(alone.features, name).tobytes() == getattr(whole.features, name).tobytes(), name
+    if fraction == 0.93:
+        assert len(whole.features) >= 2, "premise: features added, not only single views"

@@ -16,7 +16,9 @@ devignetting white of the manifest. Writes atomically:
 from __future__ import annotations
 
 import argparse
+import functools
 import time
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,13 +29,14 @@ import numpy as np
 from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES, bounded_int
-from plenocal.detect.corners import devignette
-from plenocal.detect.pipeline import detect_frame, frame_micro_images
+from plenocal.detect.corners import white_levels, white_weight
+from plenocal.detect.pipeline import detect_frame, devignette_micro_images, micro_images
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file
 from plenocal.io.dataset import FRAME_ROLES, Dataset, ImageRole, read_dataset
+from plenocal.io.images import bit_depth_of
 from plenocal.io.observations import (
     export_observations_csv,
     read_observations,
@@ -53,7 +56,11 @@ from plenocal.precalib.checks import check_white_images
 LINK_MAX_RMSE_FRACTION = 0.1
 LINK_MIN_CLUSTERS = 6
 LINK_MIN_NODE_FRACTION = 0.6
-OUTPUTS = ("observations.npz", "detection.json", "overlays", "bap.csv", "mic.csv", STAGE_RECORD)
+PUPIL_FILE = "pupil-ellipses.npz"
+"""The main aperture's preimages the first pass measured (``--pupil-shape`` white or white-centre,
+where some micro-image departs from the disc model), handed to the second pass: measuring them
+again from the white took 0.74 s (under cProfile) of a real-optics r12-b second pass."""
+OUTPUTS = ("observations.npz", "detection.json", "overlays", "bap.csv", "mic.csv", PUPIL_FILE, STAGE_RECORD)
 """What ``detect`` writes in its output folder (replaced as a whole)."""
 MAX_OVERLAYS = 10_000
 HELP = "detect BAP features (corners, clusters, virtual depth, blur radius) in the checkerboard images"
@@ -185,18 +192,19 @@ def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board
 
 
 def complete_frame_nodes(
-    frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any, devignetted: Callable[[], np.ndarray],
-    rms_bound: float, pitch_px: float, fit_rendered: bool,
+    frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any,
+    devignetted: Callable[[np.ndarray], np.ndarray], rms_bound: float, pitch_px: float, fit_rendered: bool,
 ) -> tuple[BapFeatures, dict[str, Any]]:
     """Board nodes a posed frame misses although some micro-image sees them, predicted with ``camera`` and ``pose``
     and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`). ``micro``: the micro-images
-    (the white's alone decide them); ``devignetted()`` gives the frame's devignetted image, called
-    only when some missing node is predicted in two or more free micro-images (a node seen once
-    gives no feature). Returns the added features (``node`` set) and a record: ``action``
-    ("complete": no unseen node predicted in a micro-image; "predicted in ≤ 1 view": nothing to
-    fit; "predicted"), the unseen nodes predicted in a micro-image (``missing_in_view``), the
-    fit's counts and its wall time."""
-    from plenocal.detect.nodes import detect_board_nodes, predict_node_views
+    (the white's alone decide them); ``devignetted(index)`` gives the frame's devignetted image,
+    valid at least in the micro-images ``index`` (the only ones the fits read), called only when
+    some missing node is predicted in two or more micro-images (a node seen once gives no
+    feature). Returns the added features (``node`` set) and a record: ``action`` ("complete": no
+    unseen node predicted in a micro-image; "predicted in ≤ 1 view": nothing to fit;
+    "predicted"), the unseen nodes predicted in a micro-image (``missing_in_view``), the fit's
+    counts and its wall time."""
+    from plenocal.detect.nodes import detect_board_nodes, predict_node_views, views_to_fit
 
     t0 = time.perf_counter()
     known = known.select((known.frame == frame) & (known.node >= 0))
@@ -215,8 +223,9 @@ def complete_frame_nodes(
     if not np.any(per_node >= 2):
         return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)",
                                      "missing_in_view": int(missing.sum()), "wall_time_s": time.perf_counter() - t0}
-    nd = detect_board_nodes(devignetted(), micro, camera=camera, cam_from_world=pose, board=board, known=known,
-                            rms_bound=rms_bound, pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered)
+    dv = devignetted(np.unique(views_to_fit(views, micro, known).index))
+    nd = detect_board_nodes(dv, micro, camera=camera, cam_from_world=pose, board=board, known=known, rms_bound=rms_bound,
+                            pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered, views=views)
     return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
                          "wall_time_s": time.perf_counter() - t0}
 
@@ -241,7 +250,7 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     if det.devignetted is None or det.micro is None:
         return linked, r, few, {"action": "not completed (no images kept)"}
     added, record = complete_frame_nodes(frame, r.pose, linked, camera=camera, board=board, micro=det.micro,
-                                         devignetted=lambda: det.devignetted, rms_bound=det.rms_bound,
+                                         devignetted=lambda _index: det.devignetted, rms_bound=det.rms_bound,
                                          pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
                                          fit_rendered=fit_rendered)
     return BapFeatures.concatenate([linked, added]), r, few, record
@@ -386,6 +395,8 @@ def run(args: argparse.Namespace) -> int:
     }
     with atomic_folder(out, owned=OUTPUTS) as tmp:
         write_observations(tmp / "observations.npz", obs)
+        if pupil is not None and pupil.elliptical.any():
+            _write_pupil_ellipses(tmp / PUPIL_FILE, pupil)
         if args.csv:
             export_observations_csv(tmp, obs)
         write_document(tmp / "detection.json", doc)
@@ -430,7 +441,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
     prev = Path(args.previous)
     out = Path(args.output)
     check_output_folder(out, inputs=[dataset.folder, *dataset.files(), cam_path, prev / "observations.npz", prev / "detection.json",
-                                     args.camera, args.poses], owned=OUTPUTS)
+                                     prev / PUPIL_FILE, args.camera, args.poses], owned=OUTPUTS)
     t_all = time.perf_counter()
     pre = read_camera_file(cam_path)
     omega = pre.internal_parameters
@@ -446,19 +457,30 @@ def run_second_pass(args: argparse.Namespace) -> int:
     m = dataset.manifest
     board = m.target
     entries = {e.frame: e for e in m.images if e.role in FRAME_ROLES}
-    white = dataset.read_image(m.with_role(ImageRole.DEVIGNETTING)[0])
     vig, rendered = bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True))
     shape = str(doc.get("pupil_shape", "disc"))
     if shape not in PUPIL_SHAPES:
         raise InputFileError(prev / "detection.json", f"pupil_shape {shape!r} is none of {', '.join(PUPIL_SHAPES)}; run the first pass again")
+    # The white, its pupil shapes and micro-images are set up once, when a frame first needs them
+    # (a set whose frames the first pass linked fully needs none: PRISM r12-b, 0.39 s of nothing).
+    # (stored: a grey white's integers and their scale, converted where used, not whole; white:
+    # the grey white, as detection reads it, for the pupil measurement and frames detected again)
+    stored = functools.cache(lambda: _raw_image(dataset, m.with_role(ImageRole.DEVIGNETTING)[0]))
+    white = functools.cache(lambda: stored()[0] / stored()[1] if stored()[1] != 1.0 else stored()[0])
+    levels = functools.cache(lambda: white_levels(stored()[0], scale=stored()[1]))
     # the first pass measured the same white: where it found no micro-image off the disc model the
     # disc is what detection used (0.66 s of a full-scale R12-A second pass not measured again)
     measured_none = shape != "disc" and doc.get("pupil_ellipses") == 0
-    pupil = None if measured_none else pupil_ellipses(shape, white, grid=pre.camera.grid, omega=omega,
-                                                      layout=pre.camera.mla.types, dataset=dataset)
+    handed = prev / PUPIL_FILE if Path(str(doc.get("precalibration", ""))).resolve() == cam_path.resolve() else None
+    pupil = functools.cache(lambda: None if measured_none else _pupil_ellipses_again(
+        handed, len(pre.camera.grid.lattice.all_indices()[0]),
+        lambda: pupil_ellipses(shape, white(), grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset)))
+    # the micro-images are the white's (its weight alone, not the white divided by itself): each
+    # frame then devignettes only the micro-images its predicted nodes are fitted in
+    micro = functools.cache(lambda: micro_images(white_weight(stored()[0], levels=levels(), scale=stored()[1]), grid=pre.camera.grid, omega=omega,
+                                                 layout=pre.camera.mla.types, pupil_vignetting=vig, pupil=pupil()))
     parts = [prev_obs.bap]
     n_added_frames = 0
-    micro = None
     for rec in doc.get("frames", []):
         frame = int(rec["frame"])
         t0 = time.perf_counter()
@@ -478,14 +500,13 @@ def run_second_pass(args: argparse.Namespace) -> int:
         rms = float(bound) if bound is not None else float("inf")
         record: dict[str, Any]
         if linked_ok and frame in poses:
-            if micro is None:  # the micro-images are the white's: set up once, each frame only devignetted
-                micro = frame_micro_images(white, white, grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types,
-                                           pupil_vignetting=vig, pupil=pupil)[1]
 
-            def devignetted(entry=entries[frame]) -> np.ndarray:
-                return devignette(dataset.read_image(entry), white)[0]
+            def devignetted(index: np.ndarray, entry: Any = entries[frame]) -> np.ndarray:
+                raw, scale = _raw_image(dataset, entry)
+                return devignette_micro_images(raw, stored()[0], micro(), index, scale=scale, white_scale=stored()[1],
+                                               threshold=levels()[0])
 
-            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro,
+            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro(),
                                                  devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
                                                  fit_rendered=rendered)
             record["action"] = f"{record['action']} (calibrated camera and pose)"
@@ -493,8 +514,8 @@ def run_second_pass(args: argparse.Namespace) -> int:
             rec["second_pass"] = {"action": "kept refused (too few clusters for a pose: no camera can link them)"}
             continue
         elif not linked_ok:
-            added, record = _relink_refused(dataset, entries[frame], white, pre=pre, calibrated=calibrated, board=board,
-                                            pupil_vignetting=vig, fit_rendered=rendered, pupil=pupil)
+            added, record = _relink_refused(dataset, entries[frame], white(), pre=pre, calibrated=calibrated, board=board,
+                                            pupil_vignetting=vig, fit_rendered=rendered, pupil=pupil())
         else:
             rec["second_pass"] = {"action": "kept (no calibrated pose)"}
             continue
@@ -518,6 +539,43 @@ def run_second_pass(args: argparse.Namespace) -> int:
     print(f"second pass: {n_added} BAP features added in {n_added_frames} frames ({len(bap)} in "
           f"{doc['n_frames_linked']} frames); {doc['second_pass']['wall_time_s']:.1f} s; wrote {out}")
     return 0
+
+
+def _write_pupil_ellipses(path: Path, pupil: Any) -> None:
+    """:data:`PUPIL_FILE`: the arrays of a :class:`~plenocal.model.pupil_ellipse.PupilEllipses`."""
+    with open(path, "wb") as fh:
+        np.savez(fh, offset_px=pupil.offset_px, matrix=pupil.matrix, elliptical=pupil.elliptical)
+
+
+def _pupil_ellipses_again(path: Path | None, n: int, measure: Callable[[], Any]) -> Any:
+    """The second pass's pupil ellipses: those the first pass wrote (``path``, :data:`PUPIL_FILE`;
+    None when it used another pre-calibration) for the grid's ``n`` micro-images, else
+    ``measure()`` (a first pass that wrote none, e.g. of an earlier release)."""
+    from plenocal.model.pupil_ellipse import PupilEllipses
+
+    if path is None or not path.is_file():
+        return measure()
+    try:
+        with np.load(path) as z:
+            pupil = PupilEllipses(np.asarray(z["offset_px"], dtype=np.float64), np.asarray(z["matrix"], dtype=np.float64),
+                                  np.asarray(z["elliptical"], dtype=bool))
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise InputFileError(path, f"cannot be read ({exc}); run the first pass again") from None
+    if pupil.offset_px.shape != (n, 2) or pupil.matrix.shape != (n, 3) or pupil.elliptical.shape != (n,):
+        raise InputFileError(path, f"holds {pupil.elliptical.shape} ellipses with offsets {pupil.offset_px.shape} and matrices "
+                                   f"{pupil.matrix.shape}, not the pre-calibration grid's {n}; run the first pass again")
+    return pupil
+
+
+def _raw_image(dataset: Dataset, entry: Any) -> tuple[np.ndarray, float]:
+    """An image and the scale that makes it grey in [0, 1]: a grey image's stored integers and
+    2^bits − 1 (:func:`plenocal.io.images.read_raw_image`'s rule, ``stored / scale`` in float64,
+    applied by the caller only to the pixels it uses: converting a whole 4080 × 3068 image to
+    float took 0.03–0.6 s, filling 100 MB), else the grey image and 1."""
+    if dataset.manifest.image_format.color == "grey":
+        stored = dataset.read_image(entry, as_grey=False)
+        return stored, float(2 ** bit_depth_of(stored) - 1)
+    return dataset.read_image(entry), 1.0
 
 
 def _relink_refused(dataset: Dataset, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,

@@ -735,6 +735,64 @@ def devignette_kernel(raw, white, threshold, bright):  # pragma: no cover - comp
     return out, weight
 
 
+@nb.njit(parallel=True, cache=True)
+def white_weight_kernel(white, threshold, bright, scale):  # pragma: no cover - compiled
+    """:func:`devignette_kernel`'s weight alone (the same numbers), without the divided image, of
+    the white divided by ``scale`` first (its stored integers and 2^bits − 1; 1 for a grey white:
+    x / 1 is x, and the weight is computed in float64 either way)."""
+    H, W = white.shape
+    weight = np.empty((H, W))
+    inv_bright = 1.0 / bright
+    for y in nb.prange(H):
+        for x in range(W):
+            w = float(white[y, x]) / scale
+            if w >= threshold and w > 0.0:
+                weight[y, x] = min(w * inv_bright, 1.0)
+            else:
+                weight[y, x] = 0.0
+    return weight
+
+
+@nb.njit(cache=True)
+def devignette_boxes_kernel(out, raw, white, threshold, origins, half):  # pragma: no cover - compiled
+    """:func:`devignette_kernel`'s divided image written into ``out`` (H, W) on the square boxes
+    ``origins[i] ± half`` (clipped to the image) only: ``raw / white`` where white ≥ ``threshold``
+    (else 0), the same operations in the inputs' precision (numba's ``float`` keeps float32).
+    Serial: tens of boxes of a few hundred pixels; boxes that overlap write the same numbers."""
+    H, W = raw.shape
+    for i in range(origins.shape[0]):
+        y0 = max(origins[i, 1] - half, 0)
+        y1 = min(origins[i, 1] + half + 1, H)
+        x0 = max(origins[i, 0] - half, 0)
+        x1 = min(origins[i, 0] + half + 1, W)
+        for y in range(y0, y1):
+            for x in range(x0, x1):
+                w = float(white[y, x])
+                if w >= threshold and w > 0.0:
+                    out[y, x] = float(raw[y, x]) / w
+                else:
+                    out[y, x] = 0.0
+
+
+@nb.njit(cache=True)
+def devignette_boxes_stored_kernel(out, raw, white, threshold, raw_scale, white_scale, origins, half):  # pragma: no cover - compiled
+    """:func:`devignette_boxes_kernel` for stored integers: ``(raw / raw_scale) / (white /
+    white_scale)`` in float64, as dividing the grey images (stored / (2^bits − 1)) would."""
+    H, W = raw.shape
+    for i in range(origins.shape[0]):
+        y0 = max(origins[i, 1] - half, 0)
+        y1 = min(origins[i, 1] + half + 1, H)
+        x0 = max(origins[i, 0] - half, 0)
+        x1 = min(origins[i, 0] + half + 1, W)
+        for y in range(y0, y1):
+            for x in range(x0, x1):
+                w = float(white[y, x]) / white_scale
+                if w >= threshold and w > 0.0:
+                    out[y, x] = (float(raw[y, x]) / raw_scale) / w
+                else:
+                    out[y, x] = 0.0
+
+
 @nb.njit(cache=True)
 def pair_virtual_depth_medians(uv, mic, order, starts, counts, lambda_, min_baseline):  # pragma: no cover - compiled
     """Per cluster g (observations ``order[starts[g] : starts[g] + counts[g]]``): the upper median

@@ -79,6 +79,11 @@ class PredictedViews:
     depth_mm: FloatArray
     """(n,) z of the node's virtual point (camera frame, mm)."""
 
+    def select(self, mask: NDArray) -> PredictedViews:
+        """The views where ``mask`` (n,) is true (or at the indices it lists)."""
+        return PredictedViews(self.node[mask], self.index[mask], self.appear[mask], self.angles[mask], self.chief[mask],
+                              self.depth_mm[mask])
+
 
 @dataclass(frozen=True)
 class NodeDetection:
@@ -141,12 +146,24 @@ def predict_node_views(
     axis = pu[:, :2] * (1.0 - scale[:, None])
     cone = F / (2.0 * camera.main_lens.f_number) * np.abs(scale)
     pitch = 0.5 * sum(camera.mla.pitch_mm)
-    lists = cKDTree(C[:, :2]).query_ball_point(axis, cone + 2.0 * pitch)
+    reach = cone + 2.0 * pitch
+    # Only the lenses inside the box about every node's reach can be in one: the tree holds those
+    # (the board covers part of the MLA; a tree of all its 26 000 lenses was most of a call). Their
+    # order is the lenses', so the lists are the same as from a tree of all of them.
+    finite = np.all(np.isfinite(axis), axis=1) & np.isfinite(reach)
+    if not np.any(finite):
+        return empty
+    lo = np.min(axis[finite] - reach[finite, None], axis=0)
+    hi = np.max(axis[finite] + reach[finite, None], axis=0)
+    box = np.flatnonzero(np.all((C[:, :2] >= lo) & (C[:, :2] <= hi), axis=1))
+    if not len(box):
+        return empty
+    lists = cKDTree(C[box, :2]).query_ball_point(axis, reach)
     n = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
     if not n.sum():
         return empty
     p = np.repeat(np.arange(len(nodes)), n)
-    idx = on[np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])]
+    idx = on[box[np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])]]
     k, l = micro.k[idx], micro.l[idx]
     f = project_bap(camera, pts[p], k, l)
     chief, rho = f[:, :2], f[:, 2]
@@ -219,22 +236,38 @@ def micro_image_index(k: NDArray, l: NDArray, k_query: NDArray, l_query: NDArray
     return np.where(keys[order][pos] == query, order[pos], -1).astype(np.int64)
 
 
+def views_to_fit(views: PredictedViews, micro: MicroImages, known: BapFeatures) -> PredictedViews:
+    """The predicted views :func:`detect_board_nodes` fits: not in a micro-image of a ``known``
+    feature (``node`` ≥ 0), nor in one predicted for two nodes (which corner it shows is not known).
+    Their micro-images (``.index``) are the only ones whose pixels the fits read."""
+    known = known.select(known.node >= 0)
+    taken = micro_image_index(micro.k, micro.l, known.k, known.l)
+    fresh = ~np.isin(views.index, taken)
+    idx_sorted, counts_idx = np.unique(views.index, return_counts=True)
+    fresh &= ~np.isin(views.index, idx_sorted[counts_idx > 1])
+    return views.select(fresh)
+
+
 def detect_board_nodes(
     dv: FloatArray, micro: MicroImages, *, camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard,
     known: BapFeatures, rms_bound: float, pitch_px: float, frame: int = 0, fit_rendered: bool = True,
-    max_board_distance_fraction: float = MAX_BOARD_DISTANCE_FRACTION,
+    max_board_distance_fraction: float = MAX_BOARD_DISTANCE_FRACTION, views: PredictedViews | None = None,
 ) -> NodeDetection:
     """Corners of the board nodes the frame's features miss, fitted where the camera predicts them.
 
     Parameters
     ----------
     dv : (H, W) the devignetted image; micro : its micro-images
-        (:func:`plenocal.detect.pipeline.frame_micro_images`).
+        (:func:`plenocal.detect.pipeline.frame_micro_images`). Only the pixels of the micro-images
+        of :func:`views_to_fit` are read (:func:`plenocal.detect.pipeline.devignette_micro_images`
+        makes no others).
     camera, cam_from_world, board : the camera, the board's pose in this frame, the board.
     known : the frame's features linked so far (``node`` ≥ 0): their nodes are not fitted again,
         their micro-images not reused.
     rms_bound : the frame's residual-outlier bound (:attr:`plenocal.detect.pipeline.FrameDetection.rms_bound`).
     pitch_px : micro-image pitch; fit_rendered : as :func:`plenocal.detect.pipeline.detect_frame`'s.
+    views : :func:`predict_node_views` of the nodes ``known`` lacks, when the caller has it
+        already (None: predicted here).
 
     Returns
     -------
@@ -246,22 +279,20 @@ def detect_board_nodes(
         ``nodes_seen_once`` (no feature: no υ), ``nodes_added``, ``features_added``.
     """
     known = known.select(known.node >= 0)
-    taken = micro_image_index(micro.k, micro.l, known.k, known.l)
-    todo = np.setdiff1d(np.arange(board.n_nodes), known.node)
-    views = predict_node_views(camera, cam_from_world, board, micro=micro, nodes=todo)
-    fresh = ~np.isin(views.index, taken)
-    # A micro-image predicted for two nodes is left out: which corner it shows is not known.
-    idx_sorted, counts_idx = np.unique(views.index, return_counts=True)
-    fresh &= ~np.isin(views.index, idx_sorted[counts_idx > 1])
-    node, idx, appear, angles = views.node[fresh], views.index[fresh], views.appear[fresh], views.angles[fresh]
-    counts = {"nodes_predicted": len(np.unique(views.node)), "views_predicted": len(node)}
+    if views is None:
+        todo = np.setdiff1d(np.arange(board.n_nodes), known.node)
+        views = predict_node_views(camera, cam_from_world, board, micro=micro, nodes=todo)
+    counts = {"nodes_predicted": len(np.unique(views.node))}
+    fresh = views_to_fit(views, micro, known)
+    node, idx, appear, angles = fresh.node, fresh.index, fresh.appear, fresh.angles
+    counts["views_predicted"] = len(node)
     corner, fit = locate_corners(dv, micro.weight, micro.centres[idx], micro.usable[idx], appear, angles)
     good = fit.converged & corner_shape_ok(fit) & (fit.rms <= rms_bound)
     good &= np.hypot(*(corner - micro.centres[idx]).T) <= micro.usable[idx] - BORDER_MARGIN_PX
     # Where the fitted corner's chief ray meets the board, against its node (chief-ray position
     # from the prediction's blur: the pupil-vignetting shift moves it by a pixel or two at most).
-    chief = corner - (appear - views.chief[fresh])
-    on_board = board_points(camera, cam_from_world, chief, micro.k[idx], micro.l[idx], views.depth_mm[fresh])
+    chief = corner - (appear - fresh.chief)
+    on_board = board_points(camera, cam_from_world, chief, micro.k[idx], micro.l[idx], fresh.depth_mm)
     offset = np.hypot(*(on_board - board.node_points(node)[:, :2]).T) / board.square_mm
     near = offset <= max_board_distance_fraction
     ok = good & near
@@ -304,6 +335,7 @@ __all__ = [
     "complete_frame",
     "detect_board_nodes",
     "predict_node_views",
+    "views_to_fit",
 ]
 
 

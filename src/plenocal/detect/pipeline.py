@@ -24,7 +24,15 @@ from plenocal.detect.clusters import (
     validate_clusters,
     virtual_depths,
 )
-from plenocal.detect.corners import CornerFit, chief_ray_corners, classify, devignette, locate_corners, refine_rendered
+from plenocal.detect.corners import (
+    CornerFit,
+    chief_ray_corners,
+    classify,
+    devignette,
+    devignette_boxes,
+    locate_corners,
+    refine_rendered,
+)
 from plenocal.detect.view import SceneView, scene_view
 from plenocal.model.camera import MicroImageGrid
 from plenocal.model.lattice import TypeLayout
@@ -192,8 +200,19 @@ def frame_micro_images(
 ) -> tuple[NDArray[np.float64], MicroImages]:
     """The devignetted image (H, W) and, per micro-image of the grid, what fitting and predicting
     corners there needs (:class:`MicroImages`). Arguments as :func:`detect_frame`'s."""
-    H, W = np.asarray(image).shape[:2]
     dv, weight = devignette(image, white)
+    return dv, micro_images(weight, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting, pupil=pupil)
+
+
+def micro_images(
+    weight: NDArray[np.float64], *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
+    pupil_vignetting: bool = True, pupil: PupilEllipses | None = None,
+) -> MicroImages:
+    """Per micro-image of the grid, what fitting and predicting corners there needs, from the
+    devignetting weight (H, W) (:func:`~plenocal.detect.corners.devignette`'s, or
+    :func:`~plenocal.detect.corners.white_weight`: the white's alone, the same for every frame).
+    Other arguments as :func:`detect_frame`'s."""
+    H, W = weight.shape[:2]
     k_all, l_all = grid.lattice.all_indices()
     centres, types, radius, ra_all, rb_all, blur_offset = local_radii(grid, omega, layout)
     usable = USABLE_RADIUS_FRACTION * radius
@@ -205,11 +224,34 @@ def frame_micro_images(
     if pupil is not None and len(pupil) != len(centres):
         raise ValueError(f"{len(pupil)} pupil ellipses for a grid of {len(centres)} micro-images")
     pupil_c, pupil_ra = (centres, ra_all) if pupil is None else pupil.first_order(centres, ra_all)
-    micro = MicroImages(centres=centres, usable=usable, on_idx=np.flatnonzero(on), types=types, radius_aperture_px=ra_all,
-                        radius_lens_px=rb_all, blur_offset=blur_offset, vignetted=vig, weight=weight, omega=omega,
-                        k=k_all, l=l_all, typed=layout.n_types > 0, pupil=pupil, pupil_centres=pupil_c,
-                        pupil_radius_px=pupil_ra)
-    return dv, micro
+    return MicroImages(centres=centres, usable=usable, on_idx=np.flatnonzero(on), types=types, radius_aperture_px=ra_all,
+                       radius_lens_px=rb_all, blur_offset=blur_offset, vignetted=vig, weight=weight, omega=omega,
+                       k=k_all, l=l_all, typed=layout.n_types > 0, pupil=pupil, pupil_centres=pupil_c,
+                       pupil_radius_px=pupil_ra, radius_px=radius)
+
+
+BOX_MARGIN_PX = 2
+""":func:`devignette_micro_images` divides each micro-image's pixels out to its radius plus this
+margin (the margin of :func:`micro_images`' examined micro-images): every pixel a fit in the
+micro-image reads (the usable disc, :data:`USABLE_RADIUS_FRACTION` of the radius, and the
+neighbours of its bilinear samples) is inside."""
+
+
+def devignette_micro_images(
+    raw: NDArray, white: NDArray, micro: MicroImages, index: NDArray[np.int64], *, scale: float = 1.0,
+    white_scale: float = 1.0, threshold: float | None = None,
+) -> NDArray[np.float64]:
+    """(H, W) the devignetted image as :func:`frame_micro_images` makes it, on the micro-images
+    ``index`` (into ``micro.centres``) only: the same numbers within their radius +
+    :data:`BOX_MARGIN_PX`, 0 elsewhere, which no fit there reads
+    (:func:`~plenocal.detect.corners.devignette_boxes`; ``raw``, ``white``, ``scale``,
+    ``white_scale``, ``threshold`` as its)."""
+    idx = np.asarray(index, dtype=np.int64)
+    if micro.radius_px is None:
+        raise ValueError("micro-images without their radius (made by plenocal.detect.pipeline.micro_images)")
+    half = int(np.ceil(float(np.max(micro.radius_px[idx])))) + BOX_MARGIN_PX if len(idx) else 0
+    return devignette_boxes(raw, white, micro.centres[idx], half_px=half, scale=scale, white_scale=white_scale,
+                            threshold=threshold)
 
 
 def _first_corners(dv: NDArray[np.float64], micro: MicroImages) -> tuple[
@@ -410,6 +452,8 @@ class MicroImages:
     """(M, 2) the first-order shift model's pupil centres (``centres`` where no ellipse)."""
     pupil_radius_px: NDArray[np.float64] | None = None
     """(M,) the first-order shift model's pupil radii (``radius_aperture_px`` where no ellipse)."""
+    radius_px: NDArray[np.float64] | None = None
+    """(M,) the white's micro-image radius |R_i(N)|, px (None: not known)."""
 
     def first_order_pupil(self, idx: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Centres (n, 2) and radii (n,) of the discs that the first-order pupil-shift model
