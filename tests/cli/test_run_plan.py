@@ -45,3 +45,21 @@ def test_no_depth_scaling_and_no_depth(dataset, tmp_path):
     assert "depth-scaling" not in stages and "--scaling" not in stages["depth"].argv
     stages = {s.name: s for s in plan(dataset, tmp_path / "out", vignetting=True, depth=False)}
     assert "depth-scaling" not in stages and "depth" not in stages
+
+
+def test_the_run_summary_states_the_model_field(tmp_path):
+    """The run's closing table says how far the calibrated model describes the lens."""
+    import json
+
+    from plenocal.cli.run import summary_rows
+
+    (tmp_path / "calibration").mkdir()
+    report = {"rmse": {"uv_px": 0.24, "rho_px": 0.026, "mic_px": 0.058}, "n_bap": 3388, "n_mic": 7080, "n_frames": 8,
+              "converged": True, "iterations": 11, "wall_time_s": 3.5,
+              "model_field": {"radius_mm": 6.35, "reach_mm": 11.44}}
+    (tmp_path / "calibration" / "report.json").write_text(json.dumps(report))
+    rows = dict(summary_rows(tmp_path))
+    assert rows["model's field (residuals as the centre's)"].startswith("to 6.3 mm from the principal point (features reach 11.4")
+    report["model_field"]["radius_mm"] = None
+    (tmp_path / "calibration" / "report.json").write_text(json.dumps(report))
+    assert dict(summary_rows(tmp_path))["model's field (residuals as the centre's)"] == "everywhere the features reach (11.4 mm)"

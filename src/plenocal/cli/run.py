@@ -351,6 +351,12 @@ def summary_rows(out: Path) -> list[tuple[str, str]]:
             from plenocal.viz.verdict import chosen_model_text
 
             rows.append(("main-lens model (chosen by the data)", chosen_model_text(sel, thin="thin lens (the paper's)")))
+        field = cal.get("model_field") if isinstance(cal.get("model_field"), dict) else None
+        if field is not None and isinstance(field.get("reach_mm"), int | float):
+            r = field.get("radius_mm")
+            rows.append(("model's field (residuals as the centre's)",
+                         f"to {r:.1f} mm from the principal point (features reach {field['reach_mm']:.1f} mm): no depth beyond"
+                         if isinstance(r, int | float) else f"everywhere the features reach ({field['reach_mm']:.1f} mm)"))
     d2 = load(out / "detection-pass2" / "detection.json")
     if d2 and d2.get("second_pass"):
         sp = d2["second_pass"]
