@@ -71,3 +71,20 @@ def test_only_the_outermost_ring_departing_still_makes_a_line():
     f = model_field(r, e)
     assert f.limited and 10.0 < f.radius_mm < 11.6
     assert "grow to" in f.line() and "no depth is given there" in f.line()
+
+
+def test_exact_observations_set_no_limit():
+    """Noise-free synthetic observations: residuals of ~1e-14 px, ratios of 2 between rings that
+    mean nothing (the imported-roles test's camera wrote a field of 0 mm, which its own reader
+    then refused)."""
+    rng = np.random.default_rng(4)
+    r = 2.0 * np.sqrt(rng.uniform(0.0, 1.0, 120))
+    e = np.where(r > 0.5, 5.7e-14, 2.8e-14)
+    assert not model_field(r, e).limited
+
+
+def test_the_field_never_ends_inside_the_centre():
+    """Residuals that already grow inside the innermost quarter: the field still holds the centre."""
+    r, e = _features(5, lambda r: 1.0 + r ** 2)
+    f = model_field(r, e)
+    assert f.limited and f.radius_mm >= np.sort(r)[len(r) // 4 - 1]

@@ -48,6 +48,11 @@ first exceeds this many times the reference's. PRISM's R12-B (thin lens): ≤ 1.
 the realoptics R12-B: 1.18 / 1.25 / 1.53 / 2.17 at 4–5 / 5–6 / 6–7 / 7–8 mm (field 6.4 mm). 1.5 is
 4.5 standard errors above 1 for a 30-feature ring."""
 
+MIN_FIELD_RESIDUAL_EXCESS_PX = 0.01
+"""A ring departs only when its median also exceeds the reference's by this much: exact (noise-free,
+synthetic) observations have residuals of ~1e-14 px, whose ratios mean nothing; detectors' noise is
+≥ 0.05 px (PRISM 0.15, the real-optics set 0.12 px median)."""
+
 
 @dataclass(frozen=True)
 class ModelField:
@@ -106,10 +111,12 @@ def _crossing(before: dict[str, float] | None, after: dict[str, float], level: f
 
 def model_field(radius_mm: ArrayLike, residual_px: ArrayLike, *, ring_mm: float = FIELD_RING_MM,
                 min_ring_features: int = MIN_RING_FEATURES, reference_fraction: float = REFERENCE_FRACTION,
-                max_ratio: float = MAX_FIELD_RESIDUAL_RATIO) -> ModelField:
+                max_ratio: float = MAX_FIELD_RESIDUAL_RATIO,
+                min_excess_px: float = MIN_FIELD_RESIDUAL_EXCESS_PX) -> ModelField:
     """The model's field from the residuals of the calibration's features: the radius where the
     ratio of a ring's median residual to the centre's, linear between the rings' median radii,
-    first exceeds ``max_ratio``.
+    first exceeds ``max_ratio`` (and the median the centre's by ``min_excess_px``), never inside
+    the centre's own micro-images.
 
     Parameters
     ----------
@@ -145,8 +152,9 @@ def model_field(radius_mm: ArrayLike, residual_px: ArrayLike, *, ring_mm: float 
         ratio = med / reference if reference > 0 else math.inf
         ring = {"inner_mm": float(edges[first]), "outer_mm": float(edges[b + 1]), "n": hi - lo,
                 "median_radius_mm": float(np.median(r[lo:hi])), "median_px": med, "ratio": ratio}
-        if ratio > max_ratio and not math.isfinite(radius):
-            radius = _crossing(rings[-1] if rings else None, ring, max_ratio)
+        if ratio > max_ratio and med - reference > min_excess_px and not math.isfinite(radius):
+            # the centre (the reference's micro-images) is inside the field by definition
+            radius = max(_crossing(rings[-1] if rings else None, ring, max_ratio), float(r[n_ref - 1]))
         rings.append(ring)
         first = b + 1
     return ModelField(radius, float(r[-1]), reference, rings, max_ratio)
@@ -167,5 +175,5 @@ def field_of_calibration(camera: PlenopticCamera, poses: dict[int, Pose], board:
     return model_field(radius, np.hypot(res.uv[:, 0], res.uv[:, 1]), **options)
 
 
-__all__ = ["FIELD_RING_MM", "MAX_FIELD_RESIDUAL_RATIO", "MIN_RING_FEATURES", "REFERENCE_FRACTION", "ModelField",
-           "field_of_calibration", "model_field"]
+__all__ = ["FIELD_RING_MM", "MAX_FIELD_RESIDUAL_RATIO", "MIN_FIELD_RESIDUAL_EXCESS_PX", "MIN_RING_FEATURES",
+           "REFERENCE_FRACTION", "ModelField", "field_of_calibration", "model_field"]
