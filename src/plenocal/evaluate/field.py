@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from plenocal.evaluate.metrics import compute_residuals
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
 from plenocal.model.observations import Observations
@@ -160,14 +161,10 @@ def model_field(radius_mm: ArrayLike, residual_px: ArrayLike, *, ring_mm: float 
     return ModelField(radius, float(r[-1]), reference, rings, max_ratio)
 
 
-
-
 def field_of_calibration(camera: PlenopticCamera, poses: dict[int, Pose], board: Checkerboard,
                          observations: Observations, **options: Any) -> ModelField:
     """:func:`model_field` of every linked feature of the posed frames (the calibration's, rejected
     ones included) at the calibrated camera; the radius is that of the feature's micro-image centre."""
-    from plenocal.evaluate.metrics import compute_residuals
-
     res = compute_residuals(camera, poses, board, observations)
     b = observations.bap.select(res.bap_index)
     c = camera.grid.centres(b.k, b.l) - np.asarray(camera.principal_point_px, dtype=np.float64)
