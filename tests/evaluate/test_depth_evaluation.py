@@ -55,3 +55,31 @@ def test_ply_round_trip(tmp_path):
     (tmp_path / "b.ply").write_bytes(b"ply\nformat ascii 1.0\nelement vertex 0\nend_header\n")
     with pytest.raises(ValueError, match="binary little-endian"):
         read_ply(tmp_path / "b.ply")
+
+
+def test_board_coverage_counts_the_board_micro_images_with_a_point():
+    """The small R12-A preset looking at a fronto-parallel board at 300 mm: the micro-images whose
+    line of sight meets the printed board are found in the middle of the image, and the coverage is
+    the fraction of them the point cloud's (k, l) name (others, off the board, do not count)."""
+    from plenocal.depth.metric import points_from_virtual_depth
+    from plenocal.depth.scaling import board_virtual_depths
+    from plenocal.evaluate.depth import BOARD_MARGIN_SQUARES, board_coverage
+    from plenocal.sim.presets import preset
+
+    cam = preset("r12-a", small=True).camera
+    board = Checkerboard(columns=3, rows=3, square_mm=2.5, border_mm=0.0)
+    pose = Pose(np.eye(3), np.array([-2.5, -2.5, 300.0]))
+    k, l = cam.grid.lattice.all_indices()
+    seen, ups = board_virtual_depths(cam, k, l, pose, board, margin_squares=BOARD_MARGIN_SQUARES)
+    assert 150 < seen.sum() < 0.6 * len(k)
+    # the seen micro-images' points lie on the board, within its margin
+    inside, dist = on_board(points_from_virtual_depth(cam, k[seen], l[seen], ups[seen]), pose, board)
+    assert inside.mean() > 0.99 and np.max(np.abs(dist)) < 1e-6
+    idx = np.flatnonzero(seen)
+    half = idx[::2]
+    extra = np.flatnonzero(~seen)[:50]  # points off the board do not count
+    c = board_coverage(cam, pose, board, np.concatenate([k[half], k[extra]]), np.concatenate([l[half], l[extra]]))
+    assert c["board_micro_images"] == int(seen.sum())
+    assert c["board_coverage"] == pytest.approx(len(half) / len(idx))
+    assert board_coverage(cam, pose, board, k[idx], l[idx])["board_coverage"] == 1.0
+    assert board_coverage(cam, pose, board, k[:0], l[:0])["board_coverage"] == 0.0

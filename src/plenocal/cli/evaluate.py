@@ -214,7 +214,7 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
     features: ``poses`` holds those the held-out and translation sections re-estimated, the others
     are re-estimated here) and, for translation frames, the board depths against the known
     displacements (:mod:`plenocal.evaluate.depth`)."""
-    from plenocal.evaluate.depth import displacement_errors, plane_errors
+    from plenocal.evaluate.depth import board_coverage, displacement_errors, plane_errors
     from plenocal.io.ply import read_ply
 
     doc_path = folder / "depth.json"
@@ -236,12 +236,15 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
         try:
             cols = read_ply(ply_path)
             pts = np.column_stack([cols["x"], cols["y"], cols["z"]]).astype(np.float64)
+            kl = (np.asarray(cols["k"], dtype=np.int64), np.asarray(cols["l"], dtype=np.int64)) if "k" in cols and "l" in cols else None
         except (OSError, ValueError, KeyError) as exc:
             raise InputFileError(ply_path, f"cannot read the point cloud ({exc}); run 'plenocal depth' again") from None
         if f not in poses:
             per_frame[str(f)] = {"n_points": len(pts), "pose": "none (no linked features)"}
             continue
         per_frame[str(f)] = plane_errors(pts, poses[f], dataset.manifest.target)
+        if kl is not None:
+            per_frame[str(f)] |= board_coverage(camera, poses[f], dataset.manifest.target, *kl)
         if per_frame[str(f)].get("n_points"):
             board_depth[f] = float(per_frame[str(f)]["board_depth_mm"])
     entries = {int(e.frame): e for e in dataset.manifest.with_role(ImageRole.TRANSLATION)
@@ -334,8 +337,10 @@ def run(args: argparse.Namespace) -> int:
         if "depth" in sec:
             med = [v["median_abs_percent"] for v in sec["depth"]["frames"].values() if "median_abs_percent" in v]
             disp = (sec["depth"].get("displacements") or {}).get("mean_abs_percent")
+            cov = [v["board_coverage"] for v in sec["depth"]["frames"].values() if "board_coverage" in v]
             lines.append(f"depth: median |distance to the board plane| {min(med):.2g}–{max(med):.2g} % of z over "
-                         f"{len(med)} frames" if med else "depth: no frame with a pose")
+                         f"{len(med)} frames" + (f", {min(cov):.0%}–{max(cov):.0%} of the board's micro-images with a depth"
+                                                 if cov else "") if med else "depth: no frame with a pose")
             if disp is not None:
                 lines.append(f"depth displacement error {disp:.3g} % (mean |error|)")
     print("; ".join(lines) + f"; wrote {out}")

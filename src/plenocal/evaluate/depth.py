@@ -6,6 +6,8 @@ Two measures of the point clouds of ``plenocal depth`` (camera frame, mm):
   (the inner corners' extent plus one square on every side), the plane given by the frame's pose
   (re-estimated from its BAP features with the intrinsics fixed, as the held-out evaluation does):
   signed and absolute, relative to the point's depth.
+- **Coverage of the board**: the fraction of the micro-images whose line of sight meets the board
+  that got a depth (:func:`board_coverage`).
 - **Displacements** (translation frames, the reference's protocol): each frame's board depth (the
   median z of its on-board points) against the known displacement of every pair of frames of a
   sequence, as the error of the measured step in % of the true step, grouped by displacement.
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
+from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
 from plenocal.model.target import Checkerboard
 
@@ -52,6 +55,22 @@ def plane_errors(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard
     return {"n_points": int(inside.sum()), "board_depth_mm": float(np.median(z)),
             "median_abs_percent": float(np.nanmedian(a)), "median_signed_percent": float(np.nanmedian(rel)),
             "p90_abs_percent": float(np.nanpercentile(a, 90)), "within_1_percent": float(np.mean(a <= 1.0))}
+
+
+def board_coverage(camera: PlenopticCamera, pose: Pose, board: Checkerboard, k: NDArray[np.int64],
+                   l: NDArray[np.int64]) -> dict[str, float | int]:
+    """How much of the board got a depth: of the micro-images whose line of sight meets the printed
+    board (:func:`plenocal.depth.scaling.board_virtual_depths`, the inner corners' extent and
+    :data:`BOARD_MARGIN_SQUARES` more), the fraction with a point (``k``, ``l`` of the point cloud).
+    Untextured micro-images (inside a square) count as not covered: this is the board's coverage,
+    not the textured micro-images' of ``benchmarks/depth.py``."""
+    from plenocal.depth.scaling import board_virtual_depths
+
+    k_all, l_all = camera.grid.lattice.all_indices()
+    seen, _ = board_virtual_depths(camera, k_all, l_all, pose, board, margin_squares=BOARD_MARGIN_SQUARES)
+    keys = np.asarray(k_all, dtype=np.int64)[seen] * 1_000_003 + np.asarray(l_all, dtype=np.int64)[seen]
+    have = np.isin(keys, np.asarray(k, dtype=np.int64) * 1_000_003 + np.asarray(l, dtype=np.int64))
+    return {"board_micro_images": int(seen.sum()), "board_coverage": float(have.mean()) if seen.any() else 0.0}
 
 
 def displacement_errors(board_depth_mm: Mapping[int, float], displacement_mm: Mapping[int, float],
