@@ -67,3 +67,18 @@ def test_same_bytes_with_one_and_two_threads(r12a, noise_plate):
     np.testing.assert_array_equal(a.x, b.x)
     np.testing.assert_array_equal(a.y, b.y)
     np.testing.assert_array_equal(a.virtual_depth, b.virtual_depth)
+
+
+def test_a_stack_without_every_level_is_refused(r12a, noise_plate):
+    """The micro-image search may make only the levels it reads (``matching_stack(n_levels=…)``);
+    the per-pixel refinement's hypotheses reach past them, so it refuses such a stack instead of
+    reading past its end; the full stack gives what the refinement makes itself."""
+    from plenocal.depth.matching import BLUR_VARIANCES_PX2, matching_stack
+
+    dv, weight, vd = noise_plate
+    short = matching_stack(dv, weight, n_levels=len(BLUR_VARIANCES_PX2) - 1)
+    with pytest.raises(ValueError, match="full matching stack"):
+        refine_pixel_depths(dv, weight, r12a, vd, kappa=KAPPA, stack=short)
+    full = refine_pixel_depths(dv, weight, r12a, vd, kappa=KAPPA, stack=matching_stack(dv, weight))
+    own = refine_pixel_depths(dv, weight, r12a, vd, kappa=KAPPA)
+    np.testing.assert_array_equal(full.virtual_depth, own.virtual_depth)

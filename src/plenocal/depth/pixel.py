@@ -113,7 +113,8 @@ def refine_pixel_depths(
     kappa, f_number, pupil_vignetting : as for the micro-image matching.
     step_px, half_hypotheses, window_radius_px, min_window_pixels : :data:`STEP_PX`,
         :data:`HALF_HYPOTHESES`, :data:`WINDOW_RADIUS_PX`, :data:`MIN_WINDOW_PIXELS`.
-    stack : the blur stack of ``devignetted`` if already made (:func:`~plenocal.depth.matching.matching_stack`).
+    stack : the blur stack of ``devignetted`` if already made, with every level
+        (:func:`~plenocal.depth.matching.matching_stack` without ``n_levels``; ValueError otherwise).
     chunk : micro-images per kernel call; ``progress(done, total)`` after each.
 
     Returns
@@ -129,6 +130,10 @@ def refine_pixel_depths(
     radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
     if stack is None:
         stack = matching_stack(dv, weight)
+    elif stack.ndim != 3 or stack.shape[:2] != dv.shape or stack.shape[2] != len(BLUR_VARIANCES_PX2):
+        # the kernel reads every level it may need (its hypotheses reach past the search's range)
+        raise ValueError(f"stack must be the full matching stack of the image, ({dv.shape[0]}, {dv.shape[1]}, "
+                         f"{len(BLUR_VARIANCES_PX2)}) (matching_stack without n_levels), got {stack.shape}")
     neigh, _ = neighbour_table(centres, camera.grid.diameter_px, rings=RINGS, star_rings=STAR_RINGS)
     law = blur_law(camera, kappa=kappa)
     ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
