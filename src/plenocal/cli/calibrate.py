@@ -65,7 +65,7 @@ from plenocal.calib.plausibility import (
 from plenocal.calib.priors import Prior, check_priors
 from plenocal.calib.residuals import MeasuredPupilRadii
 from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
-from plenocal.evaluate.field import ModelField, field_of_calibration
+from plenocal.evaluate.field import ModelField, field_of_calibration, micro_image_radius_mm
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file, read_internal_parameters, write_camera
@@ -526,9 +526,7 @@ def rejected_beyond(result: CalibrationResult, field: ModelField) -> int:
     if not field.limited:
         return 0
     rej = result.rejected_features
-    cam = result.camera
-    c = cam.grid.centres(rej.k, rej.l) - np.asarray(cam.principal_point_px, dtype=np.float64)
-    return int(np.sum(np.hypot(c[:, 0], c[:, 1]) * cam.sensor.pixel_size_mm > field.radius_mm))
+    return int(np.sum(micro_image_radius_mm(result.camera, rej.k, rej.l) > field.radius_mm))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -112,6 +112,10 @@ def frame_selection(spec: str | None, extrapolation: str | None = None) -> Frame
 _REAL_ONLY = ("lenslets", "substrate_mm", "lenslet_index", "clear_radius_mm")
 
 
+F_NUMBER_MATCH = 0.02
+"""A preset white within this relative difference of ``--f-number`` is that white (5.66 for 4√2)."""
+
+
 def at_f_number(chosen: Any, n: float) -> Any:
     """The preset at main-lens f-number ``n``: the checkerboards and the true camera at n, the
     whites the preset's at n or slower, with n itself (a white at the frames' aperture); refused
@@ -130,10 +134,6 @@ def at_f_number(chosen: Any, n: float) -> Any:
     camera = chosen.camera.replace(main_lens=dataclasses.replace(chosen.camera.main_lens, f_number=float(n)))
     return dataclasses.replace(chosen, camera=camera,
                                plan=dataclasses.replace(plan, checkerboard_f_number=float(n), white_f_numbers=whites))
-
-
-F_NUMBER_MATCH = 0.02
-"""A preset white within this relative difference of ``--f-number`` is that white (5.66 for 4√2)."""
 
 
 def _renderer(args: argparse.Namespace, chosen: Any) -> Any:

@@ -167,10 +167,15 @@ def field_of_calibration(camera: PlenopticCamera, poses: dict[int, Pose], board:
     ones included) at the calibrated camera; the radius is that of the feature's micro-image centre."""
     res = compute_residuals(camera, poses, board, observations)
     b = observations.bap.select(res.bap_index)
-    c = camera.grid.centres(b.k, b.l) - np.asarray(camera.principal_point_px, dtype=np.float64)
-    radius = np.hypot(c[:, 0], c[:, 1]) * camera.sensor.pixel_size_mm
-    return model_field(radius, np.hypot(res.uv[:, 0], res.uv[:, 1]), **options)
+    return model_field(micro_image_radius_mm(camera, b.k, b.l), np.hypot(res.uv[:, 0], res.uv[:, 1]), **options)
+
+
+def micro_image_radius_mm(camera: PlenopticCamera, k: ArrayLike, l: ArrayLike) -> FloatArray:
+    """(n,) distance of micro-images (k, l)'s centres from the principal point on the sensor, mm:
+    the radius the model's field is measured in."""
+    c = camera.grid.centres(k, l) - np.asarray(camera.principal_point_px, dtype=np.float64)
+    return np.hypot(c[:, 0], c[:, 1]) * camera.sensor.pixel_size_mm
 
 
 __all__ = ["FIELD_RING_MM", "MAX_FIELD_RESIDUAL_RATIO", "MIN_FIELD_RESIDUAL_EXCESS_PX", "MIN_RING_FEATURES",
-           "REFERENCE_FRACTION", "ModelField", "field_of_calibration", "model_field"]
+           "REFERENCE_FRACTION", "ModelField", "field_of_calibration", "micro_image_radius_mm", "model_field"]

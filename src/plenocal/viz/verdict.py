@@ -491,17 +491,11 @@ def exit_pupil_scale_findings(doc: Mapping[str, Any]) -> list[Finding]:
     probe = pupil.get("scale_probe") if isinstance(pupil, Mapping) else None
     if isinstance(probe, Mapping) and _finite(probe.get("F_change_percent")) and probe.get("converged"):
         # e left out by a lens the data show not to be thin: calibration moved the pupil to see.
-        shift = abs(float(probe["F_change_percent"])) / 100.0
-        if shift <= EXIT_PUPIL_SCALE_WARNING:
-            return []
-        level = "error" if shift > EXIT_PUPIL_SCALE_ERROR else "warning"
-        return [Finding("calibration", level,
-                        f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), which these "
-                        f"images cannot place ({pupil.get('reason', 'e left out')}): with it {probe.get('exit_pupil_mm'):g} mm "
-                        f"behind H′, F comes out {float(probe['F_change_percent']):+.1f} %"
-                        + (" — not trustworthy" if level == "error" else "")
-                        + "; give the lens's exit pupil (its distance behind the rear principal plane, from a data sheet "
-                          "or prescription) with --prior exit_pupil_mm=MEAN±STD")]
+        return _scale_finding(abs(float(probe["F_change_percent"])) / 100.0,
+                              f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), which "
+                              f"these images cannot place ({pupil.get('reason', 'e left out')}): with it "
+                              f"{probe.get('exit_pupil_mm'):g} mm behind H′, F comes out "
+                              f"{float(probe['F_change_percent']):+.1f} %")
     if not (isinstance(pupil, Mapping) and pupil.get("kept") and isinstance(F, Mapping) and isinstance(e, Mapping)) \
             or F.get("frozen") or e.get("frozen"):
         return []
@@ -518,17 +512,23 @@ def exit_pupil_scale_findings(doc: Mapping[str, Any]) -> list[Finding]:
         shift = abs(slope) * EXIT_PUPIL_SYSTEMATIC_MM / float(F["value"])
     except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError):
         return []
+    value, sd = round_to_sigma(float(e["value"]), _number(e.get("std")))
+    return _scale_finding(shift, f"the scale rests on the exit pupil the images put at e = {value} ± {sd} mm: F moves "
+                                 f"{abs(slope):.2f} mm per mm of e, and e estimated from images through real micro-lenses "
+                                 f"can be ~{EXIT_PUPIL_SYSTEMATIC_MM:g} mm off (docs/model.md), so F is known to about "
+                                 f"±{100 * shift:.1f} %")
+
+
+def _scale_finding(shift: float, text: str) -> list[Finding]:
+    """The finding of :func:`exit_pupil_scale_findings` for F's relative ``shift``: none up to
+    :data:`EXIT_PUPIL_SCALE_WARNING`, an error beyond :data:`EXIT_PUPIL_SCALE_ERROR`; the text
+    then names the way out."""
     if not math.isfinite(shift) or shift <= EXIT_PUPIL_SCALE_WARNING:
         return []
     level = "error" if shift > EXIT_PUPIL_SCALE_ERROR else "warning"
-    value, sd = round_to_sigma(float(e["value"]), _number(e.get("std")))
-    text = (f"the scale rests on the exit pupil the images put at e = {value} ± {sd} mm: F moves {abs(slope):.2f} mm per mm "
-            f"of e, and e estimated from images through real micro-lenses can be ~{EXIT_PUPIL_SYSTEMATIC_MM:g} mm off "
-            f"(docs/model.md), so F is known to about ±{100 * shift:.1f} %"
-            + (" — not trustworthy" if level == "error" else "")
-            + "; give the lens's exit pupil (its distance behind the rear principal plane, from a data sheet or "
-              "prescription) with --prior exit_pupil_mm=MEAN±STD")
-    return [Finding("calibration", level, text)]
+    return [Finding("calibration", level, text + (" — not trustworthy" if level == "error" else "")
+                    + "; give the lens's exit pupil (its distance behind the rear principal plane, from a data sheet or "
+                      "prescription) with --prior exit_pupil_mm=MEAN±STD")]
 
 
 def field_findings(field: Any) -> list[Finding]:
