@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
+from plenocal.model.lattice import lens_keys
 from plenocal.model.target import Checkerboard
 
 BOARD_MARGIN_SQUARES = 1.0
@@ -68,8 +69,7 @@ def board_coverage(camera: PlenopticCamera, pose: Pose, board: Checkerboard, k: 
 
     k_all, l_all = camera.grid.lattice.all_indices()
     seen, _ = board_virtual_depths(camera, k_all, l_all, pose, board, margin_squares=BOARD_MARGIN_SQUARES)
-    keys = np.asarray(k_all, dtype=np.int64)[seen] * 1_000_003 + np.asarray(l_all, dtype=np.int64)[seen]
-    have = np.isin(keys, np.asarray(k, dtype=np.int64) * 1_000_003 + np.asarray(l, dtype=np.int64))
+    have = np.isin(lens_keys(k_all[seen], l_all[seen]), lens_keys(k, l))
     return {"board_micro_images": int(seen.sum()), "board_coverage": float(have.mean()) if seen.any() else 0.0}
 
 
