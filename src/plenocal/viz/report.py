@@ -325,15 +325,10 @@ def _residual_data(c: Collected) -> ResidualData | None:
 
 def _model_field_circle(c: Collected) -> tuple[float, float, float] | None:
     """(u, v, radius) px of the calibration's model field, when it limits it."""
+    from plenocal.viz.verdict import field_circle
+
     doc = c.documents.get("calibration", (None, None))[1]
-    f = (doc or {}).get("model_field")
-    if not isinstance(f, dict) or not _finite_number(f.get("radius_px")) or not isinstance(f.get("centre_px"), list):
-        return None
-    try:
-        cu, cv = (float(x) for x in f["centre_px"])
-    except (TypeError, ValueError):
-        return None
-    return cu, cv, float(f["radius_px"])
+    return field_circle((doc or {}).get("model_field"))
 
 
 def _residual_figures(c: Collected, data: ResidualData | None, figures: list[tuple[str, str]]) -> None:

@@ -621,16 +621,28 @@ def declaration_findings(doc: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+def field_circle(field: Any) -> tuple[float, float, float] | None:
+    """(u, v, radius) px of calibration's ``model_field`` (its ``centre_px``, ``radius_px``) when it
+    limits the field, else None."""
+    if not isinstance(field, Mapping) or not _finite(field.get("radius_px")) or not isinstance(field.get("centre_px"), list | tuple):
+        return None
+    try:
+        cu, cv = (float(x) for x in field["centre_px"])
+    except (TypeError, ValueError):
+        return None
+    return cu, cv, float(field["radius_px"])
+
+
 def _beyond_field(features: Any, field: Mapping[str, Any] | None) -> dict[int, int]:
-    """Rejected features per frame whose (u, v) lies beyond the model's field (calibration's
-    ``model_field`` with ``centre_px`` and ``radius_px``)."""
-    if not field or not _finite(field.get("radius_px")) or not isinstance(field.get("centre_px"), list | tuple):
+    """Rejected features per frame whose (u, v) lies beyond the model's field (:func:`field_circle`)."""
+    circle = field_circle(field)
+    if circle is None:
         return {}
-    cx, cy = (float(x) for x in field["centre_px"])
+    cx, cy, radius = circle
     out: dict[int, int] = {}
     for f in features or []:
         if isinstance(f, dict) and _finite(f.get("u")) and _finite(f.get("v")) and f.get("frame") is not None \
-                and math.hypot(f["u"] - cx, f["v"] - cy) > field["radius_px"]:
+                and math.hypot(f["u"] - cx, f["v"] - cy) > radius:
             out[int(f["frame"])] = out.get(int(f["frame"]), 0) + 1
     return out
 
