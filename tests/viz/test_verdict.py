@@ -270,6 +270,24 @@ def test_a_limited_model_field_is_a_warning_and_explains_the_rejections():
     assert not any("model describes the lens" in f.text for f in unlimited.findings)
 
 
+def test_rejections_are_judged_within_the_model_field_when_calibration_counted_it():
+    """The real-optics R12-B's shape: 14 % rejected, nearly all beyond the field — a warning that
+    counts them, not "too many to be outliers"; rejections within the field still decide."""
+    base = {"radius_mm": 6.35, "reach_mm": 11.4, "max_ratio": 1.5, "rings": [{"inner_mm": 7.0, "outer_mm": 8.0, "ratio": 2.2}]}
+    ro = _calibration(rejected={"bap": 531, "uv": 226, "rho": 292, "mic": 6}, n_bap=3388,
+                      model_field=base | {"rejected_beyond": 490, "features_beyond": 1500})
+    v = assemble({"calibration": ro})
+    assert v.status == "calibrated with warnings"
+    texts = [f.text for f in v.findings]
+    assert "490 of the 531 features calibration rejected lie beyond the model's field (6.3 mm" in "\n".join(texts)
+    assert not any("within the model's field rejected" in t for t in texts)  # 41 of 2419: 1.7 %, below 2 %
+    inside = _calibration(rejected={"bap": 531, "uv": 226, "rho": 292, "mic": 6}, n_bap=3388,
+                          model_field=base | {"rejected_beyond": 200, "features_beyond": 1500})
+    v = assemble({"calibration": inside})
+    assert v.status == "not trustworthy"
+    assert any(f.text.startswith("331 of 2419 features within the model's field rejected (14%): too many") for f in v.reasons)
+
+
 def test_a_frame_whose_rejections_lie_beyond_the_model_field_is_not_called_mislinked():
     doc = copy.deepcopy(_evaluation())
     feats = [{"frame": 15, "u": 3900.0 + i, "v": 2900.0, "reason": "uv"} for i in range(12)] + \

@@ -521,12 +521,17 @@ def consistency_record(result: CalibrationResult, inputs: Inputs) -> dict[str, A
     return out
 
 
-def rejected_beyond(result: CalibrationResult, field: ModelField) -> int:
-    """How many of the features calibration rejected lie beyond the model's field."""
+def beyond_field(result: CalibrationResult, field: ModelField) -> dict[str, int]:
+    """How many of calibration's features (``features_beyond``: kept and rejected) and of those it
+    rejected (``rejected_beyond``) lie beyond the model's field: the verdict judges the rejections
+    within it (:data:`plenocal.viz.verdict.REJECTED_FRACTION_ERROR`)."""
     if not field.limited:
-        return 0
-    rej = result.rejected_features
-    return int(np.sum(micro_image_radius_mm(result.camera, rej.k, rej.l) > field.radius_mm))
+        return {"rejected_beyond": 0, "features_beyond": 0}
+    cam = result.camera
+    rej, kept = result.rejected_features, result.kept_bap
+    n_rej = int(np.sum(micro_image_radius_mm(cam, rej.k, rej.l) > field.radius_mm))
+    n_kept = int(np.sum(micro_image_radius_mm(cam, kept.k, kept.l) > field.radius_mm))
+    return {"rejected_beyond": n_rej, "features_beyond": n_rej + n_kept}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -571,7 +576,7 @@ def run(args: argparse.Namespace) -> int:
     field = field_of_calibration(result.camera, result.poses, board, inputs.observations)
     field_json = {**field.to_json(), "centre_px": list(result.camera.principal_point_px),
                   "radius_px": field.radius_mm / result.camera.sensor.pixel_size_mm}
-    report["model_field"] = _finite({**field_json, "rejected_beyond": rejected_beyond(result, field)})
+    report["model_field"] = _finite({**field_json, **beyond_field(result, field)})
     if failed:
         provenance["checks_failed"] = failed
     # Everything computed and checked: now write, all files or none.
