@@ -256,7 +256,7 @@ def test_prior_is_used_and_reported(calibrated, truth, tmp_path, capsys):
     far = ["calibrate", str(base / "ds"), "--prior", f"F_mm={F + 0.5}+-0.01", *thin]
     assert main([*far, "-o", str(tmp_path / "far")]) == 2 and not (tmp_path / "far").exists()
     assert "conflicts with the data: without it they give F_mm = 49." in capsys.readouterr().err
-    assert main([*far, "-o", str(tmp_path / "far"), "--allow-failed-checks"]) == 0
+    assert main([*far, "-o", str(tmp_path / "far"), "--allow-failed-checks"]) == 3  # written, not trustworthy
     (q,) = json.loads((tmp_path / "far" / "report.json").read_text())["priors"]
     assert q["conflicts_with_data"] is True and q["conflict_sigma"] > 3
     assert read_camera_file(tmp_path / "far" / "camera.json").provenance["checks_failed"][0].startswith("prior F_mm=")

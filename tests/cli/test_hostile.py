@@ -626,7 +626,7 @@ def test_calibrate_two_frames(capfd, r12a_ds, tmp_path):
     hostile(capfd, ["calibrate", r12a_ds, "-o", tmp_path / "cal"], inputs=[r12a_ds], out=tmp_path / "cal",
             match=r"BAP features in 2 calibration frames \(\[0, 1\]\), need >= 3: .*frame resampling.*add views of the "
                   r"board at other tilts \(--allow-failed-checks")
-    assert main(["calibrate", str(r12a_ds), "-o", str(tmp_path / "cal"), "--allow-failed-checks"]) == 0
+    assert main(["calibrate", str(r12a_ds), "-o", str(tmp_path / "cal"), "--allow-failed-checks"]) == 3  # written, not trustworthy
     report = json.loads((tmp_path / "cal" / "report.json").read_text())
     assert any(f.startswith("calibrated from 2 frame(s), need >= 3") for f in report["checks"]["failed"])
 
@@ -689,11 +689,11 @@ def test_calibrate_far_from_the_nominal_focal_length_is_not_written(capfd, r12a_
 
 
 def test_allow_failed_checks_writes_the_result_marked(capfd, r12a_ds, tmp_path):
-    """The escape hatch: written, exit 0, one warning line, and the files say what failed."""
+    """The escape hatch: written, exit 3 (not trustworthy), one warning line, and the files say what failed."""
     edit_json(r12a_ds / "manifest.json", lambda d: d["camera_spec"].update(main_lens_focal_length_mm=100.0))
     out = tmp_path / "cal"
     capfd.readouterr()
-    assert main(["calibrate", str(r12a_ds), "-o", str(out), "--allow-failed-checks"]) == 0
+    assert main(["calibrate", str(r12a_ds), "-o", str(out), "--allow-failed-checks"]) == 3  # written, not trustworthy
     err = capfd.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("plenocal calibrate: warning: written despite failed checks")
     report = json.loads((out / "report.json").read_text())
@@ -844,7 +844,7 @@ def test_wrong_board_written_anyway_is_not_trustworthy(capfd, r12a_ds, tmp_path)
 
     edit_json(r12a_ds / "manifest.json", lambda d: d["target"].update(square_mm=12.0))
     out = tmp_path / "cal"
-    assert main(["calibrate", str(r12a_ds), "-o", str(out), "--allow-failed-checks"]) == 0
+    assert main(["calibrate", str(r12a_ds), "-o", str(out), "--allow-failed-checks"]) == 3  # written, not trustworthy
     report = json.loads((out / "report.json").read_text())
     verdict = assemble({"calibration": report, "camera": json.loads((out / "camera.json").read_text())})
     assert verdict.status == "not trustworthy"

@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     t_sim = time.perf_counter() - t0
     argv = ["run", str(dataset), "-o", str(args.output)] + (["--force"] if args.force else [])
     try:
-        dispatch(argv)
+        code = dispatch(argv)
     except PlenocalError as exc:
         raise PlenocalError(f"on the simulated dataset {dataset}: {exc}") from None
     ds = read_dataset(dataset)
@@ -186,4 +186,4 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(name, f"{p['value']:.6g} ± {p['std']:.2g}", f"{true:.6g}", f"{err:+.2f}")
     console.print(table)
     console.print(f"demo finished in {time.perf_counter() - t0:.1f} s (simulation {t_sim:.1f} s); report: {args.output / 'report.html'}")
-    return 0
+    return code

@@ -40,6 +40,11 @@ from plenocal.errors import PlenocalError, UsageError
 SUBCOMMANDS: tuple[str, ...] = ("demo", "run", "simulate", "precalibrate", "detect", "import_libpleno", "export_libpleno", "calibrate", "evaluate", "blur", "depth_scaling", "depth", "profile", "report")
 
 EXIT_ERROR = 2
+EXIT_NOT_TRUSTWORTHY = 3
+"""``calibrate`` and ``run`` wrote everything, and the verdict says the camera is not trustworthy
+(:func:`plenocal.viz.verdict.assemble`: e.g. a scale that rests on an exit pupil the images cannot
+place, too many rejections within the model's field, a result written despite a failed check): a
+script must not take it for a calibration, a user can still read every output."""
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

@@ -655,6 +655,15 @@ document.body.setAttribute('data-verdict-top',r?String(Math.round(r.top+window.s
 """
 
 
+def folder_verdict(folder: str | Path) -> Any:
+    """The verdict (:class:`plenocal.viz.verdict.Verdict`) of the stage outputs in ``folder``, as
+    the report's page leads with it, without building the page."""
+    from plenocal.viz.verdict import assemble
+
+    c = collect(Path(folder))
+    return assemble({k: d for k, (_, d) in c.documents.items()}, notes=c.notes)
+
+
 def build_report(folder: str | Path) -> tuple[str, Collected]:
     """The HTML page (str) for the stage outputs in ``folder``, and what was found.
 

@@ -855,6 +855,16 @@ def assemble(documents: Mapping[str, Mapping[str, Any]], *, notes: Sequence[str]
                    rejections, findings, headline(cal, documents.get("evaluation"), sigmas))
 
 
+def not_trustworthy_line(verdict: Verdict) -> str | None:
+    """One line for the console when the verdict is "not trustworthy" (its first reason, and how
+    many more), else None."""
+    if verdict.status != STATUS["error"][0]:
+        return None
+    first = verdict.reasons[0] if verdict.reasons else Finding("report", "error", "see the report")
+    more = f" (and {len(verdict.reasons) - 1} more reason{'s' if len(verdict.reasons) > 2 else ''})" if len(verdict.reasons) > 1 else ""
+    return f"not trustworthy — {first.stage}: {first.text}{more}"
+
+
 def headline(calibration: Mapping[str, Any] | None, evaluation: Mapping[str, Any] | None,
              sigmas: Mapping[str, ParameterSigma]) -> list[str]:
     """The few numbers of the status line: F ± σ, calibration's and the held-out (u, v) RMSE, ε_z."""
