@@ -67,6 +67,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 
 
+NOT_TRUSTWORTHY = 3
+"""plenocal's exit code for a camera written whose verdict is "not trustworthy" (its figures are read)."""
+
+
 def sh(args: list[str], *, cwd: Path | None = None) -> tuple[int, str, float]:
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "plenocal", *args], cwd=cwd, capture_output=True, text=True,
@@ -596,12 +600,12 @@ def _cli_row(dataset: Path, out: Path, extra: list[str]) -> dict[str, Any]:
     figures reported under ``written_anyway`` (what the refused camera is)."""
     code, text, wall = sh(["calibrate", str(dataset), "-o", str(out), *extra])
     rep = load(out / "report.json")
-    if code or rep is None:
+    if code not in (0, NOT_TRUSTWORTHY) or rep is None:
         row_failed: dict[str, Any] = {"exit_code": code, "error": text.splitlines()[-1:] if text else None}
         if text and "--allow-failed-checks" in text and "--allow-failed-checks" not in extra:
             row_failed["written_anyway"] = _cli_row(dataset, out.with_name(out.name + "-anyway"), [*extra, "--allow-failed-checks"])
         return row_failed
-    row: dict[str, Any] = {"wall_s": wall, "pupil": rep.get("pupil"), "converged": rep.get("converged"),
+    row: dict[str, Any] = {"exit_code": code, "wall_s": wall, "pupil": rep.get("pupil"), "converged": rep.get("converged"),
                            "rmse": rep.get("rmse"), "rejected": rep.get("rejected"), "model_field": field_summary(rep)}
     for pname in PUPIL_KEYS:
         p = rep["parameters"].get(pname, {})
@@ -678,7 +682,7 @@ def run_real(obs_dir: Path, cfg_dir: Path, work: Path, *, pupil_only: bool = Fal
                 code, text, wall = sh(["calibrate", str(work / "dataset"), "-o", str(o), *model,
                                        "--weighting", weighting, "--loss", loss])
                 rep = load(o / "report.json")
-                if code or rep is None:
+                if code not in (0, NOT_TRUSTWORTHY) or rep is None:
                     out[tag] = {"exit_code": code, "error": text.splitlines()[-1:] if text else None}
                     continue
                 row = {"exit_code": code, "wall_s": wall, "converged": rep.get("converged"),
