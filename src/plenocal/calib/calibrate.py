@@ -295,7 +295,7 @@ class CalibrationResult:
             for i, n in enumerate(lay.intrinsic_names)
         ]
         for name, (val, grad) in derived_values(lay, self.x).items():
-            out.append(ParameterEstimate(name, float(val), float(np.sqrt(max(grad @ self.covariance @ grad, 0.0))),
+            out.append(ParameterEstimate(name, float(val), float(np.sqrt(max(float(grad @ self.covariance @ grad), 0.0))),
                                          std_frames=None if fr is None else fr.derived_std.get(name)))
         return out
 
@@ -346,7 +346,7 @@ class CalibrationResult:
         fr = self.frame_resampling
         for p in self.options.priors:
             val, grad = quantity(self.layout, self.x, p.name)
-            std = float(np.sqrt(max(grad @ self.covariance @ grad, 0.0)))
+            std = float(np.sqrt(max(float(grad @ self.covariance @ grad), 0.0)))
             std_frames = None
             if fr is not None and p.name in names:
                 std_frames = float(fr.std[names.index(p.name)])
@@ -639,9 +639,9 @@ def calibrate(
 
         held = set(opt.freeze)
         not_offered = not_offered_terms(observations, opt)
-        opt = dataclasses.replace(opt, **{g: False for g in not_offered})
+        opt = with_terms(opt, {g: False for g in not_offered})
         auto = tuple(g for g in REAL_LENS_TERMS if getattr(opt, g) is None and not held >= set(OPTIONAL_GROUPS[g]))
-        opt = dataclasses.replace(opt, **{g: True for g in REAL_LENS_TERMS if getattr(opt, g) is None and g not in auto})
+        opt = with_terms(opt, {g: True for g in REAL_LENS_TERMS if getattr(opt, g) is None and g not in auto})
         if not auto:
             only = solve(opt, initial)
             only.model_selection = dict(not_offered)
@@ -649,8 +649,8 @@ def calibrate(
         # The data choose the model, the user's priors then act within it: a prior that fights
         # the data would otherwise make the exit pupil "needed" (F_mm=45±1e-6 on thin-lens data).
         user_priors = any(p.origin == "option" for p in opt.priors)
-        probe_opt = dataclasses.replace(opt, priors=tuple(p for p in opt.priors if p.origin != "option"),
-                                        **{g: True for g in auto})
+        probe_opt = with_terms(dataclasses.replace(opt, priors=tuple(p for p in opt.priors if p.origin != "option")),
+                               {g: True for g in auto})
         full = solve(probe_opt, initial)
         extra_s = full.timings_s["total"]
         if full.converged:
@@ -671,7 +671,7 @@ def calibrate(
         if not dropped and not user_priors:
             full.model_selection = evidence
             return full
-        chosen = solve(dataclasses.replace(opt, **{g: g not in dropped for g in auto}),
+        chosen = solve(with_terms(opt, {g: g not in dropped for g in auto}),
                        without_real_lens_terms(initial, dropped))
         if dropped and not chosen.converged and full.converged and not user_priors:
             # The data cannot tell: keep the camera that converged.
@@ -682,7 +682,7 @@ def calibrate(
         if "exit_pupil" in dropped and chosen.converged and (not full.converged or evidence["depth_distortion"]["kept"]):
             # A lens the data show not to be thin, whose exit pupil they cannot place: how far the
             # scale moves if the pupil is not in the principal plane (the verdict judges it).
-            probe = solve(dataclasses.replace(opt, **{g: g not in dropped for g in auto} | {"exit_pupil": False}),
+            probe = solve(with_terms(opt, {g: g not in dropped for g in auto} | {"exit_pupil": False}),
                           without_real_lens_terms(initial, dropped).replace(
                               main_lens=dataclasses.replace(initial.main_lens, exit_pupil_mm=EXIT_PUPIL_PROBE_MM)))
             extra_s += probe.timings_s["total"]
@@ -694,6 +694,16 @@ def calibrate(
         chosen.timings_s["model_selection"] = extra_s
         chosen.timings_s["total"] += extra_s
         return chosen
+
+
+def with_terms(options: CalibrationOptions, terms: Mapping[str, bool | None]) -> CalibrationOptions:
+    """``options`` with the real-lens terms' flags (:data:`REAL_LENS_TERMS`: ``exit_pupil``,
+    ``depth_distortion``; None lets the data choose) set as ``terms`` gives them."""
+    unknown = set(terms) - set(REAL_LENS_TERMS)
+    if unknown:
+        raise ValueError(f"not real-lens terms: {sorted(unknown)}")
+    return dataclasses.replace(options, exit_pupil=terms.get("exit_pupil", options.exit_pupil),
+                               depth_distortion=terms.get("depth_distortion", options.depth_distortion))
 
 
 EXIT_PUPIL_PROBE_MM = 10.0
@@ -801,8 +811,10 @@ def pupil_with_a_curved_field(evidence: dict[str, dict[str, object]]) -> dict[st
     pupil, field_ = evidence.get("exit_pupil"), evidence.get("depth_distortion")
     if pupil is None or field_ is None or pupil["kept"] or not field_["kept"]:
         return evidence
-    sigma_e = float(next(iter(pupil.get("std", {}).values()), float("inf")))
-    if not sigma_e <= EXIT_PUPIL_WITH_FIELD_SIGMA_FRACTION * float(pupil.get("focal_length_mm", float("nan"))):
+    std: Any = pupil.get("std") or {}
+    sigma_e = float(next(iter(std.values()), float("inf")))
+    focal: Any = pupil.get("focal_length_mm", float("nan"))
+    if not sigma_e <= EXIT_PUPIL_WITH_FIELD_SIGMA_FRACTION * float(focal):
         return evidence
     return evidence | {"exit_pupil": pupil | {"kept": True, "reason": f"{pupil['reason']}, but kept with the depth distortion "
                                               "(a lens that is not thin: e free carries its uncertainty into F and D)"}}
