@@ -139,7 +139,9 @@ def evaluation(ev: Path, cal: Path) -> dict[str, Any]:
         out["held_out_uv_px"] = held["rmse"].get("uv_px")
         out["held_out_ratio"] = held["rmse"]["uv_px"] / cal_uv if cal_uv else None
         per = held.get("per_frame") or {}
-        out["held_out_per_frame_uv_px"] = {f: v.get("uv_px") for f, v in per.items()}
+        out["held_out_per_frame_uv_px"] = {f: (v.get("rmse") or {}).get("uv_px") for f, v in per.items()}
+        out["held_out_per_frame_ratio"] = {f: u / cal_uv if cal_uv and u is not None else None
+                                           for f, u in out["held_out_per_frame_uv_px"].items()}
     return out
 
 
