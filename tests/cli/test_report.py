@@ -191,3 +191,18 @@ def test_report_loads_in_headless_chromium_with_every_image(chromium, full_out, 
     hidden.write_text((full_out / "report.html").read_text().replace("</style>", "#verdict{display:none}</style>"))
     dom, _ = _chromium_dom(chromium, hidden)
     assert 'data-verdict="missing"' in dom
+
+
+def test_report_names_depth_frames_near_the_mla_conjugate_plane(tmp_path):
+    """A frame whose textured micro-images are mostly at |υ| = 2 (status at_limit) is named, with
+    its count; a frame with a few is not (the PRISM frames: ≤ 1 %)."""
+    from plenocal.viz.report import build_report
+
+    (tmp_path / "depth").mkdir()
+    frames = {"210": {"counts": {"estimated": 545, "at_limit": 0}, "textured": 545, "z_percentiles_mm": {"50": 367.2}},
+              "211": {"counts": {"estimated": 8, "at_limit": 442}, "textured": 450, "z_percentiles_mm": {"50": 374.8}},
+              "100": {"counts": {"estimated": 17000, "at_limit": 174}, "textured": 16865, "z_percentiles_mm": {"50": 450.0}}}
+    (tmp_path / "depth" / "depth.json").write_text(json.dumps({"format": "plenocal-depth", "version": 1, "frames": frames}))
+    page, _ = build_report(tmp_path)
+    assert "Near the plane conjugate to the micro-lens array</b>, frames 211 (442 of 450):" in page
+    assert "(|υ| &lt; 2 cannot be estimated)" in page and "210 (" not in page and "100 (" not in page

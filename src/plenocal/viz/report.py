@@ -486,6 +486,14 @@ def _correction_sigma(sc: dict[str, Any]) -> str:
     return f", its σ {min(sig):.2f}–{max(sig):.2f} % of 1/υ over the calibration frames" if sig else ""
 
 
+NEAR_CONJUGATE_FRACTION = 0.5
+"""A depth frame whose textured micro-images are more than this fraction at |υ| = 2 (status
+``at_limit``, :data:`plenocal.depth.matching.STATUS_AT_LIMIT`) is named in the report as near the
+plane conjugate to the MLA: the demo's translation frames at 375 and 385 mm (υ ≈ 1.9, 1.2) have
+442 of 450 and 368 of 372, and keep 8 and 4 depths, the latter 3 % near; the PRISM R12-B translation frames
+≤ 1.0 % (at 450–650 mm), the real-optics R12-B's ≤ 8.4 %."""
+
+
 def _depth_section(c: Collected) -> str:
     """The depth stage: per frame the micro-images with a depth, the median z and, from the
     evaluation, the on-board points' distance to the board plane; the displacement errors by step;
@@ -496,18 +504,26 @@ def _depth_section(c: Collected) -> str:
     frames = doc.get("frames") if isinstance(doc.get("frames"), dict) else {}
     ev = (c.documents.get("evaluation", (None, {}))[1] or {}).get("depth") or {}
     ev_frames = ev.get("frames") if isinstance(ev.get("frames"), dict) else {}
-    rows = []
+    rows, near_conjugate = [], []
     for f, d in frames.items():
         if not isinstance(d, dict):
             continue
         e = ev_frames.get(f) or {}
         counts = d.get("counts") or {}
         z = (d.get("z_percentiles_mm") or {}).get("50")
-        rows.append([html.escape(str(f)), f"{counts.get('estimated', '—')} / {d.get('textured', '—')}", _fmt(z, 5),
-                     _fmt(e.get("median_abs_percent"), 3), _fmt(e.get("median_signed_percent"), 3),
+        limit, textured = counts.get("at_limit"), d.get("textured")
+        if isinstance(limit, int) and isinstance(textured, int) and textured and limit > NEAR_CONJUGATE_FRACTION * textured:
+            near_conjugate.append(f"{html.escape(str(f))} ({limit} of {textured})")
+        rows.append([html.escape(str(f)), f"{counts.get('estimated', '—')} / {textured if textured is not None else '—'}",
+                     _fmt(limit), _fmt(z, 5), _fmt(e.get("median_abs_percent"), 3), _fmt(e.get("median_signed_percent"), 3),
                      _fmt(e.get("within_1_percent"), 3), _fmt(d.get("wall_time_s"), 3)])
-    parts = [_table(["frame", "micro-images with a depth / textured", "median z (mm)",
+    parts = [_table(["frame", "micro-images with a depth / textured", "at |υ| = 2", "median z (mm)",
                      "median |distance to board plane| (% of z)", "signed (%)", "fraction within 1 %", "s"], rows)]
+    if near_conjugate:
+        parts.append(f"<p><b>Near the plane conjugate to the micro-lens array</b>, frames {', '.join(near_conjugate)}: most "
+                     "textured micro-images have their best match at |υ| = 2, the nearest that plane the matching reaches "
+                     "(|υ| &lt; 2 cannot be estimated); the scene there is nearer that plane, it gets no depth, and the few "
+                     "depths such a frame has are at the edge of the estimable range.</p>")
     sc = doc.get("scaling")
     if isinstance(sc, dict):
         parts.append(f"<p>Depth scaling (the matcher's bias in 1/υ, fitted on the calibration frames against their "
