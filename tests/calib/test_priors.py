@@ -142,3 +142,31 @@ def test_a_prior_that_wins_is_judged_against_the_data_alone(r12a_camera, r12a_bo
     (ok,) = agree.report()["priors"]
     assert ok["conflicts_with_data"] is False and ok["conflict_sigma"] < 1
     assert result_problems(agree, nominal_focal_length_mm=50.0) == []
+
+
+def test_a_prior_on_the_exit_pupil_puts_it_in_and_is_judged_with_the_images_systematic(
+        r12a_camera, r12a_board, r12a_synthetic, r12a_calibration):
+    """Thin-lens data leave e out by themselves (r12a_calibration); a user's prior on exit_pupil_mm
+    (``--lens``, ``--prior``) says the lens has one: e is in, recorded as the user's, and the prior
+    is judged against the data with the images' known systematic on e (IMAGE_SYSTEMATIC, 10 mm)
+    added — a pupil 12 mm off, 12 of its σ and far beyond the data's ~1 mm σ, is no conflict; one
+    60 mm off is."""
+    from plenocal.calib.calibrate import prior_terms
+    from plenocal.calib.priors import IMAGE_SYSTEMATIC
+
+    assert not r12a_calibration.model_selection["exit_pupil"]["kept"]
+    assert prior_terms(CalibrationOptions(priors=(Prior("exit_pupil_mm", 5.0, 1.0),))) == {"exit_pupil"}
+    assert prior_terms(CalibrationOptions(priors=(Prior("exit_pupil_mm", 5.0, 1.0),), exit_pupil=False)) == set()
+    assert prior_terms(CalibrationOptions(priors=(Prior("F_mm", 50.0, 1.0),))) == set()
+    noisy, _ = r12a_synthetic
+    start = perturbed_camera(r12a_camera, seed=1)
+    for mean, conflict in ((12.0, False), (60.0, True)):
+        opt = CalibrationOptions(priors=(Prior("exit_pupil_mm", mean, 1.0),), frame_resampling=False, depth_distortion=False)
+        res = calibrate(noisy, start, r12a_board, options=opt)
+        assert res.layout.exit_pupil and res.model_selection["exit_pupil"] == {"kept": True, "reason": "the user's prior on its parameter"}
+        (q,) = [p for p in res.report()["priors"] if p["name"] == "exit_pupil_mm" and p["origin"] == "option"]
+        s_data = max(q["data_only"]["std"], q["data_only"]["std_frames"] or 0.0)
+        assert s_data < 3.0 and abs(q["data_only"]["value"]) < 3 * s_data  # the data alone: e ≈ 0
+        expected = abs(q["data_only"]["value"] - mean) / math.hypot(s_data, IMAGE_SYSTEMATIC["exit_pupil_mm"], 1.0)
+        assert q["conflict_sigma"] == pytest.approx(expected, rel=1e-6)
+        assert q["conflicts_with_data"] is conflict

@@ -45,7 +45,7 @@ from threadpoolctl import threadpool_limits
 
 from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenoptic_poses
 from plenocal.calib.parameters import OPTIONAL_GROUPS, ParameterLayout, derived_values
-from plenocal.calib.priors import Prior, PriorTerms, check_priors, exit_pupil_prior, quantity
+from plenocal.calib.priors import IMAGE_SYSTEMATIC, Prior, PriorTerms, check_priors, exit_pupil_prior, quantity
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import MeasuredPupilRadii, Residuals
 from plenocal.calib.robust import GroupRejection, reject_groups, robust_sigma
@@ -221,7 +221,8 @@ PRIOR_CONFLICT_SIGMA = 3.0
 """A user's prior conflicts with the data when what the data alone say of its quantity (the
 calibration re-solved without the user's priors, :func:`data_only_solution`) lies further than this
 many combined σ from the prior's mean: z = |q_data − μ| / √(σ_data² + σ_p²), σ_data the larger of
-the data-only solution's Jacobian and frame-resampling σ. The posterior's own offset from μ cannot
+the data-only solution's Jacobian and frame-resampling σ (with, for the exit pupil, the images'
+known systematic :data:`plenocal.calib.priors.IMAGE_SYSTEMATIC` added in quadrature). The posterior's own offset from μ cannot
 tell: a prior tight enough to win sits on its mean whatever the data say (``F_mm=45±1e-6`` on data
 that put F at 49.7 ± 0.4 mm was written "no conflict" while it moved d and f_i by 14σ). For a
 Gaussian prior that agrees with the data z is |N(0, 1)|: 3 is exceeded 0.27 % of the time. Priors
@@ -505,7 +506,7 @@ class DataOnly:
         """The prior against the data alone (:data:`PRIOR_CONFLICT_SIGMA`), and how far the prior
         moved each free intrinsic, in the data-only solution's σ (largest first)."""
         val, std, std_frames = self._value_sigma(layout, prior.name)
-        s_data = max(std, std_frames or 0.0)
+        s_data = float(np.hypot(max(std, std_frames or 0.0), IMAGE_SYSTEMATIC.get(prior.name, 0.0)))
         z = abs(val - prior.mean) / float(np.hypot(s_data, prior.std)) if np.isfinite(val) else float("nan")
         sd = np.sqrt(np.clip(np.diag(self.covariance), 0.0, None))
         n = layout.n_intrinsics
@@ -632,68 +633,91 @@ def calibrate(
     are small; threaded BLAS only adds contention).
     """
     opt = options or CalibrationOptions()
+    forced = prior_terms(opt)
     with threadpool_limits(limits=1, user_api="blas"):
-        def solve(o: CalibrationOptions, camera: PlenopticCamera) -> CalibrationResult:
-            return _calibrate(observations, camera, board, options=o, initial_poses=initial_poses, frames=frames,
-                              pupil_radii=pupil_radii)
+        result = _choose_model(observations, initial, board, opt, initial_poses=initial_poses, frames=frames,
+                               pupil_radii=pupil_radii)
+    if forced:
+        result.model_selection = {g: {"kept": True, "reason": "the user's prior on its parameter"} for g in sorted(forced)} \
+            | dict(result.model_selection or {})
+    return result
 
-        held = set(opt.freeze)
-        not_offered = not_offered_terms(observations, opt)
-        opt = with_terms(opt, {g: False for g in not_offered})
-        auto = tuple(g for g in REAL_LENS_TERMS if getattr(opt, g) is None and not held >= set(OPTIONAL_GROUPS[g]))
-        opt = with_terms(opt, {g: True for g in REAL_LENS_TERMS if getattr(opt, g) is None and g not in auto})
-        if not auto:
-            only = solve(opt, initial)
-            only.model_selection = dict(not_offered)
-            return only
-        # The data choose the model, the user's priors then act within it: a prior that fights
-        # the data would otherwise make the exit pupil "needed" (F_mm=45±1e-6 on thin-lens data).
-        user_priors = any(p.origin == "option" for p in opt.priors)
-        probe_opt = with_terms(dataclasses.replace(opt, priors=tuple(p for p in opt.priors if p.origin != "option")),
-                               {g: True for g in auto})
-        full = solve(probe_opt, initial)
-        extra_s = full.timings_s["total"]
-        if full.converged:
-            evidence = real_lens_evidence(full, auto)
-        elif set(auto) == set(REAL_LENS_TERMS):
-            # The exit pupil is the fragile term (it slides with F and D); the curved field alone
-            # may still be measured. Telephoto render: e free ran to 27 mm (F 35 mm, not converged).
-            field_only = solve(dataclasses.replace(probe_opt, exit_pupil=False), without_real_lens_terms(initial, ["exit_pupil"]))
-            extra_s += field_only.timings_s["total"]
-            evidence = ({"depth_distortion": real_lens_evidence(field_only, ["depth_distortion"])["depth_distortion"]}
-                        if field_only.converged else {"depth_distortion": {"kept": False, "reason": "did not converge"}})
-            evidence["exit_pupil"] = {"kept": False, "reason": "the camera with the exit pupil free did not converge: "
-                                                               "these images do not determine it"}
-        else:
-            evidence = {g: {"kept": False, "reason": "the camera with every real-lens term did not converge"} for g in auto}
-        evidence = dict(not_offered) | pupil_with_a_curved_field(evidence)
-        dropped = [g for g in auto if not evidence[g]["kept"]]
-        if not dropped and not user_priors:
-            full.model_selection = evidence
-            return full
-        chosen = solve(with_terms(opt, {g: g not in dropped for g in auto}),
-                       without_real_lens_terms(initial, dropped))
-        if dropped and not chosen.converged and full.converged and not user_priors:
-            # The data cannot tell: keep the camera that converged.
-            for g in dropped:
-                evidence[g] = evidence[g] | {"kept": True, "reason": "the camera without it did not converge"}
-            full.model_selection = evidence
-            return full
-        if "exit_pupil" in dropped and chosen.converged and (not full.converged or evidence["depth_distortion"]["kept"]):
-            # A lens the data show not to be thin, whose exit pupil they cannot place: how far the
-            # scale moves if the pupil is not in the principal plane (the verdict judges it).
-            probe = solve(with_terms(opt, {g: g not in dropped for g in auto} | {"exit_pupil": False}),
-                          without_real_lens_terms(initial, dropped).replace(
-                              main_lens=dataclasses.replace(initial.main_lens, exit_pupil_mm=EXIT_PUPIL_PROBE_MM)))
-            extra_s += probe.timings_s["total"]
-            F0, F1 = chosen.camera.main_lens.focal_length_mm, probe.camera.main_lens.focal_length_mm
-            evidence["exit_pupil"] = evidence["exit_pupil"] | {"scale_probe": {
-                "exit_pupil_mm": EXIT_PUPIL_PROBE_MM, "F_mm": F1, "converged": probe.converged,
-                "F_change_percent": 100.0 * (F1 / F0 - 1.0)}}
-        chosen.model_selection = evidence
-        chosen.timings_s["model_selection"] = extra_s
-        chosen.timings_s["total"] += extra_s
-        return chosen
+
+def _choose_model(observations: Observations, initial: PlenopticCamera, board: Checkerboard, opt: CalibrationOptions, *,
+                  initial_poses: Mapping[int, Pose] | None, frames: Iterable[int] | None,
+                  pupil_radii: MeasuredPupilRadii | None) -> CalibrationResult:
+    """:func:`calibrate` with the real-lens terms the options leave to the data chosen by them
+    (:func:`real_lens_evidence`), recorded in the result's ``model_selection``."""
+    def solve(o: CalibrationOptions, camera: PlenopticCamera) -> CalibrationResult:
+        return _calibrate(observations, camera, board, options=o, initial_poses=initial_poses, frames=frames,
+                          pupil_radii=pupil_radii)
+
+    held = set(opt.freeze)
+    not_offered = not_offered_terms(observations, opt)
+    opt = with_terms(opt, {g: False for g in not_offered} | {g: True for g in prior_terms(opt)})
+    auto = tuple(g for g in REAL_LENS_TERMS if getattr(opt, g) is None and not held >= set(OPTIONAL_GROUPS[g]))
+    opt = with_terms(opt, {g: True for g in REAL_LENS_TERMS if getattr(opt, g) is None and g not in auto})
+    if not auto:
+        only = solve(opt, initial)
+        only.model_selection = dict(not_offered)
+        return only
+    # The data choose the model, the user's priors then act within it: a prior that fights
+    # the data would otherwise make the exit pupil "needed" (F_mm=45±1e-6 on thin-lens data).
+    user_priors = any(p.origin == "option" for p in opt.priors)
+    probe_opt = with_terms(dataclasses.replace(opt, priors=tuple(p for p in opt.priors if p.origin != "option")),
+                           {g: True for g in auto})
+    full = solve(probe_opt, initial)
+    extra_s = full.timings_s["total"]
+    if full.converged:
+        evidence = real_lens_evidence(full, auto)
+    elif set(auto) == set(REAL_LENS_TERMS):
+        # The exit pupil is the fragile term (it slides with F and D); the curved field alone
+        # may still be measured. Telephoto render: e free ran to 27 mm (F 35 mm, not converged).
+        field_only = solve(dataclasses.replace(probe_opt, exit_pupil=False), without_real_lens_terms(initial, ["exit_pupil"]))
+        extra_s += field_only.timings_s["total"]
+        evidence = ({"depth_distortion": real_lens_evidence(field_only, ["depth_distortion"])["depth_distortion"]}
+                    if field_only.converged else {"depth_distortion": {"kept": False, "reason": "did not converge"}})
+        evidence["exit_pupil"] = {"kept": False, "reason": "the camera with the exit pupil free did not converge: "
+                                                           "these images do not determine it"}
+    else:
+        evidence = {g: {"kept": False, "reason": "the camera with every real-lens term did not converge"} for g in auto}
+    evidence = dict(not_offered) | pupil_with_a_curved_field(evidence)
+    dropped = [g for g in auto if not evidence[g]["kept"]]
+    if not dropped and not user_priors:
+        full.model_selection = evidence
+        return full
+    chosen = solve(with_terms(opt, {g: g not in dropped for g in auto}),
+                   without_real_lens_terms(initial, dropped))
+    if dropped and not chosen.converged and full.converged and not user_priors:
+        # The data cannot tell: keep the camera that converged.
+        for g in dropped:
+            evidence[g] = evidence[g] | {"kept": True, "reason": "the camera without it did not converge"}
+        full.model_selection = evidence
+        return full
+    if "exit_pupil" in dropped and chosen.converged and (not full.converged or evidence["depth_distortion"]["kept"]):
+        # A lens the data show not to be thin, whose exit pupil they cannot place: how far the
+        # scale moves if the pupil is not in the principal plane (the verdict judges it).
+        probe = solve(with_terms(opt, {g: g not in dropped for g in auto} | {"exit_pupil": False}),
+                      without_real_lens_terms(initial, dropped).replace(
+                          main_lens=dataclasses.replace(initial.main_lens, exit_pupil_mm=EXIT_PUPIL_PROBE_MM)))
+        extra_s += probe.timings_s["total"]
+        F0, F1 = chosen.camera.main_lens.focal_length_mm, probe.camera.main_lens.focal_length_mm
+        evidence["exit_pupil"] = evidence["exit_pupil"] | {"scale_probe": {
+            "exit_pupil_mm": EXIT_PUPIL_PROBE_MM, "F_mm": F1, "converged": probe.converged,
+            "F_change_percent": 100.0 * (F1 / F0 - 1.0)}}
+    chosen.model_selection = evidence
+    chosen.timings_s["model_selection"] = extra_s
+    chosen.timings_s["total"] += extra_s
+    return chosen
+
+
+def prior_terms(options: CalibrationOptions) -> set[str]:
+    """The real-lens terms the data would choose (flag None) on one of whose parameters the user gave
+    a prior: the user says the lens has it, so it is in (``--prior exit_pupil_mm=13.2±1`` on the
+    telephoto render, whose images cannot place e and whose choice left it out: "unknown quantity
+    exit_pupil_mm" — with it, F −0.35 %)."""
+    named = {p.name for p in options.priors if p.origin == "option"}
+    return {g for g, params in OPTIONAL_GROUPS.items() if getattr(options, g) is None and named & set(params)}
 
 
 def with_terms(options: CalibrationOptions, terms: Mapping[str, bool | None]) -> CalibrationOptions:
@@ -710,7 +734,7 @@ EXIT_PUPIL_PROBE_MM = 10.0
 """Where the exit pupil is put to probe the scale when the data show a real lens but cannot place
 its pupil (e left out): F calibrated again with e fixed here, the change recorded in
 ``model_selection.exit_pupil.scale_probe`` for the verdict (the spread of e's estimates through
-real micro-lenses, :data:`plenocal.viz.verdict.EXIT_PUPIL_SYSTEMATIC_MM`). Telephoto render (e
+real micro-lenses, :data:`plenocal.calib.priors.IMAGE_SYSTEMATIC`). Telephoto render (e
 13.2 mm): with e at 0, F +4.5 % at 10σ; with e at the truth, F −0.35 %."""
 
 REAL_LENS_TERMS = tuple(OPTIONAL_GROUPS)

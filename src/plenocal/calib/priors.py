@@ -91,6 +91,18 @@ telecentric lens (e → −∞). The prior keeps it finite and changes nothing m
 frames do determine e (σ_e ≈ 0.6 mm on R12-A-like frames: docs/model.md, "The exit pupil")."""
 
 
+IMAGE_SYSTEMATIC = {"exit_pupil_mm": 10.0}
+"""How far the images' estimate of a quantity can be from the lens's, whatever its σ (mm). The exit
+pupil e: on plenocal's renders with real micro-lenses (refractive caps on a substrate) e came out
+−7.7 mm (the real-optics R12-B's Cooke triplet, truth 9.35), −2.6 mm (double-Gauss, −7.3), +14 mm
+(Tessar, 0.8) and +15 mm (a thin lens, 0) off — the caps' field-dependent disparity scale shares
+e's signature (docs/model.md, "Real micro-lenses", "Where the data-chosen e fails"). A user's prior
+on such a quantity is judged against the data with this added to the data's σ
+(:data:`plenocal.calib.calibrate.PRIOR_CONFLICT_SIGMA`): the Tessar render's true pupil, 0.8 ± 1 mm,
+against the images' 15.0 ± 3.1 mm, was refused as a conflict (4.4σ); the verdict uses it for the
+scale that rests on a data-chosen e (:func:`plenocal.viz.verdict.exit_pupil_scale_findings`)."""
+
+
 def exit_pupil_prior(focal_length_mm: float) -> Prior:
     """The default prior on ``exit_pupil_mm`` (:data:`EXIT_PUPIL_RANGE_FOCAL_LENGTHS`)."""
     return Prior("exit_pupil_mm", 0.0, EXIT_PUPIL_RANGE_FOCAL_LENGTHS * float(focal_length_mm),
