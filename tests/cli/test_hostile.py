@@ -970,3 +970,17 @@ def test_numba_cache_that_cannot_be_cleared_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
     with pytest.raises(PlenocalError, match=r"__pycache__: numba's compiled-kernel cache is corrupted and cannot be removed"):
         _numba_cache.clear()
+
+
+def test_calibrate_with_the_lens_prescription_gives_the_exit_pupil_its_prior(r12a_ds, tmp_path):
+    """``--lens thin`` (the paper's lens as a prescription: e = 0) puts the exit pupil in with the
+    prior 0 ± 1 mm, as the user's; ``--lens`` beside ``--no-exit-pupil`` is one line, exit 2."""
+    out = tmp_path / "cal"
+    assert main(["calibrate", str(r12a_ds), "-o", str(out), "--lens", "thin"]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    (q,) = [p for p in rep["priors"] if p["origin"] == "option"]
+    assert (q["name"], q["mean"], q["std"]) == ("exit_pupil_mm", 0.0, 1.0) and q["conflicts_with_data"] is False
+    assert rep["model_selection"]["exit_pupil"]["reason"] == "the user's prior on its parameter"
+    assert abs(rep["parameters"]["exit_pupil_mm"]["value"]) < 3.0
+    assert main(["calibrate", str(r12a_ds), "-o", str(tmp_path / "x"), "--lens", "thin", "--no-exit-pupil"]) == 2
+    assert not (tmp_path / "x").exists()

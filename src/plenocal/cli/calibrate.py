@@ -143,6 +143,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a Gaussian prior for what you know of the lens, e.g. F_mm=50±2 or focus_distance_mm=1000±50 "
                         "(also +-); repeatable; off by default. It enters Θ as a measurement of variance STD², so σ "
                         "stays a σ; the report shows where the calibration put it")
+    p.add_argument("--lens", default=None, metavar="PRESCRIPTION",
+                   help="the main lens's prescription (a bundled design's name, scaled to the nominal focal length, or "
+                        "a plenocal-lens JSON file): its exit pupil becomes the prior exit_pupil_mm=e±1 (see "
+                        "'plenocal lens'); for lenses whose images cannot place it")
     p.add_argument("--pinhole", action="store_true", help="pinhole micro-lenses, I = 0, no ρ (NOUR baseline)")
     p.add_argument("--ablation", type=int, choices=range(1, 9), default=None, metavar="N",
                    help="paper Table ablation configuration 1..8 (tilt/pitch/distortion kept or frozen)")
@@ -541,6 +545,14 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(out, inputs=input_paths(args, inputs), owned=OUTPUTS)
     read_s = time.perf_counter() - t_start
     positions = inputs.observations.positions
+    if getattr(args, "lens", None):
+        from plenocal.cli.lens import lens_exit_pupil_prior
+
+        nominal = inputs.dataset.manifest.camera_spec.main_lens_focal_length_mm or inputs.camera.main_lens.focal_length_mm
+        legacy = getattr(args, "legacy_model", False)
+        args.prior = [*(args.prior or []), str(lens_exit_pupil_prior(
+            args.lens, focal_length_mm=nominal, priors=tuple(args.prior or ()),
+            exit_pupil=False if legacy else getattr(args, "exit_pupil", None)))]
     opt = options_from_args(args, inputs.camera, positions=positions)
     board = inputs.dataset.manifest.target
     radii = MeasuredPupilRadii(inputs.omega, inputs.camera.grid) \

@@ -37,7 +37,7 @@ from plenocal import __version__
 from plenocal.errors import PlenocalError, UsageError
 
 # Subcommand modules, in the order shown by --help. Each exists only once it works.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "run", "simulate", "precalibrate", "detect", "import_libpleno", "export_libpleno", "calibrate", "evaluate", "blur", "depth_scaling", "depth", "profile", "report")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "run", "simulate", "precalibrate", "detect", "import_libpleno", "export_libpleno", "calibrate", "evaluate", "blur", "depth_scaling", "depth", "profile", "lens", "report")
 
 EXIT_ERROR = 2
 EXIT_NOT_TRUSTWORTHY = 3

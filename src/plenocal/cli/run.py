@@ -74,13 +74,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cal.add_argument("--prior", action="append", default=None, metavar="NAME=MEAN±STD",
                      help="Gaussian prior on a lens quantity, e.g. F_mm=50±2 or focus_distance_mm=1000±50 (repeatable)")
     cal.add_argument("--freeze", default=None, metavar="GROUP[,GROUP...]", help="parameter groups held at their initial value")
+    cal.add_argument("--lens", default=None, metavar="PRESCRIPTION",
+                     help="the main lens's prescription (bundled name or plenocal-lens file): its exit pupil as a prior "
+                          "(see 'plenocal lens')")
     p.set_defaults(func=run)
 
 
 def calibration_argv(args: argparse.Namespace) -> list[str]:
     """The calibration options of ``plenocal run`` as ``plenocal calibrate`` arguments."""
     out = list(getattr(args, "calibrate_args", None) or [])
-    for name in ("rho_form", "weighting", "loss", "freeze"):
+    for name in ("rho_form", "weighting", "loss", "freeze", "lens"):
         value = getattr(args, name, None)
         if value is not None:
             out += [f"--{name.replace('_', '-')}", str(value)]

@@ -25,6 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, RADIUS_SLOPE_TOLERANCE
+from plenocal.calib.priors import IMAGE_SYSTEMATIC
+
+EXIT_PUPIL_SYSTEMATIC_MM = IMAGE_SYSTEMATIC["exit_pupil_mm"]
+"""How far the exit pupil e estimated from the images can be from the lens's, whatever its σ
+(:data:`plenocal.calib.priors.IMAGE_SYSTEMATIC`)."""
 
 LEVELS = ("info", "warning", "error")
 
@@ -86,12 +91,6 @@ every other check passing and the RMSEs unchanged (a whole-camera scale the data
 while the reference's real R12-A observations give +6.4 % for a 50 mm lens (model mismatch, not a
 wrong declaration): a warning, not an error."""
 
-EXIT_PUPIL_SYSTEMATIC_MM = 10.0
-"""How far the exit pupil e estimated from the images can be from the lens's, whatever its σ: on
-plenocal's renders with real micro-lenses (refractive caps on a substrate) e came out −7.7 mm
-(the real-optics R12-B's Cooke triplet, truth 9.35), −2.6 mm (double-Gauss, −7.3), +14 mm
-(Tessar, 0.8) and +15 mm (a thin lens, 0) off — the caps' field-dependent disparity scale shares
-e's signature (docs/model.md, "Real micro-lenses", "Where the data-chosen e fails")."""
 EXIT_PUPIL_SCALE_WARNING = 0.01
 EXIT_PUPIL_SCALE_ERROR = 0.03
 """F's change for an e off by :data:`EXIT_PUPIL_SYSTEMATIC_MM` (the covariance's regression of F on
@@ -547,8 +546,8 @@ def _scale_finding(shift: float, text: str) -> list[Finding]:
         return []
     level = "error" if shift > EXIT_PUPIL_SCALE_ERROR else "warning"
     return [Finding("calibration", level, text + (" — not trustworthy" if level == "error" else "")
-                    + "; give the lens's exit pupil (its distance behind the rear principal plane, from a data sheet or "
-                      "prescription) with --prior exit_pupil_mm=MEAN±STD")]
+                    + "; give the lens's exit pupil: its prescription with --lens PRESCRIPTION (see 'plenocal lens'), or "
+                      "its distance behind the rear principal plane from a data sheet with --prior exit_pupil_mm=MEAN±STD")]
 
 
 def field_findings(field: Any) -> list[Finding]:
