@@ -73,6 +73,7 @@ MODELS = {
     "depth-distortion": ["--no-exit-pupil", "--depth-distortion"],
     "real-lens": ["--exit-pupil", "--depth-distortion"],
     "legacy": ["--legacy-model"],
+    "lens": [],  # --lens with the case's own prescription: the exit pupil's prior from it (cli/lens.py)
 }
 FRAMES = "white,devignetting,calibration=10,evaluation=4,translation"
 EXTRAPOLATION = (0.7, 1.5)
@@ -178,7 +179,8 @@ def run_case(name: str, case: dict[str, Any], work: Path, args: argparse.Namespa
                 shutil.rmtree(cal, ignore_errors=True)
                 shutil.rmtree(ev, ignore_errors=True)
                 code, text, _ = sh(["calibrate", str(ds), "-o", str(cal), "--observations", str(run / "detection" / "observations.npz"),
-                                    "--initial", str(run / "precalibration"), *MODELS[model]])
+                                    "--initial", str(run / "precalibration"),
+                                    *(["--lens", case["lens"]] if model == "lens" else MODELS[model])])
                 if code not in (0, 3):  # 3: written, the verdict says not trustworthy (its figures are read)
                     res["models"][model] = {"error": text.splitlines()[-1] if text else str(code)}
                     continue
