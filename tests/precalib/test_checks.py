@@ -154,3 +154,36 @@ def test_f_numbers_are_compared_on_the_lenses_every_white_has():
         assert abs(checks.f_number_ratios(moments, types, used, 1)[4.0] - 1.0) > 0.15
     finally:
         checks.MIN_COMMON_MICRO_IMAGES = old
+
+
+def _law_whites(labels_and_true, *, m2=400.0, b=20.0, scale_of=None, n=2000):
+    """Per declared f-number, micro-images whose 4σ² follows m²/N_true² + b (× scale_of[N])."""
+    from types import SimpleNamespace
+
+    k, l = np.arange(n), np.zeros(n, dtype=np.int64)
+    moments, types = {}, {}
+    for declared, true in labels_and_true:
+        y = (m2 / true**2 + b) * (scale_of or {}).get(declared, 1.0)
+        moments[declared] = SimpleNamespace(k=k, l=l, variance_px2=np.full(n, y / 4.0))
+        types[declared] = np.zeros(n, dtype=np.int64)
+    return moments, types
+
+
+def test_a_white_the_aperture_hardly_shapes_is_left_out_not_refused():
+    """A slow white whose micro-images the micro-lenses' blur sets (m²/N² 4 % of 4σ²) and which
+    leaves the others' law by 5 % of its second moment ("no f-number", as the telephoto render's
+    f/22.64 white) is left out of Ω with the reason; a white at f/8 that leaves the law, where the
+    aperture makes 24 % of it, is refused — as is an f/8 white declared f/22.6 (its measured share
+    24 %)."""
+    Ns = [4.0, 5.66, 8.0, 11.31]
+    names = {N: f"white-{N:g}.png" for N in [*Ns, 22.6, 16.0]}
+    moments, types = _law_whites([(N, N) for N in [*Ns, 22.6]], scale_of={22.6: 0.95})
+    out = checks.check_f_numbers(moments, types, [*Ns, 22.6], names, 1)
+    assert list(out) == [22.6] and "says no f-number" in out[22.6] and "at most 4%" in out[22.6]
+    assert checks.aperture_fractions(moments, types, [*Ns, 22.6], 1)[22.6] == pytest.approx(0.038, abs=0.002)
+    moments, types = _law_whites([(N, N) for N in [4.0, 5.66, 11.31, 16.0, 8.0]], scale_of={8.0: 0.7})
+    with pytest.raises(checks.WhiteImageError, match=r"white image white-8.png is declared f/8 but"):
+        checks.check_f_numbers(moments, types, [4.0, 5.66, 8.0, 11.31, 16.0], names, 1)
+    moments, types = _law_whites([(4.0, 4.0), (5.66, 5.66), (8.0, 8.0), (11.31, 11.31), (22.6, 8.0)])
+    with pytest.raises(checks.WhiteImageError, match=r"white image white-22.6.png is declared f/22.6 but .* say f/8"):
+        checks.check_f_numbers(moments, types, [4.0, 5.66, 8.0, 11.31, 22.6], names, 1)

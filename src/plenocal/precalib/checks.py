@@ -89,6 +89,19 @@ single culprit on each white's own micro-images (without f/4: f/5.66 −23 %, f/
 names f/4 (+34 %) on the 11 203 common ones (the others then within 8.4 %)."""
 
 
+MIN_APERTURE_FRACTION = 0.10
+"""A white named by :func:`check_f_numbers` whose micro-images' second moment the aperture term
+m²/N² makes less than this share of (by the law of the other whites) is left out of Ω instead of
+refused: at such an aperture the micro-lenses' blur sets the micro-images, a few per cent of misfit
+of the law there is a ≥ 10 % error of the implied f-number, and the white carries almost nothing of
+m. plenocal's telephoto render (real micro-lenses, whites f/5.66–22.64; shares 56 / 37 / 24 / 15 /
+6 %): the f/22.64 white says "no f-number" against the others (its second moment below their
+law's intercept); it was refused ("check its f_number ... or whether the lens vignettes"), neither
+of which was the case, and is now left out (Ω's m −130.0 µm from the other four). A mislabelled
+white is caught where its label matters: the small R12-A's f/11.31 white declared f/8 (+41 % off)
+is 32 % aperture, and refused."""
+
+
 class WhiteImageError(DataError):
     """A white image fails a check: the one line names it, the statistic and what to do."""
 
@@ -251,12 +264,12 @@ def check_exposure(statistics: Mapping[float, WhiteStatistics], used: Sequence[f
 
 def check_used_whites(statistics: Mapping[float, WhiteStatistics], moments: Mapping[float, object],
                       types: Mapping[float, NDArray[np.int64]], used: Sequence[float], names: Mapping[float, str],
-                      n_types: int) -> None:
+                      n_types: int) -> dict[float, str]:
     """The whites that enter Ω: exposure first (:func:`check_exposure`: clipping also moves the
     implied f-numbers, issue 25's 3× over-exposure by up to 17 %), then their f-numbers
-    (:func:`check_f_numbers`)."""
+    (:func:`check_f_numbers`); returns the whites to leave out of Ω, each with the reason."""
     check_exposure(statistics, used, names)
-    check_f_numbers(moments, types, used, names, n_types)
+    return check_f_numbers(moments, types, used, names, n_types)
 
 
 def _per_type_medians(variance_px2: FloatArray, types: NDArray[np.int64], n_types: int) -> tuple[FloatArray, FloatArray]:
@@ -312,21 +325,35 @@ def f_number_ratios(moments: Mapping[float, object], types: Mapping[float, NDArr
     median second moments; the left-out white's implied 1/N² is the count-weighted mean over types
     of (y_i − b_i)/m².
     """
+    return {N: v[0] for N, v in _left_out_law(moments, types, used, n_types).items()}
+
+
+def aperture_fractions(moments: Mapping[float, object], types: Mapping[float, NDArray[np.int64]],
+                       used: Sequence[float], n_types: int) -> dict[float, float]:
+    """Per used white, the share of its micro-images' second moment that the aperture makes by the
+    law of the other whites (:data:`MIN_APERTURE_FRACTION`; NaN with fewer than three whites): the
+    larger of the measured share, mean over types of (y_i − b_i)/y_i, and the share the law gives at
+    the declared f-number, (m²/N²)/(m²/N² + b_i) — so that a fast white declared slow (large
+    measured) and a slow one declared fast (large declared) both count as shaped by the aperture."""
+    return {N: v[1] for N, v in _left_out_law(moments, types, used, n_types).items()}
+
+
+def _left_out_law(moments: Mapping[float, object], types: Mapping[float, NDArray[np.int64]],
+                  used: Sequence[float], n_types: int) -> dict[float, tuple[float, float]]:
+    """Per used white (N_implied / N_declared, aperture fraction) against the law of the others."""
+    nan = float("nan")
     nt = max(n_types, 1)
     if len(used) < 3:
-        return {N: float("nan") for N in used}
+        return {N: (nan, nan) for N in used}
     keys = {N: lens_keys(moments[N].k, moments[N].l) for N in used}  # type: ignore[attr-defined]
     common = functools.reduce(np.intersect1d, keys.values())
     sel = {N: (np.isin(keys[N], common) if len(common) >= MIN_COMMON_MICRO_IMAGES else np.ones(len(keys[N]), dtype=bool))
            for N in used}
     med = {N: _per_type_medians(np.asarray(moments[N].variance_px2)[sel[N]], np.clip(types[N][sel[N]], 0, None), nt)[0]  # type: ignore[attr-defined]
            for N in used}
-    out: dict[float, float] = {}
+    out: dict[float, tuple[float, float]] = {}
     for left in used:
         rest = [N for N in used if N != left]
-        if len(rest) < 2:
-            out[left] = float("nan")
-            continue
         rows, ys = [], []
         for N in rest:
             for t in range(nt):
@@ -338,12 +365,15 @@ def f_number_ratios(moments: Mapping[float, object], types: Mapping[float, NDArr
         sol, *_ = np.linalg.lstsq(np.asarray(rows), np.asarray(ys), rcond=None)
         m2, b = sol[0], sol[1:]
         y = 4.0 * med[left]
-        ok = np.isfinite(y)
+        ok = np.isfinite(y) & (y > 0)
         if m2 <= 0 or not ok.any():
-            out[left] = float("nan")
+            out[left] = (nan, nan)
             continue
         inv_n2 = float(np.mean((y[ok] - b[ok]) / m2))
-        out[left] = float(1.0 / np.sqrt(inv_n2)) / left if inv_n2 > 0 else float("inf")
+        ratio = float(1.0 / np.sqrt(inv_n2)) / left if inv_n2 > 0 else float("inf")
+        measured = float(np.mean((y[ok] - b[ok]) / y[ok]))
+        declared = float(np.mean((m2 / left**2) / (m2 / left**2 + b[ok])))
+        out[left] = (ratio, max(measured, declared))
     return out
 
 
@@ -352,18 +382,20 @@ def _off(r: float) -> float:
 
 
 def check_f_numbers(moments: Mapping[float, object], types: Mapping[float, NDArray[np.int64]], used: Sequence[float],
-                    names: Mapping[float, str], n_types: int) -> None:
+                    names: Mapping[float, str], n_types: int) -> dict[float, str]:
     """Refuse whites whose micro-images do not follow one radius law with their declared
     f-numbers (:func:`f_number_ratios`, :data:`MAX_F_NUMBER_RATIO_ERROR`).
 
     With four whites or more in Ω, the mislabelled one is named: the white without which the
     others agree (each within the bound of the law fitted to the rest). With three, any one of them
     could be the wrong one (two whites alone fit the law whatever their labels): the line gives
-    what each says against the other two.
+    what each says against the other two. A named white whose micro-images the aperture hardly
+    shapes (:data:`MIN_APERTURE_FRACTION`) is not refused but returned, f-number → the reason, to be
+    left out of Ω: it carries almost nothing of m, and its label cannot be checked either.
     """
     ratios = f_number_ratios(moments, types, used, n_types)
     if all(_off(r) <= MAX_F_NUMBER_RATIO_ERROR for r in ratios.values() if not np.isnan(r)):
-        return
+        return {}
 
     def says(N: float) -> str:
         r = ratios[N]
@@ -377,6 +409,12 @@ def check_f_numbers(moments: Mapping[float, object], types: Mapping[float, NDArr
         if spread[L] <= MAX_F_NUMBER_RATIO_ERROR:
             culprit = L
     if culprit is not None:
+        share = aperture_fractions(moments, types, used, n_types)[culprit]
+        if share < MIN_APERTURE_FRACTION:  # NaN (no law) is not below: refused
+            return {culprit: (f"against the radius law of the other whites it says {says(culprit)}, but the "
+                              f"aperture makes at most {max(share, 0.0):.0%} of its micro-images' second moment (below "
+                              f"{MIN_APERTURE_FRACTION:.0%}): the micro-lenses' blur sets them, which the law does not "
+                              "describe to that precision, and they carry almost nothing of m")}
         raise WhiteImageError(
             f"white image {names[culprit]} is declared f/{culprit:g} but its micro-images, against the radius law of the "
             f"other whites, say {says(culprit)}, allowed {100 * MAX_F_NUMBER_RATIO_ERROR:g} %; check its f_number in "
@@ -395,6 +433,7 @@ __all__ = [
     "MAX_CLIPPED_PLATEAU_FRACTION",
     "MAX_F_NUMBER_RATIO_ERROR",
     "MAX_MOSAIC_IMBALANCE",
+    "MIN_APERTURE_FRACTION",
     "MIN_COMMON_MICRO_IMAGES",
     "MIN_JPEG_COMB",
     "MIN_JPEG_COMB_Z",
@@ -407,6 +446,7 @@ __all__ = [
     "check_used_whites",
     "check_white_images",
     "clipped_plateau_fraction",
+    "aperture_fractions",
     "f_number_ratios",
     "jpeg_comb",
     "mosaic_imbalance",

@@ -37,6 +37,8 @@ radii at all apertures together (:func:`type_confusion`) must stay below
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -176,11 +178,13 @@ def select_apertures(
     *,
     support_px: dict[float, float] | None = None,
     touch_margin_px: float = TOUCH_MARGIN_PX,
+    left_out: Mapping[float, str] | None = None,
 ) -> list[ApertureDecision]:
     """Decide which white images enter the Ω fit (module docstring).
 
     ``support_px`` gives, per f-number, the largest fitted support radius max_i |R_i(N)| in px;
-    apertures where it reaches pitch/2 − ``touch_margin_px`` are left out.
+    apertures where it reaches pitch/2 − ``touch_margin_px`` are left out, and so are those of
+    ``left_out`` (f-number → the reason, :func:`plenocal.precalib.checks.check_f_numbers`).
     """
     out = []
     for N in sorted(moments):
@@ -189,6 +193,9 @@ def select_apertures(
         r = m.radius_alpha_px
         per_type = tuple(float(np.median(r[t == i])) if np.any(t == i) else float("nan") for i in range(max(n_types, 1)))
         conf = type_confusion(detrended(m.variance_px2, m.centre_px), t, n_types) if n_types >= 2 else 0.0
+        if left_out and N in left_out:
+            out.append(ApertureDecision(N, False, left_out[N], per_type, conf))
+            continue
         if support_px is not None and N in support_px and support_px[N] >= pitch_px / 2.0 - touch_margin_px:
             reason = (f"micro-images touch their neighbours (fitted support radius {support_px[N]:.2f} px ≥ "
                       f"pitch/2 − {touch_margin_px:g} = {pitch_px / 2 - touch_margin_px:.2f} px)")
@@ -214,6 +221,7 @@ def fit_internals(
     estimator: str = "variance",
     reference_uv_px: tuple[float, float] | None = None,
     images: dict[float, NDArray] | None = None,
+    left_out: Mapping[float, str] | None = None,
 ) -> InternalsFit:
     """Fit Ω over the usable apertures, iterating the touching test on the fitted law.
 
@@ -228,6 +236,7 @@ def fit_internals(
     images : per f-number, the (flattened) white images, for the profile fits (variance
         estimator); without them p = 1/24 px² ± 1/24 (the middle of area and point sampling) and
         w = 0.
+    left_out : f-numbers kept out of the fit, each with the reason recorded in its decision.
 
     Raises
     ------
@@ -237,7 +246,7 @@ def fit_internals(
     support: dict[float, float] | None = None
     fit: InternalsFit | None = None
     for _ in range(4):
-        decisions = select_apertures(moments, types, micro_image_pitch_px, n_types, support_px=support)
+        decisions = select_apertures(moments, types, micro_image_pitch_px, n_types, support_px=support, left_out=left_out)
         _check_decisions(decisions, moments, types, n_types)
         if estimator == "paper":
             fit = _fit_paper(moments, types, decisions, n_types=n_types, pixel_size_mm=pixel_size_mm,

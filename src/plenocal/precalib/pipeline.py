@@ -230,8 +230,16 @@ def precalibrate(
             )
         fit = fit_internals(moments, type_of, configuration=configuration, **fit_args)
 
-    checks.check_used_whites({N: stats[names[N]] for N in by_n if names[N] in stats}, moments, type_of,
-                             [d.f_number for d in fit.apertures if d.used], names, n_types)
+    white_stats = {N: stats[names[N]] for N in by_n if names[N] in stats}
+    left_out = checks.check_used_whites(white_stats, moments, type_of, [d.f_number for d in fit.apertures if d.used],
+                                        names, n_types)
+    if left_out:  # a white the aperture hardly shapes and that leaves the law: Ω without it, checked again
+        fit = fit_internals(moments, type_of, configuration=configuration, left_out=left_out, **fit_args)
+        again = checks.check_used_whites(white_stats, moments, type_of, [d.f_number for d in fit.apertures if d.used],
+                                         names, n_types)
+        if again:
+            raise checks.WhiteImageError(f"white images {', '.join(names[N] for N in (*left_out, *again))} leave the "
+                                         "radius law of the others: check their f_numbers in manifest.json")
     camera, omega = initial_camera(
         fit.omega,
         tilt_xy_rad=initial_tilt(fit.omega, focal_length_mm=spec.main_lens_focal_length_mm,
