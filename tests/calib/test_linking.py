@@ -507,6 +507,25 @@ def test_a_turned_placement_running_out_of_the_image_leaves_the_image_undecided(
     assert not link.image_decided and "88°" in link.note
 
 
+@pytest.mark.parametrize(("centre_xy", "roll_deg"), [((72.5, -50.0), 0.0), ((74.0, -49.0), 2.0)])
+def test_a_board_corner_cut_by_two_image_edges_is_decided(camera, centre_xy, roll_deg):
+    """A 9 × 5 board's nodes in columns 0–5 and rows 1–4, the image's top and right edges through
+    the pattern (the telephoto set's frame 181): the image rules out every offset along the two
+    edges it shows, but not the placements turned by 90° whose printed extent would lie beyond the
+    image; those hold the 6 observed columns on the board's 5 rows, a line of detected corners
+    off the board. The frame is said decided (plenocal detect links it with its 24 nodes)."""
+    board = Checkerboard(9, 5, 20.0)
+    pose = board_pose(board, z=450.0, tilt_deg=12.0, tilt_axis_deg=60.0, roll_deg=roll_deg, centre_xy=centre_xy)
+    uv_all = project_pinhole(camera, pose, board.node_points())
+    inside = (uv_all[:, 0] >= 0) & (uv_all[:, 0] < camera.sensor.width_px) & (uv_all[:, 1] >= 0) & (uv_all[:, 1] < camera.sensor.height_px)
+    np.testing.assert_array_equal(np.flatnonzero(inside), [c + 9 * r for r in range(1, 5) for c in range(6)])  # the premise
+    truth, uv = barycentres(camera, board, pose, seed=5, drop=np.flatnonzero(~inside))
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert link.image_decided and "off the board" in link.note
+    # Without the image nothing is decided (the offsets along the seen edges are open).
+    assert not link_barycentres(camera, board, uv).ok
+
+
 class TwoBoardView:
     """Two boards in the scene: the nearer one's plate (squares and border) hides the other."""
 
