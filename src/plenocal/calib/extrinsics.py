@@ -42,6 +42,7 @@ from plenocal.calib.linking import (
     SYMMETRIES,
     LatticeFit,
     ViewSampler,
+    attach_to_lattice,
     axes_image_support,
     board_placements,
     image_cells,
@@ -343,9 +344,16 @@ def link_barycentres(
         camera_matrix=pinhole_matrix(camera),
     )
     notes: list[str] = []
-    if not lat.ok and lat.alternatives and view is not None:
-        lat, axes_note = image_axes(lat, view, min_log_likelihood_ratio=min_image_log_likelihood_ratio)
-        notes += [axes_note] if lat.ok else []
+    if lat.alternatives and view is not None:
+        # Axes the barycentres left ambiguous, or took in a basis that is not square: the image
+        # chooses a square lattice of nodes if it can; a lattice the barycentres decided stays
+        # when it cannot.
+        chosen, axes_note = image_axes(lat, view, min_log_likelihood_ratio=min_image_log_likelihood_ratio)
+        if chosen.ok:
+            lat = attach_to_lattice(chosen, bary, max_site_distance_fraction=max_site_distance_fraction)
+            notes.append(axes_note)
+        elif not lat.ok:
+            lat = chosen
     if not lat.ok:
         return Linking(unlinked, reason=lat.reason)
     idx = np.flatnonzero(lat.on_lattice)
