@@ -175,6 +175,20 @@ def no_frame_linked(board: Any, per_frame: list[dict[str, Any]], n_features: int
             "target.rows (inner corners, not squares) and target.square_mm")
 
 
+def too_few_clusters_hint(counts: dict[str, int]) -> str:
+    """What detection saw in a frame left with too few clusters for a pose (< 4, or none), for its
+    refusal reason: the corner-like micro-images, the corners fitted there and why the others
+    failed, and the corners in no cluster. Near the MLA's conjugate plane a corner shows in one
+    micro-image and forms no cluster (the telephoto set's frames 210–212 at 365–385 mm: 46–68
+    corners, 44–61 of them alone); beyond it the lenslets blur a corner over most of the
+    micro-image (182, 183 at 542, 571 mm: |ρ| ≈ 6.8 px against a usable radius of 7.3 px,
+    X-junction fits from the true position end 15–21 px wide, none within 1 px of it)."""
+    return (f"{counts.get('corners', 0)} corners fitted in {counts.get('class_corner', 0)} corner-like micro-images "
+            f"({counts.get('rejected_not_converged', 0)} fits did not converge, {counts.get('rejected_photometric', 0)} too faint, "
+            f"blurred or misfitting), {counts.get('clusters_noise', 0)} of them in no cluster; a board near the MLA's conjugate "
+            "plane shows each corner in one micro-image, one beyond it blurs the corners past the corner model")
+
+
 def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board: Any) -> dict[int, int]:
     """Frames whose linked nodes are fewer than :func:`nodes_needed` (frame -> linked nodes).
 
@@ -371,6 +385,8 @@ def run(args: argparse.Namespace) -> int:
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
+        if r is None or (not r.ok and r.n_clusters < 4):
+            rec["linking"]["reason"] += ": " + too_few_clusters_hint(rec["counts"])
         rec["predicted_nodes"] = node_records.get(rec["frame"], {"action": "no pose"})
     if not keep.any():
         raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, n_detected))
