@@ -540,7 +540,8 @@ def attach_to_lattice(lat: LatticeFit, points: FloatArray, *,
     free = np.flatnonzero(~lat.on_lattice)
     if not free.size:
         return lat
-    site = np.rint(apply_homography(np.linalg.inv(lat.image_from_lattice), pts[free]))
+    to_lattice = np.asarray(np.linalg.inv(lat.image_from_lattice), dtype=np.float64)
+    site = np.rint(apply_homography(to_lattice, pts[free]))
     ok = np.all(np.isfinite(site), axis=1)
     free, site = free[ok], site[ok]
     d = np.hypot(*(lat.sites_to_image(site) - pts[free]).T)

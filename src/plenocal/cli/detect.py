@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-from dataclasses import replace
 import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -273,8 +273,8 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
     (:func:`complete_frame_nodes`) make :data:`MIN_LONE_FEATURE_NODES` nodes: those give its
     features; the lone corners themselves give none (no υ). The telephoto set's frame 102 at
     371 mm (95 corners, 37 of them within 3 px of a true view, one cluster of 2): 37 centres
-    linked, 36 on their true node and none on another; the completion then fits 10 nodes twice,
-    20 features, each in a micro-image that sees its node — what the true pose and camera give.
+    linked, 36 on their true node and none on another; the completion then fits 9 nodes twice,
+    18 features, each in a micro-image that sees its node (the true pose and camera: 10 nodes).
 
     Returns (features with ``node`` set, the :class:`~plenocal.calib.extrinsics.FramePoseInit`,
     the completion's record) or None when there are fewer than :data:`MIN_LONE_CORNERS` lone
@@ -460,7 +460,7 @@ def run(args: argparse.Namespace) -> int:
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
-        if r is None or (not r.ok and r.n_clusters < 4):
+        if r is None or (not r.ok and r.n_clusters < MIN_CLUSTERS_FOR_POSE):
             rec["linking"]["reason"] += ": " + too_few_clusters_hint(rec["counts"])
         rec["predicted_nodes"] = node_records.get(rec["frame"], {"action": "no pose"})
     if not keep.any():
