@@ -507,6 +507,25 @@ def test_a_turned_placement_running_out_of_the_image_leaves_the_image_undecided(
     assert not link.image_decided and "88°" in link.note
 
 
+@pytest.mark.parametrize(("centre_xy", "roll_deg"), [((72.5, -50.0), 0.0), ((74.0, -49.0), 2.0)])
+def test_a_board_corner_cut_by_two_image_edges_is_decided(camera, centre_xy, roll_deg):
+    """A 9 × 5 board's nodes in columns 0–5 and rows 1–4, the image's top and right edges through
+    the pattern (the telephoto set's frame 181): the image rules out every offset along the two
+    edges it shows, but not the placements turned by 90° whose printed extent would lie beyond the
+    image; those hold the 6 observed columns on the board's 5 rows, a line of detected corners
+    off the board. The frame is said decided (plenocal detect links it with its 24 nodes)."""
+    board = Checkerboard(9, 5, 20.0)
+    pose = board_pose(board, z=450.0, tilt_deg=12.0, tilt_axis_deg=60.0, roll_deg=roll_deg, centre_xy=centre_xy)
+    uv_all = project_pinhole(camera, pose, board.node_points())
+    inside = (uv_all[:, 0] >= 0) & (uv_all[:, 0] < camera.sensor.width_px) & (uv_all[:, 1] >= 0) & (uv_all[:, 1] < camera.sensor.height_px)
+    np.testing.assert_array_equal(np.flatnonzero(inside), [c + 9 * r for r in range(1, 5) for c in range(6)])  # the premise
+    truth, uv = barycentres(camera, board, pose, seed=5, drop=np.flatnonzero(~inside))
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert link.image_decided and "off the board" in link.note
+    # Without the image nothing is decided (the offsets along the seen edges are open).
+    assert not link_barycentres(camera, board, uv).ok
+
+
 class TwoBoardView:
     """Two boards in the scene: the nearer one's plate (squares and border) hides the other."""
 
@@ -570,6 +589,39 @@ def test_nodes_two_rows_apart_are_linked_by_the_image(camera):
     link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
     assert "the image decided the lattice axes" in link.note and "index 2" in link.note
     assert link.image_decided
+
+
+@pytest.mark.parametrize(("seed", "pose_kw"), [
+    (4, dict(z=520.0, tilt_deg=12.0, tilt_axis_deg=30.0, roll_deg=8.0, centre_xy=(5.0, 10.0))),
+    (5, dict(z=560.0, tilt_deg=25.0, tilt_axis_deg=120.0, roll_deg=-6.0)),
+])
+def test_a_sheared_sub_lattice_is_replaced_by_the_square_one_the_image_shows(camera, seed, pose_kw):
+    """Clusters on rows 0, 2 and 4 a column apart from row to row, and two on row 1 (the telephoto
+    set's frame 8 at 348 mm: nodes 1, 2, 9, 12, 18, 21, 37, 39–41): the growth steps two rows and
+    a column across, and that sheared lattice is the unique one holding its clusters on the fewest
+    lines (5 × 3), though not square; taken as it was, the 9 × 5 board held it in 116 placements
+    and the row-1 clusters were off it. The image shows the board's square lattice of nodes (the
+    growth's of index 2), the row-1 clusters join it, and the printed extent places it."""
+    board = Checkerboard(9, 5, 20.0)
+    pose = board_pose(board, **pose_kw)
+    keep = np.array([1, 2, 9, 12, 18, 21, 37, 39, 40, 41])
+    truth, uv = barycentres(camera, board, pose, seed=seed, drop=np.setdiff1d(np.arange(board.n_nodes), keep))
+    lat = lattice_coordinates(uv, camera_matrix=pinhole_matrix(camera))
+    assert lat.ok and lat.on_lattice.sum() == 8 and lat.alternatives  # the premise: sheared, two left off
+    assert not link_barycentres(camera, board, uv).ok
+    link = assert_links(camera, board, truth, uv, view=BoardView(camera, board, pose))
+    assert "index 2" in link.note and link.image_decided
+
+
+def test_a_lattice_the_barycentres_decided_stays_where_the_image_cannot_choose(camera):
+    """The same sheared clusters in a view with nothing to see: the image chooses no lattice, and
+    the frame is what the barycentres alone make of it (ambiguous here), not refused for the axes."""
+    board = Checkerboard(9, 5, 20.0)
+    keep = np.array([1, 2, 9, 12, 18, 21, 37, 39, 40, 41])
+    pose = board_pose(board, z=520.0, tilt_deg=12.0, tilt_axis_deg=30.0, roll_deg=8.0, centre_xy=(5.0, 10.0))
+    _, uv = barycentres(camera, board, pose, seed=4, drop=np.setdiff1d(np.arange(board.n_nodes), keep))
+    link = link_barycentres(camera, board, uv, view=FlatView())
+    assert not link.ok and "ambiguous labelling" in link.reason and "lattice axes" not in link.reason
 
 
 class FlatView:

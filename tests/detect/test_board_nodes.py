@@ -5,6 +5,8 @@ the MLA); the simulator's oracle gives each node's true micro-images."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -120,6 +122,35 @@ def test_every_visible_corner_is_found_with_its_node(scenes, fraction):
                                                rho=np.zeros(len(nd.fitted_index))), cam, pose_true)
     assert np.array_equal(truth_nodes, nd.fitted_node)
     assert np.array_equal(_node_of(micro, nd.features, cam, pose_true), nd.features.node)
+
+
+def test_a_frame_without_clusters_is_linked_by_its_lone_corners(scenes):
+    """0.95 z_c: too few clusters for a pose (one of two corners), the other corners each in one
+    micro-image. The lone corners' micro-image
+    centres make a lattice that the image places; its pose predicts the nodes, and those fitted
+    in two or more micro-images are the frame's features, each on its true node."""
+    from plenocal.cli.detect import MIN_LONE_FEATURE_NODES, link_frame
+
+    cam, out, _ = scenes
+    pose_true, det, dv, micro = out[0.95]
+    assert len(np.unique(det.features.cluster)) < 4 and len(det.lone_index) >= 12  # the premise
+    feats, r, few, record = link_frame(replace(det, devignetted=dv, micro=micro), 0, camera=cam, board=BOARD, fit_rendered=True)
+    assert r is not None and r.ok and r.image_decided and few is None, r.reason
+    assert "lone corners" in r.note and record["action"] == "predicted"
+    assert np.all(feats.node >= 0) and len(np.unique(feats.node)) >= MIN_LONE_FEATURE_NODES
+    assert np.array_equal(_node_of(micro, feats, cam, pose_true), feats.node)
+
+
+def test_lone_corners_that_give_too_few_nodes_are_refused_with_the_reason(scenes):
+    """0.97 z_c: the lone corners still link, but no node is sharp in two micro-images: refused,
+    and the reason says so."""
+    from plenocal.cli.detect import link_frame
+
+    cam, out, _ = scenes
+    _pose, det, dv, micro = out[0.97]
+    feats, r, _few, _record = link_frame(replace(det, devignetted=dv, micro=micro), 0, camera=cam, board=BOARD, fit_rendered=True)
+    assert r is not None and not r.ok and "lone corners" in r.reason and "two or more micro-images" in r.reason
+    assert not np.any(feats.node >= 0)
 
 
 def test_a_pose_off_by_a_fraction_of_a_square_links_nothing(scenes):

@@ -113,6 +113,20 @@ def test_frames_decided_by_the_image_need_fewer_nodes():
     assert nodes_needed(8, image_decided=False) == 6
 
 
+def test_a_frame_without_a_pose_says_what_detection_saw():
+    """A frame left with fewer than 4 clusters (near the MLA's conjugate plane, or beyond it) is
+    refused with what its detection found: the reason's head is kept (the line for a dataset
+    where no frame links groups frames by it)."""
+    from plenocal.cli.detect import no_frame_linked, too_few_clusters_hint
+
+    counts = {"class_corner": 931, "rejected_not_converged": 409, "rejected_photometric": 357, "corners": 54, "clusters_noise": 52}
+    hint = too_few_clusters_hint(counts)
+    assert "54 corners fitted in 931 corner-like micro-images" in hint and "409 fits did not converge" in hint
+    assert "52 of them in no cluster" in hint and ":" not in hint
+    frames = [{"linking": {"reason": "no features: " + hint}}, {"linking": {"reason": "no features: " + too_few_clusters_hint({})}}]
+    assert "(in 2 frames: no features)" in no_frame_linked(Checkerboard(9, 5, 10.0), frames, 0)
+
+
 def _keep_clusters(det, truth, nodes):
     """The frame's features of the clusters whose true node is in ``nodes`` (the others dropped, as
     near the MLA's conjugate plane, where most nodes are in one or two micro-images and form no

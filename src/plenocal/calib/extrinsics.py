@@ -42,6 +42,7 @@ from plenocal.calib.linking import (
     SYMMETRIES,
     LatticeFit,
     ViewSampler,
+    attach_to_lattice,
     axes_image_support,
     board_placements,
     image_cells,
@@ -343,9 +344,16 @@ def link_barycentres(
         camera_matrix=pinhole_matrix(camera),
     )
     notes: list[str] = []
-    if not lat.ok and lat.alternatives and view is not None:
-        lat, axes_note = image_axes(lat, view, min_log_likelihood_ratio=min_image_log_likelihood_ratio)
-        notes += [axes_note] if lat.ok else []
+    if lat.alternatives and view is not None:
+        # Axes the barycentres left ambiguous, or took in a basis that is not square: the image
+        # chooses a square lattice of nodes if it can; a lattice the barycentres decided stays
+        # when it cannot.
+        chosen, axes_note = image_axes(lat, view, min_log_likelihood_ratio=min_image_log_likelihood_ratio)
+        if chosen.ok:
+            lat = attach_to_lattice(chosen, bary, max_site_distance_fraction=max_site_distance_fraction)
+            notes.append(axes_note)
+        elif not lat.ok:
+            lat = chosen
     if not lat.ok:
         return Linking(unlinked, reason=lat.reason)
     idx = np.flatnonzero(lat.on_lattice)
@@ -399,9 +407,40 @@ def link_barycentres(
         notes.append(f"upright convention: node 0 top-left chosen among {len(survivors)} labellings fitting equally (|roll| {rolls})")
     node_of = unlinked.copy()
     node_of[idx] = nodes[best]
-    same = board_symmetric_nodes(nodes[best], columns=C, rows=R)
-    decided = image_ruled and all(any(np.array_equal(nodes[p], g) for g in same) for p in range(len(nodes)))
+    decided, n_off = image_left_only_the_same_corners(nodes, best, n_linked, columns=C, rows=R, margin=min_support_margin)
+    decided &= image_ruled
+    if decided and n_off:
+        notes.append(f"the image left {n_off} placements that put >= {min_support_margin} detected corners off the board")
     return Linking(node_of, pose, note="; ".join(notes), image_decided=decided)
+
+
+def image_left_only_the_same_corners(nodes: NDArray[np.int64], best: int, n_linked: NDArray[np.integer], *,
+                                     columns: int, rows: int, margin: int = MIN_SUPPORT_MARGIN) -> tuple[bool, int]:
+    """Whether the placements the image left (``nodes``, (P, C)) are all the chosen one (``best``)
+    up to the board's symmetries (:func:`board_symmetric_nodes`: the same points on the same
+    corners, turned or mirrored), or put at least ``margin`` of the observed lattice's barycentres
+    off the board (``n_linked``, (P,), that many fewer than the chosen one).
+
+    A partial view cut by the image on two sides (the telephoto set's frame 181 at 190 mm: a board
+    corner in view, the image's top and right edges through the pattern) leaves placements turned
+    by 90° that run out of the image where the printed extent would tell: the image cannot rule
+    them out, but they hold a line of the observed nodes beyond the board's short side, leaving
+    that many detected corners — clusters seen through the MLA with their own virtual depth, not
+    a chance — unexplained. A spurious cluster or two near the board's edge is what
+    ``margin`` (:data:`MIN_SUPPORT_MARGIN`) allows for. A turned placement that links as many
+    (running on out of view, :func:`link_barycentres`'s upright case) still leaves the frame
+    undecided.
+
+    Returns
+    -------
+    decided : bool
+    n_off : int
+        Placements, not the chosen one's symmetric images, that only the corners they put off the
+        board rule out."""
+    same = board_symmetric_nodes(nodes[best], columns=columns, rows=rows)
+    symmetric = np.array([any(np.array_equal(nodes[p], g) for g in same) for p in range(len(nodes))], dtype=bool)
+    fewer = np.asarray(n_linked) <= n_linked[best] - margin
+    return bool(np.all(symmetric | fewer)), int(np.sum(~symmetric & fewer))
 
 
 def image_plausible(

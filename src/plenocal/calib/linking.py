@@ -27,7 +27,7 @@ local lattice step, from the homography fitted to the barycentres.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import cv2
@@ -110,7 +110,10 @@ class LatticeFit:
     alternatives : tuple of LatticeFit
         When the barycentres leave the axes ambiguous (``reason`` set) and a camera matrix was
         given: every candidate lattice of the board's nodes through them (:func:`axes_candidates`),
-        for the image to decide (:func:`axes_image_support`); empty otherwise.
+        for the image to decide (:func:`axes_image_support`). Also when the lattice was taken in
+        its unique fewest-lines basis although no basis of it is square (an oblique view, or a
+        sheared sub-lattice of the nodes): the image may prefer a square candidate. Empty
+        otherwise.
     """
 
     ij: IntArray
@@ -460,31 +463,41 @@ def lattice_coordinates(
             S_square, error = _square_basis(H_test, np.asarray(camera_matrix, dtype=np.float64), affine=thin)
             if error <= max_square_basis_error:
                 S, square = S_square, True
+    alternatives: tuple[LatticeFit, ...] = ()
+    if camera_matrix is not None and H_test is not None and not square:
+        alternatives = _axes_alternatives(ij, placed, pts, H_test, np.asarray(camera_matrix, dtype=np.float64), S, S_square,
+                                          thin=thin, max_square_basis_error=max_square_basis_error)
     if not (square or unique):
         reason = ("ambiguous lattice axes: a sheared basis holds the barycentres on as few lines as another, "
                   + ("and no camera matrix tells the square one" if camera_matrix is None else "and neither is square"))
-        alternatives: tuple[LatticeFit, ...] = ()
-        if camera_matrix is not None and H_test is not None:
-            # Candidates for the image (axes_image_support): the square lattices of nodes through
-            # the sites (one line of nodes in two unseen, say); against them, the sites' own lattice
-            # in its fewest-lines and in its squarest basis (the answer when the view is too
-            # oblique for the square test, the image then showing a lattice that is not square).
-            K = np.asarray(camera_matrix, dtype=np.float64)
-            N, _ = axes_candidates(ij[placed], H_test, K, affine=thin, max_square_basis_error=max_square_basis_error)
-            if len(N):
-                bases: list[IntArray] = []
-                for n in [*N, S, S_square]:
-                    if not any(_is_symmetry(n @ np.linalg.inv(b)) for b in bases):
-                        bases.append(np.asarray(n))
-                errors = _square_errors(H_test, K, np.array(bases), affine=thin)
-                fits = [_in_axes(ij, placed, pts, n, square_error=float(e)) for n, e in zip(bases, errors, strict=True)]
-                alternatives = tuple(f for f in fits if f is not None)
         return LatticeFit(np.zeros((C, 2), dtype=np.int64), np.zeros(C, dtype=bool), np.full((3, 3), np.nan), reason,
                           alternatives=alternatives)
     fit = _in_axes(ij, placed, pts, S)
     if fit is None:  # cannot happen: the growth fitted the same sites in another basis
         return failed("degenerate lattice (placed barycentres on one line)")
-    return fit
+    # The fewest-lines basis, unique but not square: what an oblique view gives, or a sheared
+    # sub-lattice of the nodes (every other row unseen, the nearest neighbour across two rows and
+    # a column away: the telephoto set's frame 8). The square candidates stay for the image.
+    return replace(fit, alternatives=alternatives) if alternatives else fit
+
+
+def _axes_alternatives(ij: IntArray, placed: NDArray[np.bool_], pts: FloatArray, H_test: FloatArray, K: FloatArray,
+                       S: IntArray, S_square: IntArray, *, thin: bool, max_square_basis_error: float) -> tuple[LatticeFit, ...]:
+    """Candidates for the image (:func:`axes_image_support`) when no basis of the sites' own
+    lattice is square: the square lattices of nodes through the sites (one line of nodes in two
+    unseen, say); against them, the sites' own lattice in its fewest-lines basis ``S`` and in its
+    squarest ``S_square`` (the answer when the view is too oblique for the square test, the image
+    then showing a lattice that is not square). Empty when no candidate is square."""
+    N, _ = axes_candidates(ij[placed], H_test, K, affine=thin, max_square_basis_error=max_square_basis_error)
+    if not len(N):
+        return ()
+    bases: list[IntArray] = []
+    for n in [*N, S, S_square]:
+        if not any(_is_symmetry(n @ np.linalg.inv(b)) for b in bases):
+            bases.append(np.asarray(n))
+    errors = _square_errors(H_test, K, np.array(bases), affine=thin)
+    fits = [_in_axes(ij, placed, pts, n, square_error=float(e)) for n, e in zip(bases, errors, strict=True)]
+    return tuple(f for f in fits if f is not None)
 
 
 def _in_axes(ij: IntArray, placed: NDArray[np.bool_], pts: FloatArray, N: IntArray, *, square_error: float = float("nan")) -> LatticeFit | None:
@@ -498,6 +511,56 @@ def _in_axes(ij: IntArray, placed: NDArray[np.bool_], pts: FloatArray, N: IntArr
     H = _fit_homography(out[placed], pts[placed], projective=not thin)
     return None if H is None else LatticeFit(out, placed, H / np.linalg.norm(H), square_error=square_error,
                                              index=round(abs(float(np.linalg.det(np.asarray(N, dtype=np.float64))))))
+
+
+def attach_to_lattice(lat: LatticeFit, points: FloatArray, *,
+                      max_site_distance_fraction: float = MAX_SITE_DISTANCE_FRACTION) -> LatticeFit:
+    """``lat`` with the barycentres it left off placed on its free sites where they are near one.
+
+    A lattice of nodes chosen finer than the barycentres' growth lattice (:attr:`LatticeFit.index`
+    > 1) has sites the growth could not reach: a cluster on a row between two that the growth
+    stepped over (the telephoto set's frame 8: rows 0, 2 and 4 grown, two clusters on row 1 left
+    off). Each free barycentre takes the nearest site of ``lat``'s homography when within
+    ``max_site_distance_fraction`` of the shorter step there and the site is free (a contested
+    site goes to the nearest); the homography is then fitted again to all.
+
+    Parameters
+    ----------
+    lat : LatticeFit
+        A lattice found (``ok``).
+    points : ndarray, shape (C, 2)
+        The barycentres ``lat`` was fitted to, px.
+
+    Returns
+    -------
+    LatticeFit
+        ``lat`` itself when none was placed.
+    """
+    pts = np.asarray(points, dtype=np.float64)
+    free = np.flatnonzero(~lat.on_lattice)
+    if not free.size:
+        return lat
+    to_lattice = np.asarray(np.linalg.inv(lat.image_from_lattice), dtype=np.float64)
+    site = np.rint(apply_homography(to_lattice, pts[free]))
+    ok = np.all(np.isfinite(site), axis=1)
+    free, site = free[ok], site[ok]
+    d = np.hypot(*(lat.sites_to_image(site) - pts[free]).T)
+    near = d < max_site_distance_fraction * lat.step_px(site)
+    occupied = {tuple(x) for x in lat.ij[lat.on_lattice]}
+    near &= np.array([tuple(x) not in occupied for x in site.astype(np.int64)], dtype=bool)
+    order = np.flatnonzero(near)[np.argsort(d[near], kind="stable")]
+    _, first = np.unique(site[order], axis=0, return_index=True)  # a contested site: nearest wins
+    take = order[first]
+    if not take.size:
+        return lat
+    ij, placed = lat.ij.copy(), lat.on_lattice.copy()
+    ij[free[take]], placed[free[take]] = site[take].astype(np.int64), True
+    ij[placed] -= ij[placed].min(axis=0)
+    thin = min(np.unique(ij[placed, 0]).size, np.unique(ij[placed, 1]).size) < 3
+    H = _fit_homography(ij[placed], pts[placed], projective=not thin)
+    if H is None:
+        return lat
+    return replace(lat, ij=ij, on_lattice=placed, image_from_lattice=H / np.linalg.norm(H))
 
 
 def axes_image_support(fits: tuple[LatticeFit, ...] | list[LatticeFit], view: ViewSampler, *,
@@ -840,6 +903,7 @@ __all__ = [
     "LatticeFit",
     "ViewSampler",
     "apply_homography",
+    "attach_to_lattice",
     "axes_candidates",
     "axes_image_support",
     "board_placements",

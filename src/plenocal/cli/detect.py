@@ -21,6 +21,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,9 @@ from plenocal.precalib.checks import check_white_images
 LINK_MAX_RMSE_FRACTION = 0.1
 LINK_MIN_CLUSTERS = 6
 LINK_MIN_NODE_FRACTION = 0.6
+MIN_CLUSTERS_FOR_POSE = 4
+"""Fewest clusters :func:`plenocal.calib.extrinsics.init_frame` takes a pose from; a frame with
+fewer is tried by its lone corners (:func:`link_lone_corners`)."""
 PUPIL_FILE = "pupil-ellipses.npz"
 """The main aperture's preimages the first pass measured (``--pupil-shape`` white or white-centre,
 where some micro-image departs from the disc model), handed to the second pass: measuring them
@@ -161,7 +165,7 @@ def no_frame_linked(board: Any, per_frame: list[dict[str, Any]], n_features: int
     reasons: dict[str, int] = {}
     for rec in per_frame:
         why = str((rec.get("linking") or {}).get("reason") or "no features")
-        why = why.split(":")[0]
+        why = why.split(":")[0].split(";")[0]
         reasons[why] = reasons.get(why, 0) + 1
     common = max(reasons.items(), key=lambda kv: kv[1])
     if common[0] == "no features" or "barycentres (a lattice needs" in common[0]:
@@ -173,6 +177,20 @@ def no_frame_linked(board: Any, per_frame: list[dict[str, Any]], n_features: int
             f"inner corners, {board.square_mm:g} mm squares): {n_features} corner features were found in "
             f"{len(per_frame)} frames but none fits that board (in {common[1]} frames: {common[0]}); check target.columns, "
             "target.rows (inner corners, not squares) and target.square_mm")
+
+
+def too_few_clusters_hint(counts: dict[str, int]) -> str:
+    """What detection saw in a frame left with too few clusters for a pose (< 4, or none), for its
+    refusal reason: the corner-like micro-images, the corners fitted there and why the others
+    failed, and the corners in no cluster. Near the MLA's conjugate plane a corner shows in one
+    micro-image and forms no cluster (the telephoto set's frames 210–212 at 365–385 mm: 46–68
+    corners, 44–61 of them alone); beyond it the lenslets blur a corner over most of the
+    micro-image (182, 183 at 542, 571 mm: |ρ| ≈ 6.8 px against a usable radius of 7.3 px,
+    X-junction fits from the true position end 15–21 px wide, none within 1 px of it)."""
+    return (f"{counts.get('corners', 0)} corners fitted in {counts.get('class_corner', 0)} corner-like micro-images "
+            f"({counts.get('rejected_not_converged', 0)} fits did not converge, {counts.get('rejected_photometric', 0)} too faint, "
+            f"blurred or misfitting), {counts.get('clusters_noise', 0)} of them in no cluster; a board near the MLA's conjugate "
+            "plane shows each corner in one micro-image, one beyond it blurs the corners past the corner model")
 
 
 def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board: Any) -> dict[int, int]:
@@ -230,19 +248,90 @@ def complete_frame_nodes(
                          "wall_time_s": time.perf_counter() - t0}
 
 
+MIN_LONE_CORNERS = 6
+"""Fewest lone corners (:attr:`plenocal.detect.pipeline.FrameDetection.lone_index`) for
+:func:`link_lone_corners` to try a lattice of them (as :data:`LINK_MIN_CLUSTERS` nodes)."""
+MIN_LONE_FEATURE_NODES = 4
+"""Fewest nodes fitted in two or more micro-images for a frame linked by its lone corners to be
+kept: the issue's "≥ 4 corners in ≥ 2 micro-images". :data:`LINK_MIN_CLUSTERS`' 6 guards a
+labelling made from those nodes alone (PnP on 4–5 coplanar points cannot check it); here the
+labelling is the lone corners' lattice (tens of nodes there) that the image decided."""
+
+
+def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool, n_clusters: int,
+                      grid_camera: Any = None) -> tuple[BapFeatures, Any, dict[str, Any]] | None:
+    """A frame with too few clusters for a pose, linked by its lone corners, then completed.
+
+    Near the MLA's conjugate plane a corner shows in one micro-image (|υ| small, the cone from its
+    virtual point through the aperture a pitch or two wide) and forms no cluster, so a frame may
+    hold its nodes' corners without a single cluster. Each lone corner's micro-image centre is
+    then within about a pitch of its node's barycentre — a tenth of a node spacing or less there —
+    so the centres are linked as barycentres (:func:`~plenocal.calib.extrinsics.init_frame`, the
+    lattice's tolerance leaving off the false corners among them), and the frame is kept only
+    when the image decided which part of the board they are (a lattice of noisy points needs that
+    check) and the pose's predicted nodes fitted in two or more micro-images
+    (:func:`complete_frame_nodes`) make :data:`MIN_LONE_FEATURE_NODES` nodes: those give its
+    features; the lone corners themselves give none (no υ). The telephoto set's frame 102 at
+    371 mm (95 corners, 37 of them within 3 px of a true view, one cluster of 2): 37 centres
+    linked, 36 on their true node and none on another; the completion then fits 9 nodes twice,
+    18 features, each in a micro-image that sees its node (the true pose and camera: 10 nodes).
+
+    Returns (features with ``node`` set, the :class:`~plenocal.calib.extrinsics.FramePoseInit`,
+    the completion's record) or None when there are fewer than :data:`MIN_LONE_CORNERS` lone
+    corners or the images were not kept.
+    """
+    from plenocal.calib.extrinsics import init_frame
+
+    lone = det.lone_index
+    if len(lone) < MIN_LONE_CORNERS or det.devignetted is None or det.micro is None:
+        return None
+    uv = det.micro.centres[lone]
+    r, _ = init_frame(camera, board, np.arange(len(lone)), uv[:, 0], uv[:, 1], frame=frame, linked=False,
+                      max_rmse_fraction=LINK_MAX_RMSE_FRACTION, view=det.view)
+    head = f"{len(lone)} lone corners (each in one micro-image)"
+    if not r.ok or r.pose is None:
+        return BapFeatures.empty(), replace(r, reason=f"{head}: {r.reason}", n_clusters=n_clusters), {"action": "no pose"}
+    if not r.image_decided:
+        return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked, but the image did not decide which part of the "
+                                                                 "board they are", n_clusters=n_clusters), {"action": "no pose"}
+    added, record = complete_frame_nodes(frame, r.pose, BapFeatures.empty(), camera=camera, board=board, micro=det.micro,
+                                         devignetted=lambda _index: det.devignetted, rms_bound=det.rms_bound,
+                                         pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
+                                         fit_rendered=fit_rendered)
+    n_nodes = len(np.unique(added.node))
+    if n_nodes < MIN_LONE_FEATURE_NODES:
+        return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked ({r.n_points} nodes), but only {n_nodes} nodes "
+                                                                 f"predicted from their pose were fitted in two or more micro-images "
+                                                                 f"(need >= {MIN_LONE_FEATURE_NODES})", n_clusters=n_clusters), record
+    note = f"linked by {r.n_points} of its {head}, its features those of the nodes their pose predicts; {r.note}"
+    return added, replace(r, note=note, n_clusters=n_clusters), record
+
+
 def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool,
                grid_camera: Any = None) -> tuple[BapFeatures, Any, int | None, dict[str, Any]]:
     """One frame's features linked (:func:`initial_extrinsics`, with its scene view) and, when
     kept, completed with the nodes its pose predicts (:func:`complete_frame_nodes`, in the
     detection's own devignetted image). Returns the features (``node`` set, −1 unlinked), the
-    frame's :class:`~plenocal.calib.extrinsics.FramePoseInit` (None without features), its
-    linked nodes when too few (:func:`frames_with_too_few_nodes`) and the completion's record.
+    frame's :class:`~plenocal.calib.extrinsics.FramePoseInit` (None without features nor a lone
+    corner to try), its linked nodes when too few (:func:`frames_with_too_few_nodes`) and the
+    completion's record. A frame with fewer than :data:`MIN_CLUSTERS_FOR_POSE` clusters is tried
+    by its lone corners (:func:`link_lone_corners`).
     ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``)."""
-    if not len(det.features):
-        return det.features, None, None, {"action": "no pose"}
-    views = {frame: det.view} if det.view is not None else None
-    ext = initial_extrinsics(camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
-    r = ext.frames[0]
+    r = None
+    if len(det.features):
+        views = {frame: det.view} if det.view is not None else None
+        ext = initial_extrinsics(camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
+        r = ext.frames[0]
+    if r is None or (not r.ok and r.n_clusters < MIN_CLUSTERS_FOR_POSE):
+        lone = link_lone_corners(det, frame, camera=camera, board=board, fit_rendered=fit_rendered,
+                                 n_clusters=0 if r is None else r.n_clusters, grid_camera=grid_camera)
+        if lone is not None:
+            added, r_lone, record = lone
+            if r_lone.ok:  # the few clusters are not among its features: the completion fitted their nodes anew
+                return added, r_lone, None, record
+            return det.features, replace(r_lone, reason=f"{'no features' if r is None else r.reason}; {r_lone.reason}"), None, record
+        if r is None:
+            return det.features, None, None, {"action": "no pose"}
     linked = ext.bap if ext.bap is not None else det.features
     few = frames_with_too_few_nodes(linked, {frame: r}, board).get(frame)
     if not r.ok or r.pose is None or few is not None:
@@ -371,6 +460,8 @@ def run(args: argparse.Namespace) -> int:
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
+        if r is None or (not r.ok and r.n_clusters < MIN_CLUSTERS_FOR_POSE):
+            rec["linking"]["reason"] += ": " + too_few_clusters_hint(rec["counts"])
         rec["predicted_nodes"] = node_records.get(rec["frame"], {"action": "no pose"})
     if not keep.any():
         raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, n_detected))

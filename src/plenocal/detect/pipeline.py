@@ -93,6 +93,10 @@ class FrameDetection:
     """(H, W) the devignetted image (with ``keep_images``), for fitting more corners in the frame."""
     micro: MicroImages | None = None
     """Its micro-images (with ``keep_images``)."""
+    lone_index: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """(L,) micro-images (into the grid's) of the corners found that ended in no cluster: near the
+    MLA's conjugate plane a corner shows in one micro-image, and a frame's lone corners are then
+    most of its nodes (linked as such by :func:`plenocal.cli.detect.link_lone_corners`)."""
 
 
 def detect_frame(
@@ -136,27 +140,9 @@ def detect_frame(
     sel, uv, fit, rms_bound, counts = _first_corners(dv, micro)
     clusters = cluster_observations(uv, grid.diameter_px)
     counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
-    est = {"pitch_px": grid.diameter_px, "fit_rendered": fit_rendered}
-    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate_clusters(dv, micro, sel, uv, fit, clusters.labels, **est)
-    labels, v_obs, v_cluster, screen_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
-    # Guided detection: every valid cluster predicts where its corner must appear in all the
-    # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
-    # there from that start and keep fits that land on the prediction.
-    g_sel, g_uv, g_fit, g_lab = _guided(
-        dv, micro.weight, micro=micro, sel=sel, chief=chief, angles=fit.angles, labels=labels, v_cluster=v_cluster, rms_bound=rms_bound,
-    )
-    counts["guided_added"] = len(g_sel)
-    if len(g_sel):
-        sel = np.concatenate([sel, g_sel])
-        uv = np.concatenate([uv, g_uv])
-        fit = CornerFit.concatenate([fit, g_fit])
-        labels = np.concatenate([labels, g_lab])
-    # Final: chief-ray positions by inverting the image formation, then υ and ρ from them.
-    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate_clusters(dv, micro, sel, uv, fit, labels, exact=True, **est)
-    labels, v_obs, v_cluster, final_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
-    counts.update(fit_counts)
-    counts["clusters_sparse"] = screen_counts["clusters_sparse"] + final_counts["clusters_sparse"]
-    counts["clusters_virtual_depth_outliers"] = screen_counts["clusters_virtual_depth_outliers"] + final_counts["clusters_virtual_depth_outliers"]
+    sel, labels, chief, rho, v_obs, v_cluster, more = _clusters_and_guided(dv, micro, sel, uv, fit, clusters.labels, rms_bound=rms_bound,
+                                                                           pitch_px=grid.diameter_px, fit_rendered=fit_rendered)
+    counts.update(more)
     keep = (labels >= 0) & np.isfinite(v_obs)
     n = int(keep.sum())
     feats = BapFeatures(
@@ -170,8 +156,43 @@ def detect_frame(
         cluster=labels[keep],
     )
     counts["features"] = n
+    n_first = len(clusters.labels)  # the first corners lead sel and labels; the guided ones follow
     return FrameDetection(feats, v_cluster, counts, scene_view(dv, micro.weight, pitch_px=grid.diameter_px), rms_bound=rms_bound,
-                          devignetted=dv if keep_images else None, micro=micro if keep_images else None)
+                          devignetted=dv if keep_images else None, micro=micro if keep_images else None,
+                          lone_index=sel[:n_first][labels[:n_first] < 0])
+
+
+def _clusters_and_guided(
+    dv: NDArray[np.float64], micro: MicroImages, sel: NDArray[np.int64], uv: NDArray[np.float64], fit: CornerFit,
+    labels: NDArray[np.int64], *, rms_bound: float, pitch_px: float, fit_rendered: bool,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+           NDArray[np.float64], dict[str, int]]:
+    """:func:`detect_frame`'s clusters from its first corners (micro-image ``sel``, where they appear
+    ``uv``, ``fit``, DBSCAN ``labels``): validated and screened, grown by guided detection, their
+    chief-ray positions, υ and ρ. Returns (sel, labels, chief (N, 2), ρ, υ per observation, υ per
+    cluster, counts); the first corners lead the arrays in their order, the guided ones follow."""
+    est = {"pitch_px": pitch_px, "fit_rendered": fit_rendered}
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate_clusters(dv, micro, sel, uv, fit, labels, **est)
+    labels, v_obs, v_cluster, screen_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
+    # Guided detection: every valid cluster predicts where its corner must appear in all the
+    # micro-images that see it (p_j = λ(1 − 1/υ)·c_j + K, shifted for pupil vignetting); fit
+    # there from that start and keep fits that land on the prediction.
+    g_sel, g_uv, g_fit, g_lab = _guided(
+        dv, micro.weight, micro=micro, sel=sel, chief=chief, angles=fit.angles, labels=labels, v_cluster=v_cluster, rms_bound=rms_bound,
+    )
+    counts = {"guided_added": len(g_sel)}
+    if len(g_sel):
+        sel = np.concatenate([sel, g_sel])
+        uv = np.concatenate([uv, g_uv])
+        fit = CornerFit.concatenate([fit, g_fit])
+        labels = np.concatenate([labels, g_lab])
+    # Final: chief-ray positions by inverting the image formation, then υ and ρ from them.
+    labels, v_obs, v_cluster, rho, chief, fit_counts = estimate_clusters(dv, micro, sel, uv, fit, labels, exact=True, **est)
+    labels, v_obs, v_cluster, final_counts = screen_clusters(chief, sel, labels, v_obs, v_cluster, micro=micro)
+    counts.update(fit_counts)
+    counts["clusters_sparse"] = screen_counts["clusters_sparse"] + final_counts["clusters_sparse"]
+    counts["clusters_virtual_depth_outliers"] = screen_counts["clusters_virtual_depth_outliers"] + final_counts["clusters_virtual_depth_outliers"]
+    return sel, labels, chief, rho, v_obs, v_cluster, counts
 
 
 def local_radii(grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout) -> tuple[
