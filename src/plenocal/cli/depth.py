@@ -351,7 +351,9 @@ class PixelOutputs:
     settings: dict[str, Any]
 
 
-def _pixel_depths(job: FrameJob, camera: PlenopticCamera, dv: NDArray, weight: NDArray, vd: VirtualDepthMap) -> PixelOutputs:
+def _pixel_depths(
+    job: FrameJob, camera: PlenopticCamera, dv: NDArray, weight: NDArray, vd: VirtualDepthMap
+) -> PixelOutputs:
     """Per-pixel depths refined from the (matched, unscaled) micro-image depths, screened, scaled
     like the micro-images' when a scaling is kept, and their files."""
     e = job.frame

@@ -200,8 +200,9 @@ def refine_pixel_depths(
     settings = {"step_px": float(step_px), "half_hypotheses": int(half_hypotheses), "window_radius_px": int(window_radius_px),
                 "min_window_pixels": int(min_window_pixels), "kappa": float(kappa), "f_number": N,
                 "pupil_vignetting": bool(pupil_vignetting), "micro_images": len(todo)}
-    return PixelDepthMap(cols["x"], cols["y"], cols["micro_image"], ups, cols["cost"], np.column_stack([cols["ex"], cols["ey"]]),
-                         cols["margin"], cols["spread"], settings, time.perf_counter() - t0)
+    offsets = np.column_stack([cols["ex"], cols["ey"]])
+    return PixelDepthMap(cols["x"], cols["y"], cols["micro_image"], ups, cols["cost"], offsets, cols["margin"], cols["spread"],
+                         settings, time.perf_counter() - t0)
 
 
 def pixel_confidence(px: PixelDepthMap) -> FloatArray:
@@ -225,7 +226,9 @@ def screen_pixels(
     """(P,) the pixels whose depth is kept: a depth, :func:`pixel_confidence` ≥ ``min_confidence``
     and :func:`texture_snr` ≥ ``min_texture_snr`` (:data:`MIN_CONFIDENCE`, :data:`MIN_TEXTURE_SNR`)."""
     with np.errstate(invalid="ignore"):
-        return np.isfinite(px.virtual_depth) & (pixel_confidence(px) >= min_confidence) & (texture_snr(px) >= min_texture_snr)
+        sharp = pixel_confidence(px) >= min_confidence
+        textured = texture_snr(px) >= min_texture_snr
+    return np.isfinite(px.virtual_depth) & sharp & textured
 
 
 def central_view_px(px: PixelDepthMap, vd: VirtualDepthMap, lambda_: float) -> FloatArray:
