@@ -179,7 +179,7 @@ def refine_pixel_depths(
     chunk = max(int(chunk), 1)
     for start in range(0, len(todo), chunk):
         sel = todo[start:start + chunk]
-        res = {"x": np.empty((len(sel), slots), dtype=np.int64), "y": np.empty((len(sel), slots), dtype=np.int64)}
+        res: dict[str, np.ndarray] = {n: np.empty((len(sel), slots), dtype=np.int64) for n in ("x", "y")}
         res.update({n: np.empty((len(sel), slots)) for n in names})
         pixel_depth_kernel(stack, levels, centres, types, neigh, radii, sel, w0, step, int(half_hypotheses), lam, P,
                            law.slope_px, law.kappa**2, ra, rb, g_table, int(window_radius_px), float(min_window_pixels),
