@@ -13,7 +13,13 @@ changes by more than 2 % within 0.5 mm of their line of sight are "silhouette" p
 apart. Per surface and overall: RMS, median and 90th percentile of |z − z_true|/z, the number of
 points and the coverage (micro-images with a depth); render and depth wall times.
 
-    python benchmarks/depth_scene.py [--small] [--rays 16] [--kappa 0.63] [--seed 0]
+With ``--per-pixel``, also the per-pixel depths (:func:`plenocal.depth.pixel.refine_pixel_depths`
+from the aggregated ones, each pixel's point at its chief-ray offset) scored the same way: every
+pixel with a depth, the pixels the screen keeps (:func:`plenocal.depth.pixel.screen_pixels`), and
+the micro-images' own depths on the kept pixels' lines of sight (each pixel's offset at its
+micro-image's υ), so that the two are compared on the same silhouettes.
+
+    python benchmarks/depth_scene.py [--small] [--rays 16] [--kappa 0.63] [--seed 0] [--per-pixel [--window 2]]
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from _common import machine, peak_memory_mb
 
 from plenocal.depth.matching import aggregate_virtual_depths, estimate_virtual_depths
 from plenocal.depth.metric import points_from_virtual_depth
+from plenocal.depth.pixel import WINDOW_RADIUS_PX
 from plenocal.detect.corners import devignette
 from plenocal.model.geometry import Pose
 from plenocal.model.target import Checkerboard
@@ -68,6 +75,8 @@ def main() -> int:
     ap.add_argument("--rays", type=int, default=16)
     ap.add_argument("--kappa", type=float, default=0.63)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--per-pixel", action="store_true", help="also score the per-pixel depths")
+    ap.add_argument("--window", type=int, default=WINDOW_RADIUS_PX, help="the per-pixel cost's window radius, px")
     args = ap.parse_args()
     camera = preset("r12-a", small=args.small).camera
     sc, names = scene(1.0 if args.small else 4.0)
@@ -100,8 +109,33 @@ def main() -> int:
         "seconds": {"render": t_render, "matching": t_match, "matching_and_aggregation": t_depth},
         "peak_memory_mb": peak_memory_mb(),
     }
+    if args.per_pixel:
+        out["per_pixel"] = score_pixels(sc, camera, dv, weight, ag, args.kappa, args.window)
     print(json.dumps(out, indent=1))
     return 0
+
+
+def score_pixels(sc: Scene, camera, dv: np.ndarray, weight: np.ndarray, ag, kappa: float, window_radius_px: int) -> dict:
+    """Per-pixel depths refined from ``ag`` and screened, against the truth (see the module's text)."""
+    from plenocal.depth.pixel import refine_pixel_depths, screen_pixels
+
+    t0 = time.perf_counter()
+    px = refine_pixel_depths(dv, weight, camera, ag, kappa=kappa, window_radius_px=window_radius_px)
+    keep = screen_pixels(px)
+    seconds = time.perf_counter() - t0
+    ok = np.isfinite(px.virtual_depth)
+    out: dict = {"pixels": len(px.x), "with_depth": int(ok.sum()), "pixels_kept": int(keep.sum()), "seconds": seconds,
+                 "settings": px.settings}
+    for name, sel, ups in (("all_with_depth", ok, px.virtual_depth), ("kept", keep, px.virtual_depth),
+                           ("micro_images_on_kept_lines_of_sight", keep, ag.virtual_depth[px.micro_image])):
+        mi = px.micro_image[sel]
+        X = points_from_virtual_depth(camera, ag.k[mi], ag.l[mi], ups[sel], offset_px=px.offset_px[sel])
+        z_true, silhouette = depth_truth(sc, X)
+        rel = (X[:, 2] - z_true) / z_true
+        seen = np.isfinite(rel)
+        out[name] = {"all": stats(rel[seen]), "off_silhouettes": stats(rel[seen & ~silhouette]),
+                     "silhouettes": stats(rel[seen & silhouette])}
+    return out
 
 
 if __name__ == "__main__":

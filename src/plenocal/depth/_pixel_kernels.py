@@ -25,11 +25,37 @@ from plenocal.depth._kernels import (
     _work,
 )
 
+SPREAD_RADIUS_PX = 1
+"""The pixel's own neighbourhood for its grey-level spread: 3 × 3 px (on the PRISM frames and the
+sphere scene about as selective as the 5 × 5 window's spread at a higher threshold; docs/depth.md)."""
+
+
+@nb.njit(cache=True)
+def _window_spread(grey, seen, a, b, radius):  # pragma: no cover - compiled
+    """Mean absolute deviation of ``grey`` over the cells ``seen`` within ``radius`` of (a, b)."""
+    side = grey.shape[0]
+    s = 0.0
+    c = 0.0
+    for aa in range(max(a - radius, 0), min(a + radius, side - 1) + 1):
+        for bb in range(max(b - radius, 0), min(b + radius, side - 1) + 1):
+            if seen[aa, bb]:
+                s += grey[aa, bb]
+                c += 1.0
+    if c == 0.0:
+        return math.nan
+    mean = s / c
+    s = 0.0
+    for aa in range(max(a - radius, 0), min(a + radius, side - 1) + 1):
+        for bb in range(max(b - radius, 0), min(b + radius, side - 1) + 1):
+            if seen[aa, bb]:
+                s += abs(grey[aa, bb] - mean)
+    return s / c
+
 
 @nb.njit(parallel=True, cache=True)
 def pixel_depth_kernel(
     stack, levels, centres, types, neigh, radii, index, w0, step, half_hyp, lam, P, Q, kappa2, ra, rb, g_table,
-    window, min_pixels, out_x, out_y, out_w, out_cost,
+    window, min_pixels, out_x, out_y, out_w, out_cost, out_ex, out_ey, out_margin, out_spread,
 ):  # pragma: no cover - compiled
     """Inverse virtual depth of every pixel of micro-images ``index``.
 
@@ -41,8 +67,15 @@ def pixel_depth_kernel(
     where the window holds fewer than ``min_pixels`` compared pixels at some hypothesis or the
     minimum is at an end of the hypotheses.
 
+    With each depth, what the screen of :mod:`plenocal.depth.pixel` reads and where the point is:
+    the pixel's chief-ray offset from c_i at the lowest hypothesis (``out_ex``, ``out_ey``, px: its
+    observed offset with the pupil-vignetting shift undone), the lower of the cost curve's two
+    ends' excess over c[b] (``out_margin``, cost units) and the mean absolute deviation of the
+    micro-image's own grey levels (the stack's sharpest level) over the pixel's
+    (2·:data:`SPREAD_RADIUS_PX` + 1)² neighbourhood (``out_spread``).
+
     Returns nothing; writes ``out_x``, ``out_y`` (M, S) int64 pixel coordinates (−1 pads),
-    ``out_w``, ``out_cost`` (M, S) float64.
+    ``out_w``, ``out_cost``, ``out_ex``, ``out_ey``, ``out_margin``, ``out_spread`` (M, S) float64.
     """
     m = index.shape[0]
     T = P.shape[0]
@@ -61,11 +94,16 @@ def pixel_depth_kernel(
         y_lo = math.ceil(ciy - r) - 1
         S = np.zeros((G, side, side))
         C = np.zeros((G, side, side))
+        EX = np.zeros((G, side, side))
+        EY = np.zeros((G, side, side))
         m_pix = 0
         for h in range(G):
             w = w0[i] + (h - half_hyp) * step
             _tables_at(w, P, Q, ra, rb, g_table, rho, inv, fwd)
             m_pix = _gather(stack, cix, ciy, r, 1, ti, inv, px, py, ex, ey)
+            for p in range(m_pix):
+                EX[h, py[p] - y_lo, px[p] - x_lo] = ex[p]
+                EY[h, py[p] - y_lo, px[p] - x_lo] = ey[p]
             f = (1.0 - lam) + lam * w
             max_d2 = 4.0 * r * r
             r2 = r * r
@@ -93,6 +131,16 @@ def pixel_depth_kernel(
             out_y[t, p] = -1
             out_w[t, p] = math.nan
             out_cost[t, p] = math.nan
+            out_ex[t, p] = math.nan
+            out_ey[t, p] = math.nan
+            out_margin[t, p] = math.nan
+            out_spread[t, p] = math.nan
+        # the micro-image's own grey levels (the stack's sharpest level) on the same cells
+        grey = np.zeros((side, side))
+        seen = np.zeros((side, side), dtype=np.bool_)
+        for p in range(m_pix):
+            grey[py[p] - y_lo, px[p] - x_lo] = stack[py[p], px[p], 0]
+            seen[py[p] - y_lo, px[p] - x_lo] = True
         curve = np.empty(G)
         for p in range(m_pix):
             a = py[p] - y_lo
@@ -119,3 +167,7 @@ def pixel_depth_kernel(
             wb = w0[i] + (best - half_hyp) * step
             out_w[t, p] = _vertex(wb, step, curve[best - 1], curve[best], curve[best + 1])
             out_cost[t, p] = curve[best]
+            out_ex[t, p] = EX[best, a, b]
+            out_ey[t, p] = EY[best, a, b]
+            out_margin[t, p] = min(curve[0], curve[G - 1]) - curve[best]
+            out_spread[t, p] = _window_spread(grey, seen, a, b, SPREAD_RADIUS_PX)

@@ -26,12 +26,19 @@ from plenocal.model.projection import (
 FloatArray = NDArray[np.float64]
 
 
-def points_from_virtual_depth(camera: PlenopticCamera, k: ArrayLike, l: ArrayLike, virtual_depth: ArrayLike) -> FloatArray:
+def points_from_virtual_depth(
+    camera: PlenopticCamera, k: ArrayLike, l: ArrayLike, virtual_depth: ArrayLike, *, offset_px: ArrayLike | None = None
+) -> FloatArray:
     """Camera-frame points (mm) seen at the centres of micro-images (k, l) at virtual depths υ.
 
     Parameters
     ----------
     k, l : (N,) micro-lens indices; virtual_depth : (N,) υ (NaN gives NaN).
+    offset_px : (N, 2) chief-ray offsets from the micro-image centres (px), optional: the points
+        seen there instead (the per-pixel depths of :mod:`plenocal.depth.pixel`): the virtual
+        point at the same υ on the chief ray from c + offset through C(k, l) — a virtual depth is
+        a plane of the virtual image, whatever the offset. In the central view it lies at
+        X = c + offset/γ, γ = (1 − λ) + λ/υ (:func:`~plenocal.model.projection.central_view_px`).
 
     Returns
     -------
@@ -50,6 +57,8 @@ def points_from_virtual_depth(camera: PlenopticCamera, k: ArrayLike, l: ArrayLik
     types = camera.mla.types.type_of(k, l)
     rho = blur_radius_mm(camera, a, types, d_lens_mm=d_k) / camera.sensor.pixel_size_mm
     uv = micro_image_centres(camera, k, l)
+    if offset_px is not None:
+        uv = uv + np.asarray(offset_px, dtype=np.float64).reshape(uv.shape)
     return back_project_bap(camera, np.column_stack([uv, rho]), k, l)
 
 
