@@ -80,7 +80,15 @@ def test_depth_cli_writes_point_clouds_close_to_the_plates(dataset, tmp_path, ca
         assert allfocus.ndim == 2 and np.mean(allfocus == 0) < 0.05  # drawn everywhere but the sensor's rim
         assert doc["frames"][str(frame)]["allfocus"]["drawn"] > 1500
     assert sorted(p.name for p in out.iterdir()) == ["depth", "depth.json"]
-    assert "frame 1:" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "frame 1:" in printed
+    # The small R12-A's default range (200–540 mm for the true camera) crosses the MLA's conjugate (~440 mm): what lies
+    # beyond is not searched, and depth.json and the console say so.
+    search = doc["search"]
+    assert search["default"] is True and search["distance_range_mm"] == pytest.approx([200.0, 540.0])
+    near, far = search["distances_not_searched_mm"]
+    assert 400.0 < near < 460.0 and far == pytest.approx(540.0)
+    assert f"objects at {near:.0f}–540 mm, on its other side, are not searched" in printed
 
 
 def test_depth_on_a_local_dask_cluster_gives_the_same_bytes(dataset, tmp_path, capsys):

@@ -348,3 +348,23 @@ def test_blur_levels_read_are_the_ones_the_search_reads(r12a, renders):
     np.testing.assert_array_equal(M.matching_stack(dv, weight, n_levels=n), full[:, :, :n])
     assert np.isfinite(costs[0]).mean() > 0.8
     np.testing.assert_array_equal(costs[1], costs[0])
+
+
+def test_the_distances_a_search_leaves_out_are_those_beyond_the_mla_conjugate():
+    """The default range crosses the plane the MLA is conjugate to (υ → 0): the side with more of
+    the distances is searched, the rest named; a range on one side leaves nothing out."""
+    from plenocal.depth.matching import default_distance_range_mm, distances_left_out_mm, inverse_depth_range
+    from plenocal.depth.metric import virtual_depth_of_points
+    from plenocal.sim.presets import preset
+
+    cam = preset("r12-a", small=True).camera
+    rng = default_distance_range_mm(cam)
+    lo, hi = inverse_depth_range(cam, rng)
+    assert 0.0 < lo < hi <= 0.5  # the near side: υ > 0
+    near, far = distances_left_out_mm(cam, rng)
+    assert far == pytest.approx(rng[1])
+    k, l = cam.grid.lattice.all_indices()
+    c = len(k) // 2
+    ups = virtual_depth_of_points(cam, np.array([[0.0, 0.0, near], [0.0, 0.0, near - 5.0]]), np.full(2, k[c]), np.full(2, l[c]))
+    assert ups[0] <= -2.0 + 1e-6 and (ups[1] > 0 or ups[1] > -2.0)  # |υ| = 2 on the far side at its near end
+    assert distances_left_out_mm(cam, (rng[0], near - 30.0)) is None

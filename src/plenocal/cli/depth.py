@@ -65,7 +65,13 @@ from numpy.typing import NDArray
 
 from plenocal import __version__
 from plenocal.cli.blur import file_sha256
-from plenocal.depth.matching import VirtualDepthMap, depth_map
+from plenocal.depth.matching import (
+    VirtualDepthMap,
+    default_distance_range_mm,
+    depth_map,
+    distances_left_out_mm,
+    not_searched_text,
+)
 from plenocal.depth.metric import points_from_virtual_depth
 from plenocal.depth.pixel import (
     MIN_CONFIDENCE,
@@ -429,6 +435,8 @@ def run(args: argparse.Namespace) -> int:
     F = camera.main_lens.focal_length_mm
     if distance_range is not None and not (F < distance_range[0] < distance_range[1]):
         raise UsageError(f"--distance-range {distance_range[0]:g} {distance_range[1]:g}: expected F = {F:.4g} mm < NEAR < FAR")
+    searched = distance_range if distance_range is not None else default_distance_range_mm(camera)
+    left_out = distances_left_out_mm(camera, searched)
     workers = getattr(args, "workers", None)
     if workers is not None and workers < 1:
         raise UsageError(f"--workers: expected a number of worker processes >= 1, got {workers}")
@@ -468,6 +476,8 @@ def run(args: argparse.Namespace) -> int:
                                           "white": whites[e.frame].path} for e in frames},
             },
             "settings": settings,
+            "search": {"distance_range_mm": list(searched), "default": distance_range is None,
+                       "distances_not_searched_mm": None if left_out is None else list(left_out)},
             "model_field": {"radius_mm": camera_file.field_radius_mm, "applied": field_radius_px is not None},
             "scaling": None if scaling is None else {**scaling.to_json(), "applied": scaling.kept},
             "frames": summaries,
@@ -477,4 +487,6 @@ def run(args: argparse.Namespace) -> int:
         write_document(tmp / "depth.json", doc)
     where = "" if local else (f" on {scheduler}" if scheduler else f" on a local Dask cluster of {n_workers} workers")
     print(f"depth of {len(frames)} frame(s){where} in {time.perf_counter() - t_all:.1f} s; wrote {out / 'depth'}")
+    if left_out is not None:
+        print(f"warning: {not_searched_text(searched, left_out, default=distance_range is None)}")
     return 0

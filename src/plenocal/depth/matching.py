@@ -427,6 +427,40 @@ def inverse_depth_range(camera: PlenopticCamera, distance_range_mm: tuple[float,
     return lo, hi
 
 
+def distances_left_out_mm(camera: PlenopticCamera, distance_range_mm: tuple[float, float], *,
+                          min_abs_virtual_depth: float = MIN_ABS_VIRTUAL_DEPTH) -> tuple[float, float] | None:
+    """The part of ``distance_range_mm`` that :func:`inverse_depth_range` does not search: on-axis
+    object distances on the other side of the plane the MLA is conjugate to (υ of the other sign,
+    |υ| ≥ ``min_abs_virtual_depth``), as (near, far) mm; None when the range is on one side.
+
+    Objects there get no depth or a wrong one (a minimum on the searched side): plenocal's Tessar
+    render, default range 200–540 mm about a conjugate at ~414 mm, gave its boards at 522 and
+    550 mm 1 029 and 442 micro-image depths at a median 257 mm. A distance range on their side
+    (``--distance-range``) searches them."""
+    from plenocal.depth.metric import virtual_depth_of_points
+
+    z0, z1 = float(distance_range_mm[0]), float(distance_range_mm[1])
+    zs = np.geomspace(z0, z1, 512)
+    k, l = camera.grid.lattice.all_indices()
+    c = len(k) // 2
+    w = 1.0 / virtual_depth_of_points(camera, np.column_stack([0 * zs, 0 * zs, zs]), np.full(zs.size, k[c]), np.full(zs.size, l[c]))
+    lo, hi = inverse_depth_range(camera, (z0, z1), min_abs_virtual_depth=min_abs_virtual_depth)
+    other = (np.abs(w) <= 1.0 / min_abs_virtual_depth) & (np.sign(w) != np.sign(lo + hi))
+    if not other.any():
+        return None
+    return float(zs[other].min()), float(zs[other].max())
+
+
+def not_searched_text(searched: tuple[float, float] | list[float], left_out: tuple[float, float] | list[float], *,
+                      default: bool) -> str:
+    """One sentence for the distances a search leaves out (:func:`distances_left_out_mm`)."""
+    what = "the default distance range" if default else "--distance-range"
+    return (f"{what} {searched[0]:.0f}–{searched[1]:.0f} mm crosses the plane the micro-lens array is conjugate to: "
+            f"objects at {left_out[0]:.0f}–{left_out[1]:.0f} mm, on its other side, are not searched and get no depth "
+            f"or a wrong one (a match on the searched side); give --distance-range {left_out[0]:.0f} {left_out[1]:.0f} "
+            "to measure them")
+
+
 def check_image(image: NDArray, camera: PlenopticCamera) -> tuple[int, int]:
     """(H, W) of a raw-sized image, or one line saying it is not the camera's sensor size."""
     H, W = np.asarray(image).shape[:2]

@@ -524,6 +524,12 @@ def _depth_section(c: Collected) -> str:
                      "textured micro-images have their best match at |υ| = 2, the nearest that plane the matching reaches "
                      "(|υ| &lt; 2 cannot be estimated); the scene there is nearer that plane, it gets no depth, and the few "
                      "depths such a frame has are at the edge of the estimable range.</p>")
+    search = doc.get("search") if isinstance(doc.get("search"), dict) else {}
+    gap, rng = search.get("distances_not_searched_mm"), search.get("distance_range_mm")
+    if isinstance(gap, list) and len(gap) == 2 and isinstance(rng, list) and len(rng) == 2:
+        from plenocal.depth.matching import not_searched_text
+
+        parts.append(f"<p><b>Not searched:</b> {html.escape(not_searched_text(rng, gap, default=bool(search.get('default'))))}.</p>")
     sc = doc.get("scaling")
     if isinstance(sc, dict):
         parts.append(f"<p>Depth scaling (the matcher's bias in 1/υ, fitted on the calibration frames against their "
