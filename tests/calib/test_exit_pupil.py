@@ -155,7 +155,7 @@ def test_a_pupil_the_images_cannot_place_is_probed(offset_pupil, r12a_board, mon
     verdict reports. (The non-convergence is forced: the synthetic data themselves converge.)"""
     import plenocal.calib.calibrate as C
 
-    e, truth, poses, noisy, start = offset_pupil
+    e, truth, _poses, noisy, start = offset_pupil
     if e < 0:
         pytest.skip("one pupil is enough")
     real = C._calibrate

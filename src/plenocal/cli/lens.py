@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 from plenocal.calib.priors import Prior

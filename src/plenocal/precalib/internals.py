@@ -38,7 +38,6 @@ radii at all apertures together (:func:`type_confusion`) must stay below
 from __future__ import annotations
 
 from collections.abc import Mapping
-
 from dataclasses import dataclass, field, replace
 
 import numpy as np
