@@ -331,10 +331,11 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
     n_nodes = len(np.unique(out.node))
     n_cluster_nodes = len(np.unique(known.node))
     if n_nodes < MIN_LONE_FEATURE_NODES:
-        return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked ({r.n_points} nodes), but only {n_nodes} nodes "
-                                                                 + (f"({n_cluster_nodes} of them its clusters') " if len(cid) else "")
-                                                                 + "predicted from their pose were fitted in two or more "
-                                                                 f"micro-images (need >= {MIN_LONE_FEATURE_NODES})", n_clusters=n_clusters), record
+        fitted = (f"{n_nodes} nodes with features ({n_cluster_nodes} its clusters', {n_nodes - n_cluster_nodes} predicted from "
+                  "their pose and fitted in two or more micro-images)" if len(cid) else
+                  f"{n_nodes} nodes predicted from their pose were fitted in two or more micro-images")
+        return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked ({r.n_points} nodes), but only {fitted} "
+                                                                 f"(need >= {MIN_LONE_FEATURE_NODES})", n_clusters=n_clusters), record
     note = (f"linked by {r.n_points} of {n_lone + len(cid)} points, its {head}; its features those of "
             + (f"{n_cluster_nodes} cluster{'s' * (n_cluster_nodes != 1)} and " if len(cid) else "") + f"the nodes their pose predicts; {r.note}")
     return out, replace(r, note=note, n_clusters=n_clusters), record
