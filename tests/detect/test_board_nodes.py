@@ -165,6 +165,11 @@ def test_a_few_clusters_are_linked_with_the_lone_corners(scenes, fraction, image
     assert np.all(np.bincount(feats.node)[np.unique(feats.node)] >= 2)  # each node seen in two or more micro-images
     assert np.isin(det.features.u, feats.u).sum() >= 2  # the clusters' own features kept
     assert np.array_equal(_node_of(det.micro, feats, cam, pose_true), feats.node)
+    # A lone corner in a cluster's own micro-image is that cluster's node, not a point of its own.
+    member = np.flatnonzero((det.micro.k == det.features.k[0]) & (det.micro.l == det.features.l[0]))
+    again, r2, _, _ = link_frame(replace(det, lone_index=np.concatenate([det.lone_index, member])), 0, camera=cam, board=BOARD,
+                                 fit_rendered=True)
+    assert r2 is not None and r2.ok and r2.note.split(',')[0] == r.note.split(',')[0] and np.array_equal(again.node, feats.node)
 
 
 def test_lone_corners_that_give_too_few_nodes_are_refused_with_the_reason(scenes):
