@@ -546,7 +546,11 @@ def run(args: argparse.Namespace) -> int:
 MIN_CLUSTERS_TO_RELINK = 5
 """A refused frame is detected again in the second pass only if its first pass found at least this
 many clusters (a lattice needs 5 barycentres, :func:`plenocal.calib.linking.lattice_coordinates`;
-with fewer, linking fails whatever the camera, and the frame's detection does not depend on it)."""
+with fewer, linking fails whatever the camera, and the frame's detection does not depend on it).
+Its lone corners (:func:`link_lone_corners`) are not tried again either: a better camera would only
+move the completion, and on the frames refused that way (the DG R12-A render's 212, its real-optics
+board at 383 mm, the telephoto render's 210–212) the true camera and pose themselves fit 0–2 nodes
+in two or more micro-images."""
 
 
 def run_second_pass(args: argparse.Namespace) -> int:
