@@ -1,6 +1,7 @@
 """A 12-frame R12-A (or other preset) set for linking near the MLA's conjugate plane and on partial boards (issue 24).
 
 Usage: python benchmarks/make_link_set.py OUT [--preset r12-a|r12-c|…] [--small] [--rays N] [--seed S]
+       [--lens DESIGN [--lenslets real|thin]] [--distances MM,MM,…]
 
 The whites and the devignetting white come from ``plenocal simulate`` (``--frames
 white,devignetting``); the 12 calibration frames are rendered here at chosen poses (simulate draws
@@ -14,6 +15,14 @@ random ones), written into the same dataset with their ground truth (poses, orac
 A preset whose MLA is conjugate to no real object (z_c ≤ 0: the R12-C, D < F's image of infinity)
 gets the same frames at distances spread geometrically over its calibration range instead
 (fraction 0.80 → the near end, 1.10 → the far end).
+
+With ``--lens`` the images are traced through real optics (``plenocal simulate --lens``'s
+renderer, real lenslets by default): the truth is then the thin-lens equivalent
+(``ground_truth/camera.json``, ``optics.json``) and its oracle features only approximate, so none
+are written (``benchmarks/frames_vs_truth.py`` reads such a set). ``--distances`` renders whole
+boards at those object distances (mm) instead of the 12 frames, with the tilts and rolls of the
+first frames in turn (the held-back real-optics set's lost frames were whole boards at 383 and
+400 mm, its conjugate plane at ~414 mm).
 
 Keep the output under /work/runs (generated data is not committed).
 """
@@ -94,6 +103,17 @@ def board_pose(camera, board, z: float, tilt_x: float, tilt_y: float, roll: floa
     return pose
 
 
+def real_renderer(pre, lens: str, lenslets: str):
+    """``plenocal simulate --lens LENS --lenslets LENSLETS``'s renderer for ``pre``."""
+    from plenocal.sim.optics import load_lens
+    from plenocal.sim.optics.camera import real_optics_camera
+    from plenocal.sim.optics.dataset import RealOpticsRenderer
+    from plenocal.sim.optics.lenslets import DEFAULT_SUBSTRATE_MM, FUSED_SILICA_ND, LensletDesign, LensletKind
+
+    design = LensletDesign(LensletKind(lenslets), index=FUSED_SILICA_ND, substrate_mm=DEFAULT_SUBSTRATE_MM, clear_radius_mm=None)
+    return RealOpticsRenderer(real_optics_camera(pre.camera, load_lens(lens), lenslets=design), lens, pre.plan.checkerboard_f_number)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -101,11 +121,15 @@ def main() -> int:
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--rays", type=int, default=24)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--lens", default=None, help="trace through this main lens (a bundled design or a plenocal-lens file)")
+    ap.add_argument("--lenslets", choices=("real", "thin"), default="real", help="with --lens (default real)")
+    ap.add_argument("--distances", default=None, help="whole boards at these object distances, mm (comma-separated)")
     args = ap.parse_args()
     pre = preset(args.preset, small=args.small)
     out = args.out
+    optics = real_renderer(pre, args.lens, args.lenslets) if args.lens else None
     if not (out / "manifest.json").is_file():
-        simulate_dataset(pre, out, seed=args.seed, rays=args.rays, frames=FrameSelection.parse("white,devignetting"))
+        simulate_dataset(pre, out, seed=args.seed, rays=args.rays, frames=FrameSelection.parse("white,devignetting"), renderer=optics)
     ds = read_dataset(out)
     manifest = ds.manifest
     camera = read_camera_file(out / "ground_truth" / "camera.json").camera
@@ -117,12 +141,16 @@ def main() -> int:
         if zc > 0:
             return fraction * zc
         return float(near * (far / near) ** ((fraction - 0.80) / 0.30))
-    renderer = ThinRenderer(camera)
+    renderer = ThinRenderer(camera) if optics is None else optics
     response = SensorResponse()
+    chosen = FRAMES
+    if args.distances:
+        mm = [float(x) for x in args.distances.split(",")]
+        chosen = tuple((d / zc, *FRAMES[i % 9][1:4], "") for i, d in enumerate(mm))
     oracle = FeatureOracle(camera)
     n_board = pre.plan.checkerboard_f_number
     entries, poses, feats, plan = [], {}, [], []
-    for i, (fraction, tx, ty, roll, cut) in enumerate(FRAMES):
+    for i, (fraction, tx, ty, roll, cut) in enumerate(chosen):
         pose = board_pose(camera, board, distance(fraction), tx, ty, roll, cut)
         entry = ImageEntry(f"images/calib-{i:03d}.png", ImageRole.CALIBRATION, f_number=n_board, frame=i)
         path = out / entry.path
@@ -133,13 +161,14 @@ def main() -> int:
             print(f"rendered {entry.path} ({fraction:.2f} z_c, {cut or 'whole'})", file=sys.stderr)
         entries.append(entry)
         poses[i] = pose
-        feats.append(oracle.board_features(board, pose, frame=i))
+        feats.append(oracle.board_features(board, pose, frame=i))  # the thin equivalent's, with --lens
         plan.append({"frame": i, "fraction_of_conjugate": fraction if zc > 0 else None, "distance_mm": distance(fraction), "cut": cut or "none",
                      "true_views_per_node": np.bincount(feats[-1].node, minlength=board.n_nodes).tolist()})
     images = tuple(e for e in manifest.images if e.role not in (ImageRole.CALIBRATION,)) + tuple(entries)
     write_manifest(out, dataclasses.replace(manifest, images=images))
     write_poses(out / "ground_truth" / "poses.json", poses)
-    write_observations(out / "ground_truth" / "observations.npz", Observations(BapFeatures.concatenate(feats), true_mics(camera)))
+    if optics is None:
+        write_observations(out / "ground_truth" / "observations.npz", Observations(BapFeatures.concatenate(feats), true_mics(camera)))
     (out / "link-set.json").write_text(json.dumps({"conjugate_distance_mm": zc, "frames": plan}, indent=1))
     print(json.dumps({"conjugate_distance_mm": zc, "frames": len(plan)}))
     return 0

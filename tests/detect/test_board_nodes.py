@@ -141,6 +141,37 @@ def test_a_frame_without_clusters_is_linked_by_its_lone_corners(scenes):
     assert np.array_equal(_node_of(micro, feats, cam, pose_true), feats.node)
 
 
+@pytest.mark.parametrize(("fraction", "image_id"), [(0.94, 10), (0.945, 12)])
+def test_a_few_clusters_are_linked_with_the_lone_corners(scenes, fraction, image_id):
+    """0.94 and 0.945 z_c: a handful of clusters (6 and 4 with these seeds) that link to nothing by
+    themselves (a lattice needs more, or they make none), and lone corners outnumbering them. The
+    clusters' barycentres and the lone corners' centres link together; the image places them, the
+    clusters keep their features by node and the pose adds the nodes fitted in two or more
+    micro-images — every feature on its true node (the oracle's node of its micro-lens)."""
+    from plenocal.cli.detect import MIN_LONE_FEATURE_NODES, link_frame
+
+    cam, _, raw = scenes
+    omega = internal_parameters(cam)
+    pose_true = pose_at(fraction * float(mla_to_object_mm(cam, 0.0)))
+    img = render(cam, Scene((CheckerboardPlate(BOARD, pose_true),), background=0.0), f_number=N, rays=24, seed=5, image_id=image_id)
+    det = detect_frame(img, raw["white"], grid=cam.grid, omega=omega, layout=cam.mla.types, frame=0, keep_images=True)
+    n_clusters = len(np.unique(det.features.cluster))
+    alone = initial_extrinsics(cam, det.features, BOARD, max_rmse_fraction=0.1, views={0: det.view}).frames[0]
+    assert n_clusters >= 4 and not alone.ok and len(det.lone_index) > n_clusters, alone.reason  # the premise
+    feats, r, few, record = link_frame(det, 0, camera=cam, board=BOARD, fit_rendered=True)
+    assert r is not None and r.ok and r.image_decided and few is None, r.reason
+    assert f"and {n_clusters} clusters" in r.note and record["action"] == "predicted"
+    assert np.all(feats.node >= 0) and len(np.unique(feats.node)) >= MIN_LONE_FEATURE_NODES
+    assert np.all(np.bincount(feats.node)[np.unique(feats.node)] >= 2)  # each node seen in two or more micro-images
+    assert np.isin(det.features.u, feats.u).sum() >= 2  # the clusters' own features kept
+    assert np.array_equal(_node_of(det.micro, feats, cam, pose_true), feats.node)
+    # A lone corner in a cluster's own micro-image is that cluster's node, not a point of its own.
+    member = np.flatnonzero((det.micro.k == det.features.k[0]) & (det.micro.l == det.features.l[0]))
+    again, r2, _, _ = link_frame(replace(det, lone_index=np.concatenate([det.lone_index, member])), 0, camera=cam, board=BOARD,
+                                 fit_rendered=True)
+    assert r2 is not None and r2.ok and r2.note.split(',')[0] == r.note.split(',')[0] and np.array_equal(again.node, feats.node)
+
+
 def test_lone_corners_that_give_too_few_nodes_are_refused_with_the_reason(scenes):
     """0.97 z_c: the lone corners still link, but no node is sharp in two micro-images: refused,
     and the reason says so."""

@@ -56,10 +56,10 @@ from plenocal.precalib.checks import check_white_images
 
 LINK_MAX_RMSE_FRACTION = 0.1
 LINK_MIN_CLUSTERS = 6
+"""Fewest linked clusters for a frame to be kept (:func:`nodes_needed`), and fewest for a labelling
+of clusters alone (:data:`plenocal.calib.extrinsics.MIN_LINKED_NODES`): a frame its clusters do not
+link with fewer than this is tried by its lone corners with them (:func:`link_lone_corners`)."""
 LINK_MIN_NODE_FRACTION = 0.6
-MIN_CLUSTERS_FOR_POSE = 4
-"""Fewest clusters :func:`plenocal.calib.extrinsics.init_frame` takes a pose from; a frame with
-fewer is tried by its lone corners (:func:`link_lone_corners`)."""
 PUPIL_FILE = "pupil-ellipses.npz"
 """The main aperture's preimages the first pass measured (``--pupil-shape`` white or white-centre,
 where some micro-image departs from the disc model), handed to the second pass: measuring them
@@ -180,13 +180,14 @@ def no_frame_linked(board: Any, per_frame: list[dict[str, Any]], n_features: int
 
 
 def too_few_clusters_hint(counts: dict[str, int]) -> str:
-    """What detection saw in a frame left with too few clusters for a pose (< 4, or none), for its
+    """What detection saw in a frame left with too few clusters for a labelling (< 6, or none), for its
     refusal reason: the corner-like micro-images, the corners fitted there and why the others
     failed, and the corners in no cluster. Near the MLA's conjugate plane a corner shows in one
     micro-image and forms no cluster (the telephoto set's frames 210–212 at 365–385 mm: 46–68
     corners, 44–61 of them alone); beyond it the lenslets blur a corner over most of the
     micro-image (182, 183 at 542, 571 mm: |ρ| ≈ 6.8 px against a usable radius of 7.3 px,
-    X-junction fits from the true position end 15–21 px wide, none within 1 px of it)."""
+    X-junction fits from the true position end 15–21 px wide, none within 1 px of it). The condition
+    is :data:`LINK_MIN_CLUSTERS`."""
     return (f"{counts.get('corners', 0)} corners fitted in {counts.get('class_corner', 0)} corner-like micro-images "
             f"({counts.get('rejected_not_converged', 0)} fits did not converge, {counts.get('rejected_photometric', 0)} too faint, "
             f"blurred or misfitting), {counts.get('clusters_noise', 0)} of them in no cluster; a board near the MLA's conjugate "
@@ -249,62 +250,95 @@ def complete_frame_nodes(
 
 
 MIN_LONE_CORNERS = 6
-"""Fewest lone corners (:attr:`plenocal.detect.pipeline.FrameDetection.lone_index`) for
-:func:`link_lone_corners` to try a lattice of them (as :data:`LINK_MIN_CLUSTERS` nodes)."""
+"""Fewest points (lone corners, :attr:`plenocal.detect.pipeline.FrameDetection.lone_index`, and
+the frame's few cluster barycentres) for :func:`link_lone_corners` to try a lattice of them (as
+:data:`LINK_MIN_CLUSTERS` nodes)."""
 MIN_LONE_FEATURE_NODES = 4
-"""Fewest nodes fitted in two or more micro-images for a frame linked by its lone corners to be
-kept: the issue's "≥ 4 corners in ≥ 2 micro-images". :data:`LINK_MIN_CLUSTERS`' 6 guards a
-labelling made from those nodes alone (PnP on 4–5 coplanar points cannot check it); here the
-labelling is the lone corners' lattice (tens of nodes there) that the image decided."""
+"""Fewest nodes with features (fitted in two or more micro-images) for a frame linked by its lone
+corners to be kept: the issue's "≥ 4 corners in ≥ 2 micro-images". :data:`LINK_MIN_CLUSTERS`' 6
+guards a labelling made from those nodes alone (PnP on 4–5 coplanar points cannot check it); here
+the labelling is the lone corners' lattice (tens of nodes there) that the image decided."""
+LONE_COVERED_PITCHES = 2.0
+"""A lone corner whose micro-image centre is within this many micro-image pitches of a cluster's
+barycentre is taken for that cluster's node and left out of the lattice (the barycentre places the
+node to a pixel or two, the centre to about a pitch). Nodes are 12 pitches apart or more there:
+the DG R12-A render's frame 211 (375 mm), 276 px = 11.9 pitches, its 40 lone corners' centres
+2.6–14 px from their nodes' true projections (0.6 pitch at most), none within 2 pitches of its 5
+clusters' barycentres."""
 
 
 def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool, n_clusters: int,
                       grid_camera: Any = None) -> tuple[BapFeatures, Any, dict[str, Any]] | None:
-    """A frame with too few clusters for a pose, linked by its lone corners, then completed.
+    """A frame with too few clusters for a labelling, linked by its lone corners and clusters,
+    then completed.
 
     Near the MLA's conjugate plane a corner shows in one micro-image (|υ| small, the cone from its
     virtual point through the aperture a pitch or two wide) and forms no cluster, so a frame may
-    hold its nodes' corners without a single cluster. Each lone corner's micro-image centre is
-    then within about a pitch of its node's barycentre — a tenth of a node spacing or less there —
-    so the centres are linked as barycentres (:func:`~plenocal.calib.extrinsics.init_frame`, the
-    lattice's tolerance leaving off the false corners among them), and the frame is kept only
-    when the image decided which part of the board they are (a lattice of noisy points needs that
-    check) and the pose's predicted nodes fitted in two or more micro-images
-    (:func:`complete_frame_nodes`) make :data:`MIN_LONE_FEATURE_NODES` nodes: those give its
-    features; the lone corners themselves give none (no υ). The telephoto set's frame 102 at
-    371 mm (95 corners, 37 of them within 3 px of a true view, one cluster of 2): 37 centres
-    linked, 36 on their true node and none on another; the completion then fits 9 nodes twice,
-    18 features, each in a micro-image that sees its node (the true pose and camera: 10 nodes).
+    hold its nodes' corners with none or a handful of clusters. Each lone corner's micro-image
+    centre is then within about a pitch of its node's barycentre — a tenth of a node spacing or
+    less there — so the centres are linked as barycentres, together with the clusters'
+    barycentres (a lone corner within :data:`LONE_COVERED_PITCHES` of one is that cluster's node
+    and left out; :func:`~plenocal.calib.extrinsics.init_frame`, the lattice's tolerance leaving
+    off the false corners among them). The frame is kept only when the image decided which part
+    of the board they are (a lattice of noisy points needs that check) and its nodes with features
+    make :data:`MIN_LONE_FEATURE_NODES`: the clusters linked to a node, and the nodes the pose
+    predicts and :func:`complete_frame_nodes` fits in two or more micro-images. The lone corners
+    themselves give no feature (no υ). The telephoto set's frame 102 at 371 mm (95 corners, 37 of
+    them within 3 px of a true view, one cluster of 2): 37 centres linked, 36 on their true node
+    and none on another; the completion then fits 9 nodes twice, 18 features, each in a
+    micro-image that sees its node (the true pose and camera: 10 nodes). The DG R12-A render's
+    frame 211 at 375 mm (5 clusters of 2, 40 lone corners, each in a true view of its nearest
+    node): see docs/detection.md.
 
     Returns (features with ``node`` set, the :class:`~plenocal.calib.extrinsics.FramePoseInit`,
-    the completion's record) or None when there are fewer than :data:`MIN_LONE_CORNERS` lone
-    corners or the images were not kept.
+    the completion's record) or None when there are fewer than :data:`MIN_LONE_CORNERS` points
+    or the images were not kept.
     """
-    from plenocal.calib.extrinsics import init_frame
+    from plenocal.calib.extrinsics import cluster_barycentres, init_frame
 
-    lone = det.lone_index
-    if len(lone) < MIN_LONE_CORNERS or det.devignetted is None or det.micro is None:
+    feats = det.features.select(det.features.cluster >= 0)
+    cid, bary = cluster_barycentres(feats.cluster, feats.u, feats.v)
+    centres = det.micro.centres[det.lone_index] if det.micro is not None else np.zeros((0, 2))
+    pitch = (camera if grid_camera is None else grid_camera).grid.diameter_px
+    if len(cid) and len(centres):
+        gap = np.min(np.hypot(*(centres[:, None] - bary[None]).transpose(2, 0, 1)), axis=1)
+        centres = centres[~(gap <= LONE_COVERED_PITCHES * pitch)]
+    n_lone = len(centres)
+    if not n_lone or n_lone + len(cid) < MIN_LONE_CORNERS or det.devignetted is None or det.micro is None:
         return None
-    uv = det.micro.centres[lone]
-    r, _ = init_frame(camera, board, np.arange(len(lone)), uv[:, 0], uv[:, 1], frame=frame, linked=False,
-                      max_rmse_fraction=LINK_MAX_RMSE_FRACTION, view=det.view)
-    head = f"{len(lone)} lone corners (each in one micro-image)"
+    # one id per cluster (its observations, averaged by init_frame) and one per lone corner after them
+    lone_ids = int(cid.max(initial=-1)) + 1 + np.arange(n_lone)
+    ids = np.concatenate([feats.cluster, lone_ids])
+    r, node_of = init_frame(camera, board, ids, np.concatenate([feats.u, centres[:, 0]]), np.concatenate([feats.v, centres[:, 1]]),
+                            frame=frame, linked=False, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, view=det.view)
+    head = f"{n_lone} lone corners (each in one micro-image)" + (f" and {len(cid)} cluster{'s' * (len(cid) > 1)}" if len(cid) else "")
     if not r.ok or r.pose is None:
         return BapFeatures.empty(), replace(r, reason=f"{head}: {r.reason}", n_clusters=n_clusters), {"action": "no pose"}
     if not r.image_decided:
         return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked, but the image did not decide which part of the "
                                                                  "board they are", n_clusters=n_clusters), {"action": "no pose"}
-    added, record = complete_frame_nodes(frame, r.pose, BapFeatures.empty(), camera=camera, board=board, micro=det.micro,
+    lut = np.full(int(ids.max(initial=0)) + 1, -1, dtype=np.int64)
+    for i, n in node_of.items():
+        lut[i] = n
+    cols = feats.columns()
+    cols["node"] = lut[feats.cluster] if len(feats) else feats.node
+    known = BapFeatures(**cols)
+    known = known.select(known.node >= 0)
+    added, record = complete_frame_nodes(frame, r.pose, known, camera=camera, board=board, micro=det.micro,
                                          devignetted=lambda _index: det.devignetted, rms_bound=det.rms_bound,
-                                         pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
-                                         fit_rendered=fit_rendered)
-    n_nodes = len(np.unique(added.node))
+                                         pitch_px=pitch, fit_rendered=fit_rendered)
+    out = BapFeatures.concatenate([known, added])
+    n_nodes = len(np.unique(out.node))
+    n_cluster_nodes = len(np.unique(known.node))
     if n_nodes < MIN_LONE_FEATURE_NODES:
-        return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked ({r.n_points} nodes), but only {n_nodes} nodes "
-                                                                 f"predicted from their pose were fitted in two or more micro-images "
+        fitted = (f"{n_nodes} nodes with features ({n_cluster_nodes} its clusters', {n_nodes - n_cluster_nodes} predicted from "
+                  "their pose and fitted in two or more micro-images)" if len(cid) else
+                  f"{n_nodes} nodes predicted from their pose were fitted in two or more micro-images")
+        return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked ({r.n_points} nodes), but only {fitted} "
                                                                  f"(need >= {MIN_LONE_FEATURE_NODES})", n_clusters=n_clusters), record
-    note = f"linked by {r.n_points} of its {head}, its features those of the nodes their pose predicts; {r.note}"
-    return added, replace(r, note=note, n_clusters=n_clusters), record
+    note = (f"linked by {r.n_points} of {n_lone + len(cid)} points, its {head}; its features those of "
+            + (f"{n_cluster_nodes} cluster{'s' * (n_cluster_nodes != 1)} and " if len(cid) else "") + f"the nodes their pose predicts; {r.note}")
+    return out, replace(r, note=note, n_clusters=n_clusters), record
 
 
 def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool,
@@ -314,20 +348,22 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     detection's own devignetted image). Returns the features (``node`` set, −1 unlinked), the
     frame's :class:`~plenocal.calib.extrinsics.FramePoseInit` (None without features nor a lone
     corner to try), its linked nodes when too few (:func:`frames_with_too_few_nodes`) and the
-    completion's record. A frame with fewer than :data:`MIN_CLUSTERS_FOR_POSE` clusters is tried
-    by its lone corners (:func:`link_lone_corners`).
+    completion's record. A frame its clusters do not link, with fewer than :data:`LINK_MIN_CLUSTERS`
+    of them (too few for a labelling) or fewer than its lone corners (most corners in no cluster:
+    near the MLA's conjugate plane), is tried by its lone corners and those clusters
+    (:func:`link_lone_corners`).
     ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``)."""
     r = None
     if len(det.features):
         views = {frame: det.view} if det.view is not None else None
         ext = initial_extrinsics(camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
         r = ext.frames[0]
-    if r is None or (not r.ok and r.n_clusters < MIN_CLUSTERS_FOR_POSE):
+    if r is None or (not r.ok and (r.n_clusters < LINK_MIN_CLUSTERS or len(det.lone_index) > r.n_clusters)):
         lone = link_lone_corners(det, frame, camera=camera, board=board, fit_rendered=fit_rendered,
                                  n_clusters=0 if r is None else r.n_clusters, grid_camera=grid_camera)
         if lone is not None:
             added, r_lone, record = lone
-            if r_lone.ok:  # the few clusters are not among its features: the completion fitted their nodes anew
+            if r_lone.ok:  # the clusters linked by node and the nodes the pose predicts
                 return added, r_lone, None, record
             return det.features, replace(r_lone, reason=f"{'no features' if r is None else r.reason}; {r_lone.reason}"), None, record
         if r is None:
@@ -460,7 +496,7 @@ def run(args: argparse.Namespace) -> int:
             "linked_features": int((rows & keep).sum()),
             "unlinked_features": int((rows & ~keep).sum()),
         }
-        if r is None or (not r.ok and r.n_clusters < MIN_CLUSTERS_FOR_POSE):
+        if r is None or (not r.ok and r.n_clusters < LINK_MIN_CLUSTERS):
             rec["linking"]["reason"] += ": " + too_few_clusters_hint(rec["counts"])
         rec["predicted_nodes"] = node_records.get(rec["frame"], {"action": "no pose"})
     if not keep.any():
@@ -510,7 +546,11 @@ def run(args: argparse.Namespace) -> int:
 MIN_CLUSTERS_TO_RELINK = 5
 """A refused frame is detected again in the second pass only if its first pass found at least this
 many clusters (a lattice needs 5 barycentres, :func:`plenocal.calib.linking.lattice_coordinates`;
-with fewer, linking fails whatever the camera, and the frame's detection does not depend on it)."""
+with fewer, linking fails whatever the camera, and the frame's detection does not depend on it).
+Its lone corners (:func:`link_lone_corners`) are not tried again either: a better camera would only
+move the completion, and on the frames refused that way (the DG R12-A render's 212, its real-optics
+board at 383 mm, the telephoto render's 210–212) the true camera and pose themselves fit 0–2 nodes
+in two or more micro-images."""
 
 
 def run_second_pass(args: argparse.Namespace) -> int:
