@@ -206,3 +206,18 @@ def test_report_names_depth_frames_near_the_mla_conjugate_plane(tmp_path):
     page, _ = build_report(tmp_path)
     assert "Near the plane conjugate to the micro-lens array</b>, frames 211 (442 of 450):" in page
     assert "(|υ| &lt; 2 cannot be estimated)" in page and "210 (" not in page and "100 (" not in page
+
+
+def test_report_shows_the_per_pixel_depth_map_when_depth_wrote_one(tmp_path):
+    """``plenocal depth --per-pixel`` writes frame-<id>-depth-pixels.png: the report shows it."""
+    from plenocal.viz.report import build_report
+
+    (tmp_path / "depth").mkdir()
+    frames = {"7": {"counts": {"estimated": 10, "at_limit": 0}, "textured": 10, "z_percentiles_mm": {"50": 300.0}}}
+    (tmp_path / "depth" / "depth.json").write_text(json.dumps({"format": "plenocal-depth", "version": 1, "frames": frames}))
+    png = tmp_path / "depth" / "depth" / "frame-7-depth-pixels.png"
+    png.parent.mkdir()
+    ok, buf = __import__("cv2").imencode(".png", np.full((4, 5), 128, dtype=np.uint8))
+    png.write_bytes(buf.tobytes())
+    page, _ = build_report(tmp_path)
+    assert "frame 7: depth per pixel" in page

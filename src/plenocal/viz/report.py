@@ -550,6 +550,10 @@ def _depth_section(c: Collected) -> str:
         if png.is_file():
             figs.append(_figure_html(_png_data_uri(png.read_bytes()), f"frame {f}: depth per micro-image (turbo colours, "
                                                                         "2nd–98th percentile of z)"))
+        png = path.parent / "depth" / f"frame-{f}-depth-pixels.png"
+        if png.is_file():
+            figs.append(_figure_html(_png_data_uri(png.read_bytes()), f"frame {f}: depth per pixel (--per-pixel: the "
+                                                                        "screened pixels' z in the central view, median per cell)"))
         png = path.parent / "depth" / f"frame-{f}-allfocus.png"
         if png.is_file():
             figs.append(_figure_html(_png_data_uri(png.read_bytes()), f"frame {f}: all-in-focus image (each micro-image's "
