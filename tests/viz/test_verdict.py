@@ -355,3 +355,19 @@ def test_a_not_trustworthy_verdict_is_one_console_line_and_run_exits_3(tmp_path,
     assert len(err) == 1 and err[0].startswith("plenocal run: not trustworthy — calibration: did not converge")
     (tmp_path / "calibration" / "report.json").write_text(json.dumps(_calibration()))
     assert verdict_code(tmp_path) == 0 and capsys.readouterr().err == ""
+
+
+def test_a_radius_slope_off_the_whites_by_a_few_per_cent_is_a_warning():
+    """The Tessar render's calibration with a wrong exit pupil: m −4.55 % at 2.7σ from the whites' —
+    a warning; the same offset within 2σ, or 0.3 % at many σ (PRISM), stays information."""
+    from plenocal.viz.verdict import declaration_findings
+
+    def slope(rel, std):
+        m = -0.1344
+        return {"consistency": {"radius_slope": {"calibrated_mm": m, "std_mm": std, "std_frames_mm": std / 2,
+                                                 "white_images_mm": m / (1 + rel), "relative": rel}}}
+
+    (tessar,) = declaration_findings(slope(-0.0455, 0.00227))
+    assert tessar.level == "warning" and tessar.text.startswith("the camera's radius-law slope m is -4.5 % (2.7σ)")
+    assert [f.level for f in declaration_findings(slope(-0.0455, 0.004))] == ["info"]
+    assert [f.level for f in declaration_findings(slope(0.0027, 0.00002))] == ["info"]

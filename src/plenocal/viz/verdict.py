@@ -98,6 +98,15 @@ e), relative to F: beyond 1 % a warning, beyond 3 % the scale is not trustworthy
 Tessar render: 6.5 % (F −6.9 % off, 3.4σ of its larger σ); the double-Gauss 2.0 % (−0.4 %); the
 real-optics R12-B 1.3 % (−0.4 %); PRISM's thin lens: e not kept, nothing."""
 
+RADIUS_SLOPE_WARNING = 0.02
+RADIUS_SLOPE_WARNING_SIGMA = 2.0
+"""The calibrated camera's white radius-law slope m against the whites' (report.json
+``consistency.radius_slope``): beyond 2 % and 2 of its larger σ, a warning (calibration refuses
+beyond :data:`plenocal.calib.plausibility.RADIUS_SLOPE_TOLERANCE`, for a wrong declaration). It
+follows the exit pupil: with e right it is within 1 % (PRISM +0.27 %, the real-optics R12-B
+−0.48 %, the double-Gauss render +0.02 %, the Tessar with --lens −0.05 %, the demo +0.68 %); with
+e wrong, the Tessar −4.55 % (2.7σ, e +14.5 mm), the telephoto +4.52 % (5.6σ, e −13.2 mm)."""
+
 STAGES = ("report", "pre-calibration", "detection", "calibration", "evaluation")
 
 
@@ -623,9 +632,19 @@ def declaration_findings(doc: Mapping[str, Any]) -> list[Finding]:
     cons = doc.get("consistency") if isinstance(doc.get("consistency"), dict) else {}
     slope = cons.get("radius_slope") if isinstance(cons.get("radius_slope"), dict) else None
     if slope is not None and _finite(slope.get("relative")):
-        out.append(Finding(st, "info", f"radius-law slope m of the camera {100 * slope['relative']:+.1f} % from the white "
-                                       "images' (checks the declared board square and pixel size; refused beyond "
-                                       f"{100 * RADIUS_SLOPE_TOLERANCE:.0f} %)"))
+        rel = float(slope["relative"])
+        sig = max((abs(float(v)) for v in (slope.get("std_mm"), slope.get("std_frames_mm")) if _finite(v)), default=0.0)
+        m = _number(slope.get("calibrated_mm"))
+        z = abs(rel) * abs(m) / sig if m and sig > 0 else math.nan  # without its σ: not judged
+        if abs(rel) > RADIUS_SLOPE_WARNING and z > RADIUS_SLOPE_WARNING_SIGMA:
+            out.append(Finding(st, "warning", f"the camera's radius-law slope m is {100 * rel:+.1f} % ({z:.1f}σ) from the white "
+                                              "images': the images fit as well a camera whose scale (F, D), d or exit pupil is "
+                                              "off by about that much — on plenocal's renders a wrong exit pupil does this, a "
+                                              "right one stays within 1 % (docs/model.md)"))
+        else:
+            out.append(Finding(st, "info", f"radius-law slope m of the camera {100 * rel:+.1f} % from the white "
+                                           "images' (checks the declared board square and pixel size; refused beyond "
+                                           f"{100 * RADIUS_SLOPE_TOLERANCE:.0f} %)"))
     nominal = _number(cons.get("nominal_focal_length_mm"))
     params = doc.get("parameters") if isinstance(doc.get("parameters"), dict) else {}
     F = params.get("F_mm") if isinstance(params.get("F_mm"), dict) else None
