@@ -217,7 +217,10 @@ def test_report_shows_the_per_pixel_depth_map_when_depth_wrote_one(tmp_path):
     (tmp_path / "depth" / "depth.json").write_text(json.dumps({"format": "plenocal-depth", "version": 1, "frames": frames}))
     png = tmp_path / "depth" / "depth" / "frame-7-depth-pixels.png"
     png.parent.mkdir()
-    ok, buf = __import__("cv2").imencode(".png", np.full((4, 5), 128, dtype=np.uint8))
+    import cv2
+
+    ok, buf = cv2.imencode(".png", np.full((4, 5), 128, dtype=np.uint8))
+    assert ok
     png.write_bytes(buf.tobytes())
     page, _ = build_report(tmp_path)
     assert "frame 7: depth per pixel" in page
