@@ -179,3 +179,23 @@ def test_a_pupil_the_images_cannot_place_is_probed(offset_pupil, r12a_board, mon
     assert abs(res.camera.main_lens.focal_length_mm - F_true) > MIN_BIAS_Z * sigma_F  # e = 0: biased
     assert abs(probe["F_mm"] - F_true) < abs(res.camera.main_lens.focal_length_mm - F_true) / 4  # e = 10: near
     assert abs(probe["F_change_percent"]) > 1.0
+
+
+def test_the_white_images_judge_the_pupil_the_data_keep(monkeypatch):
+    """The camera with e further from the whites' radius-law slope than the one without, by more
+    than the margin: e is left out, with both distances recorded (the Tessar render's −4.55 % and
+    +0.28 %); within the margin it stays (the real-optics R12-B's −0.48 % and +0.87 %)."""
+    import types
+
+    import plenocal.calib.plausibility as P
+    from plenocal.calib.calibrate import WHITE_SLOPE_PUPIL_MARGIN, whites_judge_the_pupil
+
+    with_e, without_e = types.SimpleNamespace(layout="with", x=None), types.SimpleNamespace(layout="without", x=None)
+    pupil = {"kept": True, "reason": "W = 25.3 > 10.8"}
+    for m_with, m_without, kept in ((-0.0455, 0.0028, False), (-0.0048, 0.0087, True)):
+        monkeypatch.setattr(P, "radius_slope", lambda lay, x, a=m_with, b=m_without: ((1 + (a if lay == "with" else b)) * -0.14, None))
+        out = whites_judge_the_pupil(pupil, with_e, without_e, white_slope_mm=-0.14)
+        assert out["kept"] is kept and out["white_slope"]["with"] == pytest.approx(m_with)
+        assert out["white_slope"]["without"] == pytest.approx(m_without) and out["white_slope"]["margin"] == WHITE_SLOPE_PUPIL_MARGIN
+        if not kept:
+            assert out["reason"].startswith("W = 25.3 > 10.8, but the white images' radius-law slope is -4.5 % from the camera with it")

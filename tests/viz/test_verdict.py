@@ -371,3 +371,19 @@ def test_a_radius_slope_off_the_whites_by_a_few_per_cent_is_a_warning():
     assert tessar.level == "warning" and tessar.text.startswith("the camera's radius-law slope m is -4.5 % (2.7σ)")
     assert [f.level for f in declaration_findings(slope(-0.0455, 0.004))] == ["info"]
     assert [f.level for f in declaration_findings(slope(0.0027, 0.00002))] == ["info"]
+
+
+def test_a_pupil_the_white_images_left_out_is_judged_within_their_range():
+    """The Tessar render: the whites left out the images' e = 15.3 mm (−4.6 % from their slope,
+    +0.3 % without it), so e = 0 is known to ±3.2 mm, and the probe's −3.4 % for 10 mm becomes
+    ±1.1 % — a warning, not "not trustworthy"; without the whites' record the probe's 3.4 % stays."""
+    from plenocal.viz.verdict import exit_pupil_scale_findings
+
+    pupil = {"kept": False, "values": {"exit_pupil_mm": 15.29}, "reason": "W = 25.3 > 10.8, but ...",
+             "white_slope": {"with": -0.0455, "without": 0.0028, "margin": 0.01},
+             "scale_probe": {"exit_pupil_mm": 10.0, "F_change_percent": -3.39, "converged": True}}
+    (f,) = exit_pupil_scale_findings({"model_selection": {"exit_pupil": pupil}})
+    assert f.level == "warning" and "within about ±3.2 mm" in f.text and "F is known to about ±1.1 %" in f.text
+    del pupil["white_slope"]
+    (f,) = exit_pupil_scale_findings({"model_selection": {"exit_pupil": pupil}})
+    assert f.level == "error" and "these images cannot place" in f.text

@@ -188,6 +188,9 @@ class CalibrationOptions:
     priors: tuple[Prior, ...] = ()
     exit_pupil: bool | None = None
     depth_distortion: bool | None = None
+    white_radius_slope_mm: float | None = None
+    """The white images' radius-law slope m (Ω's), when known: the exit pupil the data choose is
+    checked against it (:data:`WHITE_SLOPE_PUPIL_MARGIN`)."""
 
     def __post_init__(self) -> None:
         if self.loss not in ("huber", "linear"):
@@ -682,6 +685,14 @@ def _choose_model(observations: Observations, initial: PlenopticCamera, board: C
     else:
         evidence = {g: {"kept": False, "reason": "the camera with every real-lens term did not converge"} for g in auto}
     evidence = dict(not_offered) | pupil_with_a_curved_field(evidence)
+    if full.converged and not user_priors and "exit_pupil" in auto and evidence["exit_pupil"]["kept"] \
+            and opt.white_radius_slope_mm:
+        keep = {g: g != "exit_pupil" and bool(evidence[g]["kept"]) for g in auto}
+        without = solve(with_terms(opt, keep), without_real_lens_terms(initial, [g for g in auto if not keep[g]]))
+        extra_s += without.timings_s["total"]
+        if without.converged:
+            evidence["exit_pupil"] = whites_judge_the_pupil(evidence["exit_pupil"], full, without,
+                                                            white_slope_mm=opt.white_radius_slope_mm)
     dropped = [g for g in auto if not evidence[g]["kept"]]
     if not dropped and not user_priors:
         full.model_selection = evidence
@@ -709,6 +720,36 @@ def _choose_model(observations: Observations, initial: PlenopticCamera, board: C
     chosen.timings_s["model_selection"] = extra_s
     chosen.timings_s["total"] += extra_s
     return chosen
+
+
+WHITE_SLOPE_PUPIL_MARGIN = 0.01
+"""An exit pupil the data keep is left out when the camera with it is further from the white images'
+radius-law slope m (Ω's; m = d·(F − e)/(2(D − e)), :func:`plenocal.calib.plausibility.radius_slope`)
+than the camera without it, by more than this (relative). The whites measure the exit pupil's image
+through the lenslets independently of the checkerboards; with e right the camera is within 1 % of
+them. Measured, camera with e / without: the real-optics R12-B (e 9.35 mm) −0.48 / +0.87 % and
+plenocal's double-Gauss render (−7.3 mm) +0.02 / −1.17 %: kept; the Tessar render (0.8 mm; the
+images put e at 15.3 mm, F −6.3 %) −4.55 / +0.28 %, and a thin-lens render of boards near the MLA's
+conjugate (8 frames; e kept at 18.5 ± 5.3 mm, W 12.3, F −8 %) −7.9 / +0.13 %: left out, F then
+−0.24 % and −0.01 %."""
+
+
+def whites_judge_the_pupil(pupil: dict[str, object], with_e: CalibrationResult, without_e: CalibrationResult, *,
+                           white_slope_mm: float, margin: float = WHITE_SLOPE_PUPIL_MARGIN) -> dict[str, object]:
+    """The exit pupil's model-selection record with the white images' verdict on it
+    (:data:`WHITE_SLOPE_PUPIL_MARGIN`): ``white_slope`` {``with``, ``without``: the relative
+    distance of each camera's radius-law slope from the whites'}, and ``kept`` False when the camera
+    with e is the further by more than ``margin``."""
+    from plenocal.calib.plausibility import radius_slope
+
+    rel_with = radius_slope(with_e.layout, with_e.x)[0] / white_slope_mm - 1.0
+    rel_without = radius_slope(without_e.layout, without_e.x)[0] / white_slope_mm - 1.0
+    out = pupil | {"white_slope": {"with": float(rel_with), "without": float(rel_without), "margin": margin}}
+    if abs(rel_with) > abs(rel_without) + margin:
+        out |= {"kept": False, "reason": f"{pupil.get('reason', 'kept')}, but the white images' radius-law slope is "
+                                         f"{100 * rel_with:+.1f} % from the camera with it and {100 * rel_without:+.1f} % "
+                                         "without: the checkerboards took something else for a pupil"}
+    return out
 
 
 def prior_terms(options: CalibrationOptions) -> set[str]:

@@ -554,6 +554,8 @@ def run(args: argparse.Namespace) -> int:
             args.lens, focal_length_mm=nominal, priors=tuple(args.prior or ()),
             exit_pupil=False if legacy else getattr(args, "exit_pupil", None)))]
     opt = options_from_args(args, inputs.camera, positions=positions)
+    if inputs.omega is not None and inputs.omega.m_mm:  # the whites judge the exit pupil the data choose
+        opt = dataclasses.replace(opt, white_radius_slope_mm=float(inputs.omega.m_mm))
     board = inputs.dataset.manifest.target
     radii = MeasuredPupilRadii(inputs.omega, inputs.camera.grid) \
         if opt.pupil_vignetting and inputs.omega is not None and not opt.pinhole_micro_lenses else None

@@ -505,6 +505,21 @@ def rejection_findings(n_rejected: int, n_features: int, field: Any) -> list[Fin
     return out
 
 
+def _whites_pupil_range(pupil: Any) -> float | None:
+    """How far from e = 0 the white images' radius-law slope lets the exit pupil be (mm), when they
+    left it out (calibration's ``white_slope``, :data:`plenocal.calib.calibrate.WHITE_SLOPE_PUPIL_MARGIN`):
+    the margin over the slope's change per mm of e between the two cameras; else None."""
+    if not isinstance(pupil, Mapping) or pupil.get("kept"):
+        return None
+    ws, values = pupil.get("white_slope"), pupil.get("values")
+    if not isinstance(ws, Mapping) or not isinstance(values, Mapping):
+        return None
+    e, w, wo, margin = (_number(x) for x in (values.get("exit_pupil_mm"), ws.get("with"), ws.get("without"), ws.get("margin")))
+    if e is None or w is None or wo is None or margin is None or e == 0.0 or w == wo:
+        return None
+    return margin / (abs(w - wo) / abs(e))
+
+
 def exit_pupil_scale_findings(doc: Mapping[str, Any]) -> list[Finding]:
     """How far F moves if the exit pupil e that the data chose is :data:`EXIT_PUPIL_SYSTEMATIC_MM`
     off (F's regression on e in the calibration's covariance: ρ_Fe·σ_F/σ_e per mm), when e was
@@ -519,6 +534,16 @@ def exit_pupil_scale_findings(doc: Mapping[str, Any]) -> list[Finding]:
     probe = pupil.get("scale_probe") if isinstance(pupil, Mapping) else None
     if isinstance(probe, Mapping) and _finite(probe.get("F_change_percent")) and probe.get("converged"):
         # e left out by a lens the data show not to be thin: calibration moved the pupil to see.
+        whites = _whites_pupil_range(pupil)
+        if whites is not None and whites < float(probe.get("exit_pupil_mm") or 0.0):
+            shift = abs(float(probe["F_change_percent"])) / 100.0 * whites / float(probe["exit_pupil_mm"])
+            ws = pupil["white_slope"]
+            return _scale_finding(shift, f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), "
+                                         f"where the white images' radius-law slope puts it (the camera with e = "
+                                         f"{float(pupil['values']['exit_pupil_mm']):.1f} mm was {100 * float(ws['with']):+.1f} % "
+                                         f"from it, without {100 * float(ws['without']):+.1f} %), within about ±{whites:.1f} mm: "
+                                         f"with it {probe.get('exit_pupil_mm'):g} mm behind H′ F comes out "
+                                         f"{float(probe['F_change_percent']):+.1f} %, so F is known to about ±{100 * shift:.1f} %")
         return _scale_finding(abs(float(probe["F_change_percent"])) / 100.0,
                               f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), which "
                               f"these images cannot place ({pupil.get('reason', 'e left out')}): with it "
