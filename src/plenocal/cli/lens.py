@@ -5,7 +5,9 @@ The images cannot always place the main lens's exit pupil: its distance e behind
 plane H′ shares its signature in the (u, v) with the real micro-lenses' disparity scale, and the
 scale of the calibration (F, D) follows e (docs/model.md, "Where the data-chosen e fails"). A lens's
 prescription gives e exactly (paraxially): e = z(exit pupil) − z(H′). plenocal's renders with real
-micro-lenses, calibrated with that prior (``--prior exit_pupil_mm=e±1``):
+micro-lenses, calibrated with that prior (``--prior exit_pupil_mm=e±1``; "without": the pupil the
+checkerboards chose, before the white images judged it — the Tessar's is now left out by them,
+F −0.24 %, :data:`plenocal.calib.calibrate.WHITE_SLOPE_PUPIL_MARGIN`):
 
 | lens (e) | F without / with | D without / with |
 |---|---|---|
