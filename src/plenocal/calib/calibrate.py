@@ -685,20 +685,23 @@ def _choose_model(observations: Observations, initial: PlenopticCamera, board: C
     else:
         evidence = {g: {"kept": False, "reason": "the camera with every real-lens term did not converge"} for g in auto}
     evidence = dict(not_offered) | pupil_with_a_curved_field(evidence)
+    judged: tuple[list[str], CalibrationResult] | None = None
     if full.converged and not user_priors and "exit_pupil" in auto and evidence["exit_pupil"]["kept"] \
             and opt.white_radius_slope_mm:
         keep = {g: g != "exit_pupil" and bool(evidence[g]["kept"]) for g in auto}
-        without = solve(with_terms(opt, keep), without_real_lens_terms(initial, [g for g in auto if not keep[g]]))
-        extra_s += without.timings_s["total"]
-        if without.converged:
-            evidence["exit_pupil"] = whites_judge_the_pupil(evidence["exit_pupil"], full, without,
+        judged = ([g for g in auto if not keep[g]], solve(with_terms(opt, keep), without_real_lens_terms(initial, [g for g in auto if not keep[g]])))
+        if judged[1].converged:
+            evidence["exit_pupil"] = whites_judge_the_pupil(evidence["exit_pupil"], full, judged[1],
                                                             white_slope_mm=opt.white_radius_slope_mm)
     dropped = [g for g in auto if not evidence[g]["kept"]]
+    if judged is not None and judged[0] != dropped:
+        extra_s += judged[1].timings_s["total"]  # a camera not chosen: the model selection's cost
     if not dropped and not user_priors:
         full.model_selection = evidence
         return full
-    chosen = solve(with_terms(opt, {g: g not in dropped for g in auto}),
-                   without_real_lens_terms(initial, dropped))
+    # the camera the whites judged is the one without e: the same solve
+    chosen = judged[1] if judged is not None and judged[0] == dropped else \
+        solve(with_terms(opt, {g: g not in dropped for g in auto}), without_real_lens_terms(initial, dropped))
     if dropped and not chosen.converged and full.converged and not user_priors:
         # The data cannot tell: keep the camera that converged.
         for g in dropped:
