@@ -396,12 +396,11 @@ def default_distance_range_mm(camera: PlenopticCamera) -> tuple[float, float]:
     return 8.0 * Fc, 100.0 * F
 
 
-def inverse_depth_range(camera: PlenopticCamera, distance_range_mm: tuple[float, float], *,
-                        min_abs_virtual_depth: float = MIN_ABS_VIRTUAL_DEPTH) -> tuple[float, float]:
-    """The interval of w = 1/υ that on-axis object points at ``distance_range_mm`` map to, within
-    |w| ≤ 1/``min_abs_virtual_depth``. υ changes sign where the MLA images the object (υ → 0,
-    not estimable): of the two sides, the one holding the larger share of the distances is kept.
-    """
+def _sides(camera: PlenopticCamera, distance_range_mm: tuple[float, float], *, min_abs_virtual_depth: float
+           ) -> tuple[FloatArray, FloatArray, NDArray[np.bool_], NDArray[np.bool_]]:
+    """On-axis object distances sampled over ``distance_range_mm`` (512, geometric), their w = 1/υ,
+    and which of them are searched (the side of the MLA's conjugate holding the larger share, with
+    |υ| ≥ ``min_abs_virtual_depth``) and which lie on the other side (same bound)."""
     from plenocal.depth.metric import virtual_depth_of_points
 
     z0, z1 = float(distance_range_mm[0]), float(distance_range_mm[1])
@@ -412,17 +411,27 @@ def inverse_depth_range(camera: PlenopticCamera, distance_range_mm: tuple[float,
     c = len(k) // 2
     ups = virtual_depth_of_points(camera, np.column_stack([0 * zs, 0 * zs, zs]), np.full(zs.size, k[c]), np.full(zs.size, l[c]))
     w = 1.0 / ups
-    w_max = 1.0 / min_abs_virtual_depth
-    ok = np.abs(w) <= w_max
+    ok = np.abs(w) <= 1.0 / min_abs_virtual_depth
     pos, neg = ok & (w > 0), ok & (w < 0)
-    side = pos if pos.sum() >= neg.sum() else neg
+    return (zs, w, pos, neg) if pos.sum() >= neg.sum() else (zs, w, neg, pos)
+
+
+def inverse_depth_range(camera: PlenopticCamera, distance_range_mm: tuple[float, float], *,
+                        min_abs_virtual_depth: float = MIN_ABS_VIRTUAL_DEPTH) -> tuple[float, float]:
+    """The interval of w = 1/υ that on-axis object points at ``distance_range_mm`` map to, within
+    |w| ≤ 1/``min_abs_virtual_depth``. υ changes sign where the MLA images the object (υ → 0,
+    not estimable): of the two sides, the one holding the larger share of the distances is kept.
+    """
+    _, w, side, _ = _sides(camera, distance_range_mm, min_abs_virtual_depth=min_abs_virtual_depth)
     if not side.any():
-        raise DataError(f"distance range ({z0:g}, {z1:g}) mm: no virtual depth with |υ| >= {min_abs_virtual_depth:g} in it")
+        raise DataError(f"distance range ({float(distance_range_mm[0]):g}, {float(distance_range_mm[1]):g}) mm: no virtual "
+                        f"depth with |υ| >= {min_abs_virtual_depth:g} in it")
+    w_max = 1.0 / min_abs_virtual_depth
     lo, hi = float(w[side].min()), float(w[side].max())
     # reaching the |υ| limit within the range: search up to it
-    if side is pos and np.any(w > w_max):
+    if lo > 0 and np.any(w > w_max):
         hi = w_max
-    if side is neg and np.any(w < -w_max):
+    if hi < 0 and np.any(w < -w_max):
         lo = -w_max
     return lo, hi
 
@@ -437,15 +446,7 @@ def distances_left_out_mm(camera: PlenopticCamera, distance_range_mm: tuple[floa
     render, default range 200–540 mm about a conjugate at ~414 mm, gave its boards at 522 and
     550 mm 1 029 and 442 micro-image depths at a median 257 mm. A distance range on their side
     (``--distance-range``) searches them."""
-    from plenocal.depth.metric import virtual_depth_of_points
-
-    z0, z1 = float(distance_range_mm[0]), float(distance_range_mm[1])
-    zs = np.geomspace(z0, z1, 512)
-    k, l = camera.grid.lattice.all_indices()
-    c = len(k) // 2
-    w = 1.0 / virtual_depth_of_points(camera, np.column_stack([0 * zs, 0 * zs, zs]), np.full(zs.size, k[c]), np.full(zs.size, l[c]))
-    lo, hi = inverse_depth_range(camera, (z0, z1), min_abs_virtual_depth=min_abs_virtual_depth)
-    other = (np.abs(w) <= 1.0 / min_abs_virtual_depth) & (np.sign(w) != np.sign(lo + hi))
+    zs, _, _, other = _sides(camera, distance_range_mm, min_abs_virtual_depth=min_abs_virtual_depth)
     if not other.any():
         return None
     return float(zs[other].min()), float(zs[other].max())
