@@ -339,8 +339,7 @@ def test_a_scale_that_rests_on_a_data_chosen_exit_pupil_is_flagged():
 def test_a_not_trustworthy_verdict_is_one_console_line_and_run_exits_3(tmp_path, capsys):
     """``plenocal run`` and ``calibrate`` write everything, then exit 3 (EXIT_NOT_TRUSTWORTHY) with
     the verdict's first reason when it is "not trustworthy"; 0 with warnings."""
-    from plenocal.cli.main import EXIT_NOT_TRUSTWORTHY
-    from plenocal.cli.run import verdict_code
+    from plenocal.cli.main import EXIT_NOT_TRUSTWORTHY, verdict_exit_code
     from plenocal.viz.verdict import not_trustworthy_line
 
     bad = _calibration(rejected={"bap": 300, "uv": 300, "rho": 0, "mic": 0}, converged=False, termination="max iterations")
@@ -350,6 +349,9 @@ def test_a_not_trustworthy_verdict_is_one_console_line_and_run_exits_3(tmp_path,
     assert not_trustworthy_line(assemble({"calibration": _calibration(), "camera": _camera()})) is None
     (tmp_path / "calibration").mkdir()
     (tmp_path / "calibration" / "report.json").write_text(json.dumps(bad))
+    def verdict_code(folder):
+        return verdict_exit_code(folder, command="run", written="every output is written")
+
     assert verdict_code(tmp_path) == EXIT_NOT_TRUSTWORTHY
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("plenocal run: not trustworthy — calibration: did not converge")

@@ -66,7 +66,7 @@ from plenocal.calib.priors import Prior, check_priors
 from plenocal.calib.residuals import MeasuredPupilRadii
 from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
 from plenocal.evaluate.field import ModelField, field_of_calibration, micro_image_radius_mm
-from plenocal.io._json import load_json, write_document
+from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file, read_internal_parameters, write_camera
 from plenocal.io.dataset import Dataset, ImageRole, read_dataset
@@ -627,20 +627,6 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         print(f"plenocal calibrate: warning: written despite failed checks (--allow-failed-checks): {'; '.join(failed)}",
               file=sys.stderr)
-    return written_verdict_code(out, quiet=bool(failed))
+    from plenocal.cli.main import verdict_exit_code
 
-
-def written_verdict_code(out: Path, *, quiet: bool = False) -> int:
-    """0, or :data:`plenocal.cli.main.EXIT_NOT_TRUSTWORTHY` (with one line on stderr unless
-    ``quiet``) when the verdict of what was written in ``out`` (report.json and camera.json, read
-    back as the report reads them) is "not trustworthy"."""
-    from plenocal.cli.main import EXIT_NOT_TRUSTWORTHY
-    from plenocal.viz.verdict import assemble, not_trustworthy_line
-
-    docs = {"calibration": load_json(out / "report.json"), "camera": load_json(out / "camera.json")}
-    line = not_trustworthy_line(assemble(docs))
-    if line is None:
-        return 0
-    if not quiet:
-        print(f"plenocal calibrate: {line}; written to {out} anyway", file=sys.stderr)
-    return EXIT_NOT_TRUSTWORTHY
+    return verdict_exit_code(out, command="calibrate", written=f"written to {out} anyway", quiet=bool(failed))

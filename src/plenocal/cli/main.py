@@ -31,6 +31,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from plenocal import __version__
@@ -47,6 +48,21 @@ place, too many rejections within the model's field, a result written despite a 
 script must not take it for a calibration, a user can still read every output."""
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+
+
+def verdict_exit_code(folder: Path, *, command: str, written: str, quiet: bool = False) -> int:
+    """0, or :data:`EXIT_NOT_TRUSTWORTHY` with one line on stderr (``plenocal COMMAND: not trustworthy
+    — <first reason>; WRITTEN``, unless ``quiet``) when the report's verdict on the stage outputs in
+    ``folder`` is "not trustworthy"."""
+    from plenocal.viz.report import folder_verdict
+    from plenocal.viz.verdict import not_trustworthy_line
+
+    line = not_trustworthy_line(folder_verdict(folder))
+    if line is None:
+        return 0
+    if not quiet:
+        print(f"plenocal {command}: {line}; {written}", file=sys.stderr)
+    return EXIT_NOT_TRUSTWORTHY
 
 
 class CommandLineError(UsageError):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -419,18 +418,6 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(label, value)
     table.add_row("stages", ", ".join(f"{k} {v['wall_time_s']:.1f}s" if v["status"] == "done" else f"{k} (kept)" for k, v in status.items()))
     console.print(table)
-    return verdict_code(out)
+    from plenocal.cli.main import verdict_exit_code
 
-
-def verdict_code(out: Path) -> int:
-    """0, or :data:`plenocal.cli.main.EXIT_NOT_TRUSTWORTHY` with one line on stderr when the
-    report's verdict on the run's outputs is "not trustworthy" (everything is written)."""
-    from plenocal.cli.main import EXIT_NOT_TRUSTWORTHY
-    from plenocal.viz.report import folder_verdict
-    from plenocal.viz.verdict import not_trustworthy_line
-
-    line = not_trustworthy_line(folder_verdict(out))
-    if line is None:
-        return 0
-    print(f"plenocal run: {line}; every output is written ({out / 'report.html'})", file=sys.stderr)
-    return EXIT_NOT_TRUSTWORTHY
+    return verdict_exit_code(out, command="run", written=f"every output is written ({out / 'report.html'})")

@@ -681,13 +681,17 @@ document.body.setAttribute('data-verdict-top',r?String(Math.round(r.top+window.s
 """
 
 
-def folder_verdict(folder: str | Path) -> Any:
-    """The verdict (:class:`plenocal.viz.verdict.Verdict`) of the stage outputs in ``folder``, as
-    the report's page leads with it, without building the page."""
+def _verdict(c: Collected) -> Any:
+    """The verdict (:class:`plenocal.viz.verdict.Verdict`) of the collected stage outputs."""
     from plenocal.viz.verdict import assemble
 
-    c = collect(Path(folder))
     return assemble({k: d for k, (_, d) in c.documents.items()}, notes=c.notes)
+
+
+def folder_verdict(folder: str | Path) -> Any:
+    """The verdict of the stage outputs in ``folder``, as the report's page leads with it, without
+    building the page."""
+    return _verdict(collect(Path(folder)))
 
 
 def build_report(folder: str | Path) -> tuple[str, Collected]:
@@ -700,8 +704,6 @@ def build_report(folder: str | Path) -> tuple[str, Collected]:
     above 0.9 flagged, the evaluation with its rejected observations, κ, the depth of field, the
     settings and the provenance (software versions, input hashes).
     """
-    from plenocal.viz.verdict import assemble
-
     c = collect(Path(folder))
     figures: list[tuple[str, str]] = []
     data = _residual_data(c)
@@ -715,7 +717,7 @@ def build_report(folder: str | Path) -> tuple[str, Collected]:
             figures.append((_png_data_uri(c.images[stem].read_bytes()), caption))
     figs = "".join(_figure_html(uri, cap) for uri, cap in figures) or "<p>No figures.</p>"
     details.append(_provenance_section(c))
-    verdict = assemble({k: d for k, (_, d) in c.documents.items()}, notes=c.notes)
+    verdict = _verdict(c)
     nav = ('<nav><a href="#verdict">verdict</a><a href="#figures">figures</a><a href="#calibration">calibration</a>'
            '<a href="#evaluation">evaluation</a><a href="#depth">depth</a><a href="#kappa">κ</a><a href="#profile">depth of field</a>'
            '<a href="#provenance">provenance</a></nav>')
