@@ -88,8 +88,12 @@ def lens_exit_pupil_prior(spec: str, *, focal_length_mm: float | None = None, pr
         raise UsageError(f"--lens {spec} gives the exit pupil a prior: it cannot go with --no-exit-pupil or --legacy-model")
     if any(Prior.parse(t).name == "exit_pupil_mm" for t in priors):
         raise UsageError(f"--lens {spec} gives exit_pupil_mm its prior: drop --prior exit_pupil_mm, or --lens")
-    e = lens_data(spec, focal_length_mm=focal_length_mm)["exit_pupil_mm"]
-    return Prior("exit_pupil_mm", round(float(e), 4), LENS_EXIT_PUPIL_STD_MM)
+    return _exit_pupil_prior(lens_data(spec, focal_length_mm=focal_length_mm))
+
+
+def _exit_pupil_prior(data: dict[str, Any]) -> Prior:
+    """``exit_pupil_mm = e ± LENS_EXIT_PUPIL_STD_MM`` from :func:`lens_data`'s e (to 0.1 µm)."""
+    return Prior("exit_pupil_mm", round(float(data["exit_pupil_mm"]), 4), LENS_EXIT_PUPIL_STD_MM)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -106,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     d = lens_data(args.prescription, focal_length_mm=args.focal_length_mm, f_number=args.f_number)
-    prior = Prior("exit_pupil_mm", round(float(d["exit_pupil_mm"]), 4), LENS_EXIT_PUPIL_STD_MM)
+    prior = _exit_pupil_prior(d)
     if args.json:
         print(json.dumps(d | {"prior": str(prior)}, indent=1))
         return 0
