@@ -264,6 +264,8 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
         if "error" in res:
             return res
     res["timings_s"] = stage_timings(out)
+    pre = load(out / "precalibration" / "precalibration.json")
+    res["precalibration"] = omega_at_lattice_centre(pre, truth) if pre else None
     det = load(out / "detection" / "detection.json") or {}
     frames = det.get("frames", [])
     res["linking"] = {
@@ -276,17 +278,27 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     if rep:
         p = rep["parameters"]
 
-        def err(name: str, true: float) -> dict[str, Any]:
+        def err(name: str, true: float, value: float | None = None) -> dict[str, Any]:
             q = p.get(name)
             if q is None:
                 return {}
+            v = q["value"] if value is None else value
             s = max(q["std"], q.get("std_frames") or 0.0)
-            return {"value": q["value"], "truth": true, "error_percent": pct(q["value"], true),
-                    "z_larger_sigma": (q["value"] - true) / s if s > 0 else None, "std": q["std"],
-                    "std_frames": q.get("std_frames")}
+            row = {"value": v, "truth": true, "error_percent": pct(v, true),
+                   "z_larger_sigma": (v - true) / s if s > 0 else None, "std": q["std"],
+                   "std_frames": q.get("std_frames")}
+            if value is not None:
+                row["value_at_mla_origin"] = q["value"]
+            if q.get("std_lenslets"):  # the paraxial value's σ with refractive micro-lenses
+                sl = max(s, float(q["std_lenslets"]))
+                row |= {"std_lenslets": q["std_lenslets"], "z_with_lenslets_sigma": (v - true) / sl}
+            return row
 
-        cal = {"F": err("F_mm", tle["F_mm"]), "D": err("D_mm", tle["D_Hp_to_lenslet_H_mm_mean"]),
-               "d": err("d_mm", tle["d_effective_mm_mean"]),
+        # The truth's D and d are at the lattice centre; the camera's D_mm, d_mm at the MLA frame
+        # origin, a corner of the array, where the tilt moves d by ~3 %: compared where the truth is.
+        centre = camera_at_lattice_centre(out / "calibration" / "camera.json")
+        cal = {"F": err("F_mm", tle["F_mm"]), "D": err("D_mm", tle["D_Hp_to_lenslet_H_mm_mean"], centre.get("D_mm")),
+               "d": err("d_mm", tle["d_effective_mm_mean"], centre.get("d_mm")),
                "u0_px": err("u0_px", tle["principal_point_px"][0]), "v0_px": err("v0_px", tle["principal_point_px"][1])}
         # Types in plenocal's order may differ from the set's: matched by rank (shortest with shortest).
         fi = sorted((k for k in p if k.startswith("f") and k.endswith("_mm") and k[1:-3].isdigit()), key=lambda k: p[k]["value"])
@@ -310,6 +322,57 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
                              "by_displacement": (ev.get("translation") or {}).get("by_displacement")}
         res["depth"] = depth_summary(ev, load(out / "depth" / "depth.json"))
     return res
+
+
+def camera_at_lattice_centre(path: Path) -> dict[str, float]:
+    """D and d of a camera at its lattice's centre (the mean of every micro-lens centre; the MLA
+    plane is flat, so that is the plane at the centre), where a real-optics truth gives them."""
+    from plenocal.io.camera import read_camera
+    from plenocal.model.projection import micro_lens_centres
+
+    if not path.is_file():
+        return {}
+    cam = read_camera(path)
+    k, l = cam.mla.lattice.all_indices()
+    z = float(micro_lens_centres(cam, k, l)[:, 2].mean())
+    return {"D_mm": -z, "d_mm": cam.sensor.distance_mm + z}
+
+
+def omega_at_lattice_centre(pre: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any] | None:
+    """Pre-calibration's Ω (precalibration.json) at the image of the lattice centre against the
+    paraxial truth there: m = (XPD·N/2)·d/D_xp (the exit pupil's image through a lenslet, D_xp from
+    the exit pupil to the lenslet's front principal plane), and
+    q'_i = p·d_i/(2 f_i) (eq:qprime, the lens diameter the pitch p), plus q'_i with the lenslets'
+    clear aperture r_c as the blur's radius, Δc/2 − r_c·(1 − d_i/f_i + d_i/D_xp)."""
+    ip, fld = pre.get("internal_parameters"), pre.get("radius_law_field")
+    mla, tle = truth.get("mla") or {}, truth.get("thin_lens_equivalent") or {}
+    if not ip or not mla.get("types"):
+        return None
+    uv = np.asarray(mla.get("lattice_centre_on_sensor_px") or tle["principal_point_px"], dtype=np.float64)
+    m, q = float(ip["m_mm"]), np.asarray(ip["q_mm"], dtype=np.float64)
+    if fld:
+        duv = uv - np.asarray(fld["reference_uv_px"])
+        m += float(duv @ np.asarray(fld["m_gradient_mm_per_px"]))
+        q = q + np.asarray(fld["q_gradient_mm_per_px"]) @ duv
+    dc2 = 0.5 * float(ip["micro_image_pitch_mm"])
+    qp = dc2 + q
+    types = mla["types"]
+    f = np.array([t["f_paraxial_mm"] for t in types])
+    d = np.array([t["d_effective_Hp_to_sensor_mm"] for t in types])
+    dxp = tle["exit_pupil_lab_z"] - np.array([t["vertex_z_lab_at_lattice_centre"] for t in types])
+    xpd_n = tle["F_mm"] + tle["exit_pupil_minus_Hp_mm_towards_scene"]  # XPD·N = F·(1 − p′/F), p′ the pupil behind H′
+    m_true = float(np.mean(0.5 * xpd_n * d / dxp))
+    pitch = float(mla["pitch_mm"])
+    q_true = pitch * d / (2.0 * f)
+    rc = float(mla.get("clear_aperture_radius_mm") or 0.5 * pitch)
+    q_rc = dc2 - rc * (1.0 - d / f + d / dxp)
+    order = np.argsort(-qp)  # largest q' with the shortest f
+    by_f = np.argsort(f)
+    return {"at_uv_px": uv.tolist(), "m": {"value": abs(m), "truth": m_true, "error_percent": pct(abs(m), m_true)},
+            "q_prime": [{"value": float(qp[i]), "truth": float(q_true[j]), "error_percent": pct(float(qp[i]), float(q_true[j])),
+                         "truth_clear_aperture": float(q_rc[j]), "error_clear_aperture_percent": pct(float(qp[i]), float(q_rc[j])),
+                         "f_mm": float(f[j])}
+                        for i, j in zip(order, by_f, strict=True)]}
 
 
 def detection_vs_truth(obs, cam_t, poses_t, dataset, pre) -> tuple[dict[str, Any], dict[str, Any]]:
