@@ -98,9 +98,10 @@ def simulate(case: dict[str, Any], ds: Path, *, preset: str, rays: int, tilt_sca
 
 
 def parameters(cal: Path) -> dict[str, dict[str, float]]:
-    """name → value, Jacobian σ, frame-resampling σ of a calibration folder's camera."""
+    """name → value, Jacobian σ, frame-resampling σ (and the paraxial value's σ with refractive
+    micro-lenses) of a calibration folder's camera."""
     rep = load(cal / "report.json") or {}
-    return {name: {"value": p["value"], "std": p.get("std"), "std_frames": p.get("std_frames")}
+    return {name: {"value": p["value"], "std": p.get("std"), "std_frames": p.get("std_frames"), "std_lenslets": p.get("std_lenslets")}
             for name, p in (rep.get("parameters") or {}).items()}
 
 
@@ -124,6 +125,8 @@ def errors(params: dict[str, dict[str, float]], truth: dict[str, Any]) -> dict[s
         absolute = name.endswith("_px") or name == "exit_pupil_mm"
         out[name] = {"value": p["value"], "truth": r, ("error" if absolute else "error_percent"): err if absolute else pct(p["value"], r),
                      "z": err / sig if sig > 0 else None, "std": p["std"], "std_frames": p["std_frames"]}
+        if p.get("std_lenslets"):  # the paraxial value's σ with refractive micro-lenses
+            out[name] |= {"std_lenslets": p["std_lenslets"], "z_with_lenslets_sigma": err / max(sig, p["std_lenslets"])}
     return out
 
 

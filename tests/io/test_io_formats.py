@@ -106,6 +106,28 @@ def test_camera_exit_pupil_round_trip_and_default(tmp_path: Path, r12a_camera):
     assert read_camera_file(tmp_path / "old.json").camera.main_lens.exit_pupil_mm == 0.0
 
 
+def test_omega_lenslet_trend_round_trip_and_check(tmp_path: Path, r12a_camera, r12a_params):
+    """Ω's ``lenslet_trend`` (the whites' blur-disc change across the field) round-trips; Ω
+    without it reads as None; a σ that is not positive is one line."""
+    import dataclasses
+
+    from plenocal.model.white import LensletFieldTrend
+
+    n = r12a_params.n_types
+    omega = dataclasses.replace(r12a_params, lenslet_trend=LensletFieldTrend(5.0, (-0.016, -0.028, -0.023)[:n],
+                                                                             (4.7e-4, 5.4e-4, 4.9e-4)[:n], 5.88))
+    path = write_camera(tmp_path / "c.json", r12a_camera, internal_parameters=omega)
+    assert read_camera_file(path).internal_parameters == omega
+    doc = json.loads(path.read_text())
+    doc["internal_parameters"]["lenslet_trend"]["std"][0] = 0.0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputFileError) as exc:
+        read_camera(path)
+    assert "internal_parameters.lenslet_trend.std[0]" in _one_line(exc)
+    plain = write_camera(tmp_path / "p.json", r12a_camera, internal_parameters=r12a_params)
+    assert read_camera_file(plain).internal_parameters.lenslet_trend is None
+
+
 def test_camera_infinite_focus_and_defaults(tmp_path: Path, r12a_camera):
     cam = r12a_camera.replace(focus_distance_mm=math.inf, configuration=Configuration.KEPLERIAN)
     path = write_camera(tmp_path / "c.json", cam)

@@ -26,7 +26,8 @@ positions (``import-libpleno``; the shift does not describe them, docs/model.md)
 ray. ``--pupil-vignetting`` / ``--no-pupil-vignetting`` override; the choice and its reason are
 printed and kept in ``report.json`` and ``camera.json`` (``pupil``).
 
-Outputs: ``OUT/camera.json`` (with Ω, ``uncertainty`` {name: Jacobian σ, ``std_frames``: {name: jackknife σ}} and ``provenance``),
+Outputs: ``OUT/camera.json`` (with Ω, ``uncertainty`` {name: Jacobian σ, ``std_frames``: {name: jackknife σ},
+``std_lenslets``: {d, f_i: σ of their paraxial values when the whites show refractive micro-lenses}} and ``provenance``),
 ``OUT/poses.json``, ``OUT/report.json`` (``docs/formats.md``) and, with ``--ablation-table``,
 ``OUT/ablation.json`` and ``OUT/ablation.md`` (paper Table ablation: configurations 1–8 and
 NOUR). A parameter table is printed to stdout.
@@ -55,6 +56,7 @@ from plenocal.calib.calibrate import (
     as_pinhole,
     calibrate,
 )
+from plenocal.calib.lenslets import lenslet_record
 from plenocal.calib.parameters import ParameterLayout
 from plenocal.calib.plausibility import (
     MIN_CALIBRATION_FRAMES,
@@ -489,6 +491,12 @@ def build_report(result: CalibrationResult, inputs: Inputs, *, wall_s: float, re
                            "dataset": str(inputs.dataset.folder), "initial_camera": inputs.initial_source,
                            "inputs": {k: str(v) for k, v in inputs.files.items()}, "frames": list(inputs.frames)}
     doc.update(rep)
+    lenslets = lenslet_record(inputs.omega.lenslet_trend if inputs.omega is not None else None,
+                              {p.name: p.value for p in result.parameters() if not p.frozen})
+    if lenslets is not None:
+        doc["lenslets"] = lenslets
+        for name, sd in lenslets["systematic"].items():  # type: ignore[union-attr]
+            doc["parameters"][name]["std_lenslets"] = sd
     timings = dict(rep["timings_s"])  # type: ignore[arg-type]
     timings["read_inputs"] = read_s
     doc["timings_s"] = timings
@@ -584,6 +592,9 @@ def run(args: argparse.Namespace) -> int:
     if opt.priors:
         provenance["priors"] = _finite(result.prior_summary())
     report = build_report(result, inputs, wall_s=time.perf_counter() - t_start, read_s=read_s)
+    lenslet_sd = dict((report.get("lenslets") or {}).get("systematic") or {})
+    if lenslet_sd:
+        uncertainty["std_lenslets"] = lenslet_sd  # {name: σ} of the paraxial d, f_i (refractive micro-lenses)
     report["pupil"] = pupil
     report["checks"] = {"passed": not failed, "failed": failed, "written_anyway": bool(failed)}
     report["consistency"] = consistency_record(result, inputs)
@@ -612,6 +623,11 @@ def run(args: argparse.Namespace) -> int:
     if (line := model_line(result)) is not None:
         print(line)
     print(result.parameter_table())
+    if lenslet_sd:
+        rel = {n: sd / abs(v) for n, sd in lenslet_sd.items() if (v := report["parameters"][n]["value"])}
+        print(f"micro-lenses: {report['lenslets']['reason']}; the paraxial values of d and f_i lie ±"
+              f"{100 * rel.get('d_mm', 0.0):.1f} % and ±{100 * max((v for n, v in rel.items() if n != 'd_mm'), default=0.0):.1f} % "
+              "(1σ) from these effective ones (std_lenslets)")
     print(field.line())
     rm = result.rmse
     print(

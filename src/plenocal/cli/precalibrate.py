@@ -134,6 +134,7 @@ def summary(pc: Precalibration) -> dict[str, Any]:
         },
         "configuration": pc.configuration.value,
         "configuration_inferred": pc.configuration_inferred,
+        "lenslet_trend": None if o.lenslet_trend is None else o.lenslet_trend.to_dict(),
         "radius_law_field": None if o.field is None else {
             "reference_uv_px": list(o.field.reference_uv_px),
             "m_gradient_mm_per_px": list(o.field.m_gradient_mm_per_px),

@@ -35,7 +35,7 @@ from plenocal.model.camera import (
     Sensor,
 )
 from plenocal.model.lattice import Lattice, LatticeKind, TypeLayout
-from plenocal.model.white import InternalParameters, RadiusLawField
+from plenocal.model.white import InternalParameters, LensletFieldTrend, RadiusLawField
 
 CAMERA_FORMAT = "plenocal-camera"
 OMEGA_FORMAT = "plenocal-internal-parameters"
@@ -102,6 +102,12 @@ def omega_to_json(omega: InternalParameters) -> dict[str, Any]:
             "m_gradient_mm_per_px": floats(omega.field.m_gradient_mm_per_px),
             "q_gradient_mm_per_px": [floats(g) for g in omega.field.q_gradient_mm_per_px],
         }} if omega.field is not None else {}),
+        **({"lenslet_trend": {
+            "radius_mm": float(omega.lenslet_trend.radius_mm),
+            "relative_change": floats(omega.lenslet_trend.relative_change),
+            "std": floats(omega.lenslet_trend.std),
+            "reach_mm": float(omega.lenslet_trend.reach_mm),
+        }} if omega.lenslet_trend is not None else {}),
     }
 
 
@@ -112,6 +118,12 @@ def _field_from_json(f: Fields, n_types: int) -> RadiusLawField:
     if not np.all(np.isfinite(qg)):
         raise f.error("q_gradient_mm_per_px", "must hold finite numbers")
     return RadiusLawField((ref[0], ref[1]), (mg[0], mg[1]), tuple((float(a), float(b)) for a, b in qg))
+
+
+def _trend_from_json(f: Fields, n_types: int) -> LensletFieldTrend:
+    change = f.numbers("relative_change", n_types)
+    std = f.numbers("std", n_types, positive=True)
+    return LensletFieldTrend(f.number("radius_mm", positive=True), tuple(change), tuple(std), f.number("reach_mm", minimum=0.0))
 
 
 def _fraction(f: Fields, name: str) -> float:
@@ -133,6 +145,7 @@ def omega_from_json(f: Fields) -> InternalParameters:
         pixel_size_mm=f.number("pixel_size_mm", positive=True),
         field=_field_from_json(f.sub("field"), len(q_mm)) if f.has("field") else None,
         unblurred_weight=_fraction(f, "unblurred_weight"),
+        lenslet_trend=_trend_from_json(f.sub("lenslet_trend"), len(q_mm)) if f.has("lenslet_trend") and q_mm else None,
     )
 
 

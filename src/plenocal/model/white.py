@@ -62,6 +62,35 @@ class RadiusLawField:
 
 
 @dataclass(frozen=True)
+class LensletFieldTrend:
+    """How the micro-lens blur disc R_b of the white images changes away from the centre of the
+    sensor, beyond the linear trend of a tilted MLA: per type, R_b(r)/R_b(0) − 1 at
+    ``radius_mm`` with its σ. Thin lenslets (the paper's) give 0; refractive caps on a substrate
+    see off-axis bundles obliquely, and their blur disc shrinks (docs/model.md "Real
+    micro-lenses")."""
+
+    radius_mm: float
+    relative_change: tuple[float, ...]
+    std: tuple[float, ...]
+    reach_mm: float
+    """The largest distance from the centre of a micro-image that entered."""
+
+    @property
+    def mean(self) -> float:
+        """The types' changes, weighted by their inverse variances."""
+        w = 1.0 / np.square(np.asarray(self.std))
+        return float(np.sum(w * np.asarray(self.relative_change)) / np.sum(w))
+
+    @property
+    def mean_std(self) -> float:
+        return float(1.0 / np.sqrt(np.sum(1.0 / np.square(np.asarray(self.std)))))
+
+    def to_dict(self) -> dict[str, object]:
+        return {"radius_mm": self.radius_mm, "relative_change": list(self.relative_change), "std": list(self.std),
+                "mean": self.mean, "mean_std": self.mean_std, "reach_mm": self.reach_mm}
+
+
+@dataclass(frozen=True)
 class InternalParameters:
     """Ω and its companions (libpleno ``params.js``, reference §5.1). Lengths in mm.
 
@@ -88,6 +117,9 @@ class InternalParameters:
     unblurred_weight: float = 0.0
     """Fraction of the light that reaches a pixel along its chief ray without the micro-lens blur,
     measured on the white images (0 for a real lens; PRISM adds its chief ray to 30 lens samples: 1/31)."""
+    lenslet_trend: LensletFieldTrend | None = None
+    """How the micro-lens blur disc changes across the field on the white images (None: not
+    measured): what tells refractive micro-lenses from the paper's thin ones."""
 
     @property
     def n_types(self) -> int:
@@ -339,5 +371,6 @@ def initial_camera(
         pixel_size_mm=s,
         field=omega.field,
         unblurred_weight=omega.unblurred_weight,
+        lenslet_trend=omega.lenslet_trend,
     )
     return camera, new_omega

@@ -46,7 +46,7 @@ from scipy.stats import norm
 
 from plenocal.errors import DataError
 from plenocal.model.camera import Configuration
-from plenocal.model.white import InternalParameters, RadiusLawField
+from plenocal.model.white import InternalParameters, LensletFieldTrend, RadiusLawField
 from plenocal.precalib.profile import ProfileFit, fit_profile, radial_profile
 from plenocal.precalib.radii import PIXEL_VARIANCE, Moments, windowed_moments
 
@@ -72,6 +72,68 @@ MIN_SHAPE_RADIUS_PX = 2.0
 """A profile fit tells the pixel term from the lens blur only when the lens disc R_b is several
 times the pixel kernel's spread (≈ 0.3 px): below this R_b both are just "a small blur" (unfocused
 cameras), and the fit does not enter p and w."""
+
+
+LENSLET_TREND_RADIUS_MM = 5.0
+"""Where :func:`lenslet_field_trend` reports the change of the lens blur disc R_b: 5 mm from the
+sensor's centre, inside the field of every R12-size camera (a main lens's image circle may clip
+micro-images beyond 6 mm, which the conformity rules then leave out)."""
+
+
+def lenslet_field_trend(
+    inv_n2: FloatArray,
+    pos_px: FloatArray,
+    typ: NDArray[np.int64],
+    y_mm2: FloatArray,
+    inlier: NDArray[np.bool_],
+    nt: int,
+    *,
+    pixel_size_mm: float,
+    centre_px: tuple[float, float],
+    offset_mm2: float = 0.0,
+    blur_scale: float = 1.0,
+    radius_mm: float = LENSLET_TREND_RADIUS_MM,
+) -> LensletFieldTrend | None:
+    """R_b's change across the field, per type (:class:`LensletFieldTrend`).
+
+    Per type, in the squared domain of the variance law (4σ² = R_a² + (1 − w)R_b² + 4p), a linear
+    least-squares fit of 4σ² − 4p on [1, x, y, r²] and the same divided by N² (x, y, r in mm from
+    ``centre_px``): the constant and r² terms of the blur part give R_b(r)²/R_b(0)² = 1 + b₂r²/b₀,
+    so the change at ``radius_mm`` is √(1 + b₂R²/b₀) − 1, its σ by the delta method from the fit's
+    residual σ. The aperture part's own radial term (the main lens's pupil seen obliquely,
+    vignetting) goes to the 1/N² columns. The r² coefficients do not depend on the centre chosen
+    (a shifted centre changes only the linear and constant terms), so the sensor's centre serves;
+    only b₀, the blur at the centre, does, by the tilt's few per cent over the shift.
+    None without at least 2 apertures and 50 micro-images of each type."""
+    s = pixel_size_mm
+    xy = (np.asarray(pos_px, dtype=np.float64) - np.asarray(centre_px)) * s
+    r2 = np.sum(xy * xy, axis=1)
+    changes, stds = [], []
+    for t in range(max(nt, 1)):
+        sel = inlier & (typ == t)
+        if np.count_nonzero(sel) < 50 or len(np.unique(inv_n2[sel])) < 2:
+            return None
+        g = np.column_stack([np.ones(np.count_nonzero(sel)), xy[sel], r2[sel]])
+        X = np.column_stack([g * inv_n2[sel, None], g])
+        yy = y_mm2[sel] - offset_mm2
+        coef, *_ = np.linalg.lstsq(X, yy, rcond=None)
+        res = yy - X @ coef
+        dof = max(len(yy) - X.shape[1], 1)
+        cov = np.linalg.pinv(X.T @ X) * float(res @ res) / dof
+        b0, b2 = coef[4] / blur_scale, coef[7] / blur_scale
+        if b0 <= 0.0:
+            return None
+        ratio = 1.0 + b2 * radius_mm**2 / b0
+        change = float(np.sqrt(max(ratio, 0.0)) - 1.0)
+        # d(change)/d(b0, b2) through ratio = 1 + b2 R²/b0
+        dr = 0.5 / np.sqrt(max(ratio, 1e-12))
+        grad = np.zeros(X.shape[1])
+        grad[4] = dr * (-b2 * radius_mm**2 / b0**2) / blur_scale
+        grad[7] = dr * (radius_mm**2 / b0) / blur_scale
+        changes.append(change)
+        stds.append(float(np.sqrt(max(grad @ cov @ grad, 0.0))))
+    reach = float(np.sqrt(r2[inlier].max())) if np.any(inlier) else 0.0
+    return LensletFieldTrend(float(radius_mm), tuple(changes), tuple(stds), reach)
 
 
 @dataclass(frozen=True)
@@ -445,6 +507,9 @@ def _fit_variance(
             rb_by_type = [[f.radius_lens_px for N, t, f in good if t == i] for i in range(nt)]
             q_spread = tuple(float(np.std(v)) * s if len(v) > 1 else float("nan") for v in rb_by_type)
         params, inlier, sigma = _law_fit(inv_n2, duv, typ, y, nt, offset_mm2=4 * p_px2 * s * s, blur_scale=1.0 - w)
+    centre = (np.array(next(iter(images.values())).shape[1::-1], dtype=np.float64) - 1.0) / 2.0 if images else pos.mean(axis=0)
+    trend = lenslet_field_trend(inv_n2, pos, typ, y, inlier, nt, pixel_size_mm=s, centre_px=(float(centre[0]), float(centre[1])),
+                                offset_mm2=4 * p_px2 * s * s, blur_scale=1.0 - w) if n_types > 0 else None
     sign = configuration.radius_sign
     q_sign = 1.0 if configuration is Configuration.KEPLERIAN else -1.0
     m_mm = sign * abs(params[0])
@@ -456,7 +521,7 @@ def _fit_variance(
                             tuple((float(a), float(b)) for a, b in grad_q))
     omega = InternalParameters(
         m_mm=m_mm, q_mm=q_mm, micro_image_pitch_mm=s * micro_image_pitch_px, lambda_=1.0, f_number=f_number,
-        kappa=1.0, pixel_size_mm=s, field=fieldv, unblurred_weight=w,
+        kappa=1.0, pixel_size_mm=s, field=fieldv, unblurred_weight=w, lenslet_trend=trend,
     )
     if not pixel_term_measured and n_types > 0:
         # The assumed pixel term sits halfway between point-sampled (0) and area-integrated

@@ -178,6 +178,8 @@ class ParameterSigma:
     std: float | None
     std_frames: float | None = None
     frozen: bool = False
+    std_lenslets: float | None = None
+    """σ of the paraxial value beyond the data's (d, f_i with refractive micro-lenses), or None."""
 
     @property
     def sigma(self) -> float | None:
@@ -221,7 +223,11 @@ def parameter_sigmas(calibration: Mapping[str, Any], camera: Mapping[str, Any] |
         if frames is None:
             u = unc.get(name) if isinstance(unc, dict) else None
             frames = _number(u.get("std_frames")) if isinstance(u, dict) else _number((unc_frames or {}).get(name))
-        out[str(name)] = ParameterSigma(str(name), _number(p.get("value")), _number(p.get("std")), frames, bool(p.get("frozen")))
+        lens = _number(p.get("std_lenslets"))
+        if lens is None and isinstance(unc.get("std_lenslets"), dict):
+            lens = _number(unc["std_lenslets"].get(name))
+        out[str(name)] = ParameterSigma(str(name), _number(p.get("value")), _number(p.get("std")), frames, bool(p.get("frozen")),
+                                        lens)
     return out
 
 
@@ -469,7 +475,8 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
                                       f"{value} ± {sigma} ({where}"
                                       f"{'; the data disagree with it' if level == 'warning' else ''})"))
     out += declaration_findings(doc)
-    out += model_findings(doc.get("model_selection"))
+    out += model_findings(doc.get("model_selection"), lenslets=doc.get("lenslets"))
+    out += lenslet_findings(doc.get("lenslets"))
     out += exit_pupil_scale_findings(doc)
     out += field_findings(doc.get("model_field"))
     return out, rows
@@ -610,29 +617,51 @@ def chosen_model_text(selection: Mapping[str, Any], *, thin: str) -> str:
     return ", ".join(kept) if kept else thin
 
 
-def model_findings(selection: Any) -> list[Finding]:
+def model_findings(selection: Any, *, lenslets: Any = None) -> list[Finding]:
     """What the main-lens model the data chose means for the camera (calibration's
     ``model_selection``, :func:`plenocal.calib.calibrate.real_lens_evidence`): which terms, and,
-    when the data show a real lens (a curved field), that d and f_i are effective thin-lenslet
-    values (refractive caps move them by an amount no observation sees: ``docs/model.md``, "Real
-    micro-lenses") and, when the centres do not determine e, that F and D carry its σ."""
+    when the data show a real lens (a curved field) and no white images said what the
+    micro-lenses are (``lenslets``, :func:`lenslet_findings`), that d and f_i are effective
+    thin-lenslet values (refractive caps move them by an amount no observation sees:
+    ``docs/model.md``, "Real micro-lenses") and, when the centres do not determine e, that F and D
+    carry its σ."""
     st = "calibration"
     if not isinstance(selection, Mapping) or not selection:
         return []
     out = [Finding(st, "info", "main-lens model chosen by the data: " + chosen_model_text(selection, thin="the paper's thin lens"))]
     field = selection.get("depth_distortion")
     pupil = selection.get("exit_pupil")
-    if isinstance(field, Mapping) and field.get("kept"):
+    if isinstance(field, Mapping) and field.get("kept") and not isinstance(lenslets, Mapping):
         out.append(Finding(st, "warning", "a real main lens (curved field): d and f_i are those of thin micro-lenses "
                                           "equivalent to these images; refractive micro-lens caps put the paraxial d "
                                           "and f_i about 1–2 % and 3–6 % away, which no observation can tell "
                                           "(docs/model.md, \"Real micro-lenses\")"))
+    if isinstance(field, Mapping) and field.get("kept"):
         wald, threshold = (_number(pupil.get("wald")), _number(pupil.get("threshold"))) if isinstance(pupil, Mapping) else (None, None)
         if wald is not None and threshold is not None and wald <= threshold:
             out.append(Finding(st, "warning", f"the micro-image centres do not determine the exit pupil (W = {wald:.1f}): "
                                               "F and D carry its σ; give --prior exit_pupil_mm=MEAN±STD if the lens's "
                                               "exit pupil is known (its distance behind the rear principal plane)"))
     return out
+
+
+def lenslet_findings(lenslets: Any) -> list[Finding]:
+    """What the white images say of the micro-lenses (calibration's ``lenslets``,
+    :func:`plenocal.calib.lenslets.lenslet_record`), as information: refractive ones leave d and
+    f_i the effective values that predict the images, with their paraxial values a systematic σ
+    away, which the parameter table shows (σ_lenslets): not a fault of the calibration, and every
+    real camera has them, so not a warning."""
+    if not isinstance(lenslets, Mapping):
+        return []
+    reason = str(lenslets.get("reason", ""))
+    if not lenslets.get("refractive"):
+        return [Finding("calibration", "info", reason)]
+    rel = lenslets.get("relative_systematic") if isinstance(lenslets.get("relative_systematic"), Mapping) else {}
+    d, f = _number(rel.get("d")), _number(rel.get("f"))
+    span = f" (σ ±{100 * d:.1f} % and ±{100 * f:.1f} %, σ_lenslets in the table)" if d is not None and f is not None else ""
+    return [Finding("calibration", "info", f"{reason}. d and f_i are the effective values that predict these images; "
+                                              f"their paraxial (thin-lens-equivalent) values lie further away than the data's "
+                                              f"σ{span}, which no observation separates (docs/model.md, \"Real micro-lenses\")")]
 
 
 def _prior_conflict(q: Mapping[str, Any]) -> str:
@@ -846,6 +875,8 @@ def intrinsic_rows(sigmas: Mapping[str, ParameterSigma]) -> list[list[str]]:
             how = "frame resampling (larger)" if (p.std_frames or 0) > (p.std or 0) else "Jacobian (larger)"
             if p.disagreement is not None and p.disagreement > SIGMA_DISAGREEMENT:
                 how += f"; the two σ differ {p.disagreement:.1f}×"
+        if p.std_lenslets is not None and p.value is not None:
+            how += f"; paraxial value ± {round_to_sigma(p.std_lenslets * factor, p.std_lenslets * factor)[1]} (σ_lenslets)"
         rows.append([f"{label} [{unit}]" if unit else label, f"{v} ± {sd}" if sd != "—" else v, how])
     return rows
 
