@@ -47,6 +47,22 @@ def test_no_depth_scaling_and_no_depth(dataset, tmp_path):
     assert "depth-scaling" not in stages and "depth" not in stages
 
 
+def test_a_lens_prescription_file_is_an_input_of_the_calibration_stages(dataset, tmp_path):
+    """Editing the file given to --lens runs the calibrations again (its bytes are in their
+    fingerprint); a bundled design's name is no file."""
+    from plenocal.cli.run import _fingerprint
+
+    lens = tmp_path / "lens.json"
+    lens.write_text("{}")
+    stages = {s.name: s for s in plan(dataset, tmp_path / "out", vignetting=True, calibrate_options=["--lens", str(lens)])}
+    assert lens in stages["calibrate"].inputs and lens in stages["calibrate-pass1"].inputs
+    before = _fingerprint(stages["calibrate"])
+    lens.write_text('{"edited": 1}')
+    assert _fingerprint(stages["calibrate"]) != before
+    named = {s.name: s for s in plan(dataset, tmp_path / "out", vignetting=True, calibrate_options=["--lens", "tessar"])}
+    assert not any(p.name == "tessar" for p in named["calibrate"].inputs)
+
+
 def test_the_run_summary_states_the_model_field(tmp_path):
     """The run's closing table says how far the calibrated model describes the lens."""
     import json

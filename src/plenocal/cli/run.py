@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -152,6 +153,15 @@ def _up_to_date(stage: Stage, folder: Path, cache: dict[Path, str] | None = None
         return False
 
 
+def option_files(calibrate_options: list[str] | None) -> list[Path]:
+    """The files the calibration options read (``--lens FILE``; a bundled design's name is not a
+    file): inputs of the calibration stages, so that editing one runs them again."""
+    from plenocal.sim.optics.library import DESIGN_NAMES
+
+    opts = list(calibrate_options or [])
+    return [Path(v) for k, v in itertools.pairwise(opts) if k == "--lens" and v not in DESIGN_NAMES]
+
+
 def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: list[str] | None = None,
          depth: bool = True, depth_scaling: bool = True, pupil_shape: str = DEFAULT_PUPIL_SHAPE) -> list[Stage]:
     """The stages to run on ``dataset`` (see the module docstring)."""
@@ -180,7 +190,7 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
                 "calibrate-pass1",
                 ["calibrate", ds, "-o", str(cal1), "--observations", str(det / "observations.npz"), "--initial", str(pre),
                  *(calibrate_options or [])],
-                [manifest, det / "observations.npz", pre / "camera.json"],
+                [manifest, det / "observations.npz", pre / "camera.json", *option_files(calibrate_options)],
                 [cal1 / "camera.json", cal1 / "poses.json", cal1 / "report.json"],
             )
         )
@@ -205,7 +215,7 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
         Stage(
             "calibrate",
             ["calibrate", ds, "-o", str(cal), "--observations", str(obs), *initial, *(calibrate_options or [])],
-            cal_inputs,
+            [*cal_inputs, *option_files(calibrate_options)],
             [cal / "camera.json", cal / "poses.json", cal / "report.json"],
             (out / "detection-pass2" / "detection.json", out / "calibration-pass1") if has_whites else None,
         )
