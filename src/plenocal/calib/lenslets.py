@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from plenocal.model.white import LensletFieldTrend
 
@@ -76,7 +77,7 @@ def lenslet_systematics(values: Mapping[str, float], trend: LensletFieldTrend | 
     return out
 
 
-def lenslet_record(trend: LensletFieldTrend | None, values: Mapping[str, float]) -> dict[str, object] | None:
+def lenslet_record(trend: LensletFieldTrend | None, values: Mapping[str, float]) -> dict[str, Any] | None:
     """report.json's ``lenslets``: the whites' trend, the decision and the systematic σ (None
     without a measured trend, e.g. imported observations without white images)."""
     if trend is None:

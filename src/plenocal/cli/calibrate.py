@@ -42,7 +42,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -495,9 +495,9 @@ def build_report(result: CalibrationResult, inputs: Inputs, *, wall_s: float, re
                               {p.name: p.value for p in result.parameters() if not p.frozen})
     if lenslets is not None:
         doc["lenslets"] = lenslets
-        for name, sd in lenslets["systematic"].items():  # type: ignore[union-attr]
+        for name, sd in lenslets["systematic"].items():
             doc["parameters"][name]["std_lenslets"] = sd
-    timings = dict(rep["timings_s"])  # type: ignore[arg-type]
+    timings: dict[str, Any] = dict(cast("dict[str, float]", rep["timings_s"]))
     timings["read_inputs"] = read_s
     doc["timings_s"] = timings
     doc["command_wall_time_s"] = wall_s
@@ -577,7 +577,7 @@ def run(args: argparse.Namespace) -> int:
                                                      exit_pupil=result.options.exit_pupil,
                                                      depth_distortion=result.options.depth_distortion),
                          pupil_radii=radii) if args.ablation_table else None
-    uncertainty = {p.name: p.std for p in result.parameters() if not p.frozen}
+    uncertainty: dict[str, Any] = {p.name: p.std for p in result.parameters() if not p.frozen}
     frames_sd = {p.name: p.std_frames for p in result.parameters() if not p.frozen and p.std_frames is not None}
     if frames_sd:
         uncertainty["std_frames"] = frames_sd  # {name: σ} from the leave-one-frame-out jackknife

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -152,7 +153,7 @@ class InternalParameters:
         return self.field.local(self.m_mm, self.q_mm, uv, types)
 
     @classmethod
-    def from_q_prime(cls, m_mm: float, q_prime_mm: tuple[float, ...], micro_image_pitch_mm: float, **kw: float) -> InternalParameters:
+    def from_q_prime(cls, m_mm: float, q_prime_mm: tuple[float, ...], micro_image_pitch_mm: float, **kw: Any) -> InternalParameters:
         return cls(m_mm, tuple(q - micro_image_pitch_mm / 2.0 for q in q_prime_mm), micro_image_pitch_mm, **kw)
 
 
