@@ -289,9 +289,9 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
                    "std_frames": q.get("std_frames")}
             if value is not None:
                 row["value_at_mla_origin"] = q["value"]
-            if q.get("std_lenslets"):  # the paraxial value's σ with refractive micro-lenses
-                sl = max(s, float(q["std_lenslets"]))
-                row |= {"std_lenslets": q["std_lenslets"], "z_with_lenslets_sigma": (v - true) / sl}
+            sys_sd = {k: float(q[k]) for k in ("std_lenslets", "std_exit_pupil") if q.get(k)}
+            if sys_sd:  # the report's systematic σ: paraxial d, f_i (refractive lenslets); F, D through e
+                row |= sys_sd | {"z_with_systematic_sigma": (v - true) / max(s, *sys_sd.values())}
             return row
 
         # The truth's D and d are at the lattice centre; the camera's D_mm, d_mm at the MLA frame

@@ -98,10 +98,12 @@ def simulate(case: dict[str, Any], ds: Path, *, preset: str, rays: int, tilt_sca
 
 
 def parameters(cal: Path) -> dict[str, dict[str, float]]:
-    """name → value, Jacobian σ, frame-resampling σ (and the paraxial value's σ with refractive
-    micro-lenses) of a calibration folder's camera."""
+    """name → value, Jacobian σ, frame-resampling σ (and the report's systematic σ: the paraxial
+    value's with refractive micro-lenses, F's and D's through the exit pupil) of a calibration
+    folder's camera."""
     rep = load(cal / "report.json") or {}
-    return {name: {"value": p["value"], "std": p.get("std"), "std_frames": p.get("std_frames"), "std_lenslets": p.get("std_lenslets")}
+    return {name: {"value": p["value"], "std": p.get("std"), "std_frames": p.get("std_frames"), "std_lenslets": p.get("std_lenslets"),
+                   "std_exit_pupil": p.get("std_exit_pupil")}
             for name, p in (rep.get("parameters") or {}).items()}
 
 
@@ -128,8 +130,9 @@ def errors(params: dict[str, dict[str, float]], truth: dict[str, Any]) -> dict[s
         absolute = name.endswith("_px") or name == "exit_pupil_mm"
         out[name] = {"value": p["value"], "truth": r, ("error" if absolute else "error_percent"): err if absolute else pct(p["value"], r),
                      "z": err / sig if sig > 0 else None, "std": p["std"], "std_frames": p["std_frames"]}
-        if p.get("std_lenslets"):  # the paraxial value's σ with refractive micro-lenses
-            out[name] |= {"std_lenslets": p["std_lenslets"], "z_with_lenslets_sigma": err / max(sig, p["std_lenslets"])}
+        sys_sd = {k: float(p[k]) for k in ("std_lenslets", "std_exit_pupil") if p.get(k)}
+        if sys_sd:  # the report's systematic σ: paraxial d, f_i (refractive lenslets); F, D through e
+            out[name] |= sys_sd | {"z_with_systematic_sigma": err / max(sig, *sys_sd.values())}
     return out
 
 

@@ -716,9 +716,10 @@ def _choose_model(observations: Observations, initial: PlenopticCamera, board: C
                           main_lens=dataclasses.replace(initial.main_lens, exit_pupil_mm=EXIT_PUPIL_PROBE_MM)))
         extra_s += probe.timings_s["total"]
         F0, F1 = chosen.camera.main_lens.focal_length_mm, probe.camera.main_lens.focal_length_mm
+        D0, D1 = chosen.camera.D_mm, probe.camera.D_mm
         evidence["exit_pupil"] = evidence["exit_pupil"] | {"scale_probe": {
-            "exit_pupil_mm": EXIT_PUPIL_PROBE_MM, "F_mm": F1, "converged": probe.converged,
-            "F_change_percent": 100.0 * (F1 / F0 - 1.0)}}
+            "exit_pupil_mm": EXIT_PUPIL_PROBE_MM, "F_mm": F1, "D_mm": D1, "converged": probe.converged,
+            "F_change_percent": 100.0 * (F1 / F0 - 1.0), "D_change_percent": 100.0 * (D1 / D0 - 1.0)}}
     chosen.model_selection = evidence
     chosen.timings_s["model_selection"] = extra_s
     chosen.timings_s["total"] += extra_s

@@ -27,7 +27,8 @@ ray. ``--pupil-vignetting`` / ``--no-pupil-vignetting`` override; the choice and
 printed and kept in ``report.json`` and ``camera.json`` (``pupil``).
 
 Outputs: ``OUT/camera.json`` (with Ω, ``uncertainty`` {name: Jacobian σ, ``std_frames``: {name: jackknife σ},
-``std_lenslets``: {d, f_i: σ of their paraxial values when the whites show refractive micro-lenses}} and ``provenance``),
+``std_lenslets``: {d, f_i: σ of their paraxial values when the whites show refractive micro-lenses},
+``std_exit_pupil``: {F, D: σ through an exit pupil the images place badly}} and ``provenance``),
 ``OUT/poses.json``, ``OUT/report.json`` (``docs/formats.md``) and, with ``--ablation-table``,
 ``OUT/ablation.json`` and ``OUT/ablation.md`` (paper Table ablation: configurations 1–8 and
 NOUR). A parameter table is printed to stdout.
@@ -65,6 +66,7 @@ from plenocal.calib.plausibility import (
     result_problems,
 )
 from plenocal.calib.priors import Prior, check_priors
+from plenocal.calib.pupil_systematic import exit_pupil_systematic
 from plenocal.calib.residuals import MeasuredPupilRadii
 from plenocal.errors import DataError, InputFileError, ModelError, ResultError, UsageError
 from plenocal.evaluate.field import ModelField, field_of_calibration, micro_image_radius_mm
@@ -497,6 +499,9 @@ def build_report(result: CalibrationResult, inputs: Inputs, *, wall_s: float, re
         doc["lenslets"] = lenslets
         for name, sd in lenslets["systematic"].items():
             doc["parameters"][name]["std_lenslets"] = sd
+    pupil = exit_pupil_systematic(doc)  # how far F and D rest on a pupil the images place badly
+    for name, rel in (pupil.relative.items() if pupil is not None else ()):
+        doc["parameters"][name]["std_exit_pupil"] = rel * abs(float(doc["parameters"][name]["value"]))
     timings: dict[str, Any] = dict(cast("dict[str, float]", rep["timings_s"]))
     timings["read_inputs"] = read_s
     doc["timings_s"] = timings
@@ -595,6 +600,9 @@ def run(args: argparse.Namespace) -> int:
     lenslet_sd = dict((report.get("lenslets") or {}).get("systematic") or {})
     if lenslet_sd:
         uncertainty["std_lenslets"] = lenslet_sd  # {name: σ} of the paraxial d, f_i (refractive micro-lenses)
+    pupil_sd = {n: q["std_exit_pupil"] for n, q in report["parameters"].items() if "std_exit_pupil" in q}
+    if pupil_sd:
+        uncertainty["std_exit_pupil"] = pupil_sd  # {name: σ} of F, D through a badly placed exit pupil
     report["pupil"] = pupil
     report["checks"] = {"passed": not failed, "failed": failed, "written_anyway": bool(failed)}
     report["consistency"] = consistency_record(result, inputs)

@@ -25,11 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, RADIUS_SLOPE_TOLERANCE
-from plenocal.calib.priors import IMAGE_SYSTEMATIC
-
-EXIT_PUPIL_SYSTEMATIC_MM = IMAGE_SYSTEMATIC["exit_pupil_mm"]
-"""How far the exit pupil e estimated from the images can be from the lens's, whatever its σ
-(:data:`plenocal.calib.priors.IMAGE_SYSTEMATIC`)."""
+from plenocal.calib.pupil_systematic import EXIT_PUPIL_SYSTEMATIC_MM, exit_pupil_systematic
 
 LEVELS = ("info", "warning", "error")
 
@@ -180,6 +176,8 @@ class ParameterSigma:
     frozen: bool = False
     std_lenslets: float | None = None
     """σ of the paraxial value beyond the data's (d, f_i with refractive micro-lenses), or None."""
+    std_exit_pupil: float | None = None
+    """σ through an exit pupil the images place badly (F, D), or None."""
 
     @property
     def sigma(self) -> float | None:
@@ -223,11 +221,14 @@ def parameter_sigmas(calibration: Mapping[str, Any], camera: Mapping[str, Any] |
         if frames is None:
             u = unc.get(name) if isinstance(unc, dict) else None
             frames = _number(u.get("std_frames")) if isinstance(u, dict) else _number((unc_frames or {}).get(name))
-        lens = _number(p.get("std_lenslets"))
-        if lens is None and isinstance(unc.get("std_lenslets"), dict):
-            lens = _number(unc["std_lenslets"].get(name))
+        extra = {}
+        for key in ("std_lenslets", "std_exit_pupil"):
+            v = _number(p.get(key))
+            if v is None and isinstance(unc.get(key), dict):
+                v = _number(unc[key].get(name))
+            extra[key] = v
         out[str(name)] = ParameterSigma(str(name), _number(p.get("value")), _number(p.get("std")), frames, bool(p.get("frozen")),
-                                        lens)
+                                        **extra)
     return out
 
 
@@ -512,69 +513,40 @@ def rejection_findings(n_rejected: int, n_features: int, field: Any) -> list[Fin
     return out
 
 
-def _whites_pupil_range(pupil: Any) -> float | None:
-    """How far from e = 0 the white images' radius-law slope lets the exit pupil be (mm), when they
-    left it out (calibration's ``white_slope``, :data:`plenocal.calib.calibrate.WHITE_SLOPE_PUPIL_MARGIN`):
-    the margin over the slope's change per mm of e between the two cameras; else None."""
-    if not isinstance(pupil, Mapping) or pupil.get("kept"):
-        return None
-    ws, values = pupil.get("white_slope"), pupil.get("values")
-    if not isinstance(ws, Mapping) or not isinstance(values, Mapping):
-        return None
-    e, w, wo, margin = (_number(x) for x in (values.get("exit_pupil_mm"), ws.get("with"), ws.get("without"), ws.get("margin")))
-    if e is None or w is None or wo is None or margin is None or e == 0.0 or w == wo:
-        return None
-    return margin / (abs(w - wo) / abs(e))
-
-
 def exit_pupil_scale_findings(doc: Mapping[str, Any]) -> list[Finding]:
     """How far F moves if the exit pupil e that the data chose is :data:`EXIT_PUPIL_SYSTEMATIC_MM`
     off (F's regression on e in the calibration's covariance: ρ_Fe·σ_F/σ_e per mm), when e was
     estimated from the images (kept by the data, no prior of the user's on it); or, when the data
     showed a real lens but could not place its pupil (e left out), how far F moved with e put 10 mm
-    behind H′ (calibration's ``scale_probe``, :data:`plenocal.calib.calibrate.EXIT_PUPIL_PROBE_MM`):
-    :data:`EXIT_PUPIL_SCALE_WARNING`, :data:`EXIT_PUPIL_SCALE_ERROR`."""
+    behind H′ (calibration's ``scale_probe``, :data:`plenocal.calib.calibrate.EXIT_PUPIL_PROBE_MM`),
+    within the range of e the white images allow when they left it out
+    (:func:`plenocal.calib.pupil_systematic.exit_pupil_systematic`): :data:`EXIT_PUPIL_SCALE_WARNING`,
+    :data:`EXIT_PUPIL_SCALE_ERROR`."""
+    sysm = exit_pupil_systematic(doc)
+    if sysm is None:
+        return []
+    shift = sysm.relative["F_mm"]
     sel = doc.get("model_selection") if isinstance(doc.get("model_selection"), Mapping) else {}
-    pupil = sel.get("exit_pupil")
-    params = doc.get("parameters") if isinstance(doc.get("parameters"), Mapping) else {}
-    F, e = params.get("F_mm"), params.get("exit_pupil_mm")
-    probe = pupil.get("scale_probe") if isinstance(pupil, Mapping) else None
-    if isinstance(probe, Mapping) and _finite(probe.get("F_change_percent")) and probe.get("converged"):
-        # e left out by a lens the data show not to be thin: calibration moved the pupil to see.
-        whites = _whites_pupil_range(pupil)
-        if whites is not None and whites < float(probe.get("exit_pupil_mm") or 0.0):
-            shift = abs(float(probe["F_change_percent"])) / 100.0 * whites / float(probe["exit_pupil_mm"])
-            ws = pupil["white_slope"]
-            return _scale_finding(shift, f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), "
-                                         f"where the white images' radius-law slope puts it (the camera with e = "
-                                         f"{float(pupil['values']['exit_pupil_mm']):.1f} mm was {100 * float(ws['with']):+.1f} % "
-                                         f"from it, without {100 * float(ws['without']):+.1f} %), within about ±{whites:.1f} mm: "
-                                         f"with it {probe.get('exit_pupil_mm'):g} mm behind H′ F comes out "
-                                         f"{float(probe['F_change_percent']):+.1f} %, so F is known to about ±{100 * shift:.1f} %")
-        return _scale_finding(abs(float(probe["F_change_percent"])) / 100.0,
-                              f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), which "
-                              f"these images cannot place ({pupil.get('reason', 'e left out')}): with it "
-                              f"{probe.get('exit_pupil_mm'):g} mm behind H′, F comes out "
-                              f"{float(probe['F_change_percent']):+.1f} %")
-    if not (isinstance(pupil, Mapping) and pupil.get("kept") and isinstance(F, Mapping) and isinstance(e, Mapping)) \
-            or F.get("frozen") or e.get("frozen"):
-        return []
-    if any(isinstance(q, Mapping) and q.get("name") == "exit_pupil_mm" and not str(q.get("origin", "")).startswith("default")
-           for q in doc.get("priors") or []):
-        return []  # the user said where the pupil is
-    corr = doc.get("correlation") if isinstance(doc.get("correlation"), Mapping) else {}
-    names = list(corr.get("names") or [])
-    if "F_mm" not in names or "exit_pupil_mm" not in names:
-        return []
-    try:
-        rho = float(corr["matrix"][names.index("F_mm")][names.index("exit_pupil_mm")])
-        slope = rho * float(F["std"]) / float(e["std"])
-        shift = abs(slope) * EXIT_PUPIL_SYSTEMATIC_MM / float(F["value"])
-    except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError):
-        return []
+    pupil = sel.get("exit_pupil") if isinstance(sel.get("exit_pupil"), Mapping) else {}
+    probe = pupil.get("scale_probe") if isinstance(pupil.get("scale_probe"), Mapping) else {}
+    if sysm.kind == "whites":
+        ws = pupil["white_slope"]
+        return _scale_finding(shift, f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), "
+                                     f"where the white images' radius-law slope puts it (the camera with e = "
+                                     f"{float(pupil['values']['exit_pupil_mm']):.1f} mm was {100 * float(ws['with']):+.1f} % "
+                                     f"from it, without {100 * float(ws['without']):+.1f} %), within about "
+                                     f"±{sysm.whites_range_mm:.1f} mm: with it {probe.get('exit_pupil_mm'):g} mm behind H′ "
+                                     f"F comes out {float(probe['F_change_percent']):+.1f} %, so F is known to about "
+                                     f"±{100 * shift:.1f} %")
+    if sysm.kind == "probe":
+        return _scale_finding(shift, f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), which "
+                                     f"these images cannot place ({pupil.get('reason', 'e left out')}): with it "
+                                     f"{probe.get('exit_pupil_mm'):g} mm behind H′, F comes out "
+                                     f"{float(probe['F_change_percent']):+.1f} %")
+    e = doc["parameters"]["exit_pupil_mm"]
     value, sd = round_to_sigma(float(e["value"]), _number(e.get("std")))
     return _scale_finding(shift, f"the scale rests on the exit pupil the images put at e = {value} ± {sd} mm: F moves "
-                                 f"{abs(slope):.2f} mm per mm of e, and e estimated from images through real micro-lenses "
+                                 f"{abs(sysm.slope_mm_per_mm):.2f} mm per mm of e, and e estimated from images through real micro-lenses "
                                  f"can be ~{EXIT_PUPIL_SYSTEMATIC_MM:g} mm off (docs/model.md), so F is known to about "
                                  f"±{100 * shift:.1f} %")
 
@@ -877,6 +849,8 @@ def intrinsic_rows(sigmas: Mapping[str, ParameterSigma]) -> list[list[str]]:
                 how += f"; the two σ differ {p.disagreement:.1f}×"
         if p.std_lenslets is not None and p.value is not None:
             how += f"; paraxial value ± {round_to_sigma(p.std_lenslets * factor, p.std_lenslets * factor)[1]} (σ_lenslets)"
+        if p.std_exit_pupil is not None and p.value is not None and p.std_exit_pupil > (p.sigma or 0.0):
+            how += f"; ± {round_to_sigma(p.std_exit_pupil * factor, p.std_exit_pupil * factor)[1]} through the exit pupil (σ_pupil)"
         rows.append([f"{label} [{unit}]" if unit else label, f"{v} ± {sd}" if sd != "—" else v, how])
     return rows
 
@@ -944,7 +918,11 @@ def headline(calibration: Mapping[str, Any] | None, evaluation: Mapping[str, Any
     """The few numbers of the status line: F ± σ, calibration's and the held-out (u, v) RMSE, ε_z."""
     out = []
     if "F_mm" in sigmas:
-        out.append(_fmt_param(sigmas["F_mm"]))
+        F = sigmas["F_mm"]
+        sys_text = ""
+        if F.std_exit_pupil is not None and F.std_exit_pupil > (F.sigma or 0.0):
+            sys_text = f" (± {round_to_sigma(F.std_exit_pupil, F.std_exit_pupil)[1]} mm through the exit pupil)"
+        out.append(_fmt_param(F) + sys_text)
     if calibration is not None:
         rm = calibration.get("rmse") or {}
         n, rej = calibration.get("n_bap"), (calibration.get("rejected") or {}).get("bap")
