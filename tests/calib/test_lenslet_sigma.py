@@ -97,7 +97,7 @@ def test_the_verdict_says_it_and_shows_the_paraxial_sigma():
     values = {"d_mm": 0.3345, "f1_mm": 0.552}
     rec = lenslet_record(_trend(-0.0217, 0.0003), values)
     found = lenslet_findings(rec)
-    assert [f.level for f in found] == ["info"] and "±2.1 % and ±5.1 %" in found[0].text
+    assert [f.level for f in found] == ["info"] and "±2.1 % and ±5.5 %" in found[0].text
     assert [f.level for f in lenslet_findings(lenslet_record(_trend(0.0001, 0.0001), values))] == ["info"]
     # With the whites' word on the micro-lenses, the curved field no longer stands in for it.
     sel = {"exit_pupil": {"kept": True, "wald": 82.0, "threshold": 10.8},

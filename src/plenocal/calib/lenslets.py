@@ -42,13 +42,13 @@ LENSLET_TREND_MIN = 0.005
 thin renders), refractive caps 1–3 %."""
 LENSLET_D_SYSTEMATIC = 0.021
 """Relative σ of the paraxial d against the calibrated one with refractive micro-lenses: the RMS of
-d's departures over every render with refractive caps calibrated with defaults (the real-optics
-R12-B −3.4 %, plenocal's double-Gauss −0.9 %, thin main lens −2.0 %, Tessar −0.1 %, telephoto
-−2.5 %; docs/model.md)."""
-LENSLET_F_SYSTEMATIC = 0.051
+d's departures at the lattice centre over every render with refractive caps calibrated with
+defaults (the real-optics R12-B −3.35 %, plenocal's field-corrector at f/5.66 −2.0 %, thin main
+lens −2.0 %, Tessar −0.2 %, telephoto −2.6 %, double-Gauss −0.7 %; docs/model.md)."""
+LENSLET_F_SYSTEMATIC = 0.055
 """Relative σ of the paraxial f_i, as :data:`LENSLET_D_SYSTEMATIC` (the same renders: −4.3…−4.9 %,
-−4.4 %, −6.0 %, −3.9 %, −6.3…−6.5 %): d's departure less the whites' q'_i, which take the clear
-aperture and the caps' aberration (+1…+4 %)."""
+−6.0…−6.1 %, −6.0 %, −4.0 %, −7.6…−7.7 %, −4.0 %): d's departure less the whites' q'_i, which take
+the clear aperture and the caps' aberration (+1…+4 %)."""
 
 
 def refractive_lenslets(trend: LensletFieldTrend | None) -> bool:
