@@ -553,10 +553,28 @@ board at 383 mm, the telephoto render's 210–212) the true camera and pose them
 in two or more micro-images."""
 
 
+def frame_pose(camera: Any, known: BapFeatures, board: Any, frame: int) -> Any:
+    """The pose of a linked frame that calibration did not pose (an evaluation or translation frame)
+    from its own linked features with ``camera`` fixed, as the held-out evaluation estimates it
+    (:func:`plenocal.evaluate.holdout.evaluate_holdout`: initial extrinsics, plain least squares,
+    its rejection rule); None when they give none."""
+    from plenocal.evaluate.holdout import evaluate_holdout
+
+    mine = known.select((known.frame == frame) & (known.node >= 0))
+    if len(mine) == 0:
+        return None
+    try:
+        return evaluate_holdout(camera, Observations(mine, MicroImageCentres.empty()), board, frames=[frame]).poses.get(frame)
+    except DataError:
+        return None
+
+
 def run_second_pass(args: argparse.Namespace) -> int:
     """``detect --previous DIR --camera CAM --poses POSES``: the first pass's frames again, with the
     calibrated camera (issue 24). Frames it linked fully are kept untouched; frames it linked
-    partly get their missing nodes predicted with the calibrated camera and pose and fitted; frames
+    partly get their missing nodes predicted with the calibrated camera and pose (for evaluation
+    and translation frames, which calibration does not pose, the pose their linked features give
+    with that camera: :func:`frame_pose`) and fitted; frames
     it refused are detected again and linked with the calibrated camera (its barycentre pinhole),
     then completed the same way. Writes the first pass's features plus the added ones, and in
     detection.json per frame what the second pass did (``second_pass``) and in total
@@ -630,17 +648,20 @@ def run_second_pass(args: argparse.Namespace) -> int:
         bound = rec.get("rms_bound")
         rms = float(bound) if bound is not None else float("inf")
         record: dict[str, Any]
-        if linked_ok and frame in poses:
+        pose, how = (poses[frame], "calibrated camera and pose") if frame in poses else (None, "")
+        if linked_ok and pose is None:  # an evaluation or translation frame: its pose from its own features
+            pose, how = frame_pose(calibrated, known, board, frame), "calibrated camera, pose from its linked features"
+        if linked_ok and pose is not None:
 
             def devignetted(index: np.ndarray, entry: Any = entries[frame]) -> np.ndarray:
                 raw, scale = _raw_image(dataset, entry)
                 return devignette_micro_images(raw, stored()[0], micro(), index, scale=scale, white_scale=stored()[1],
                                                threshold=levels()[0])
 
-            added, record = complete_frame_nodes(frame, poses[frame], known, camera=calibrated, board=board, micro=micro(),
+            added, record = complete_frame_nodes(frame, pose, known, camera=calibrated, board=board, micro=micro(),
                                                  devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
                                                  fit_rendered=rendered)
-            record["action"] = f"{record['action']} (calibrated camera and pose)"
+            record["action"] = f"{record['action']} ({how})"
         elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
             rec["second_pass"] = {"action": "kept refused (too few clusters for a pose: no camera can link them)"}
             continue
@@ -648,7 +669,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
             added, record = _relink_refused(dataset, entries[frame], white(), pre=pre, calibrated=calibrated, board=board,
                                             pupil_vignetting=vig, fit_rendered=rendered, pupil=pupil())
         else:
-            rec["second_pass"] = {"action": "kept (no calibrated pose)"}
+            rec["second_pass"] = {"action": "kept (its linked features give no pose)"}
             continue
         record["added_features"] = len(added)
         record["wall_time_s"] = time.perf_counter() - t0
