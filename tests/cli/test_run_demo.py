@@ -238,5 +238,6 @@ def test_run_makes_a_second_detection_pass(demo):
         assert rec["second_pass"]["action"]
         if rec["linking"]["ok"] and rec["predicted_nodes"]["action"] == "complete":
             assert rec["second_pass"]["action"].startswith("kept")
+    assert 0 <= sp["added_calibration_features"] <= sp["added_features"]
     same = (out / "calibration" / "camera.json").read_bytes() == (out / "calibration-pass1" / "camera.json").read_bytes()
-    assert same == (sp["added_features"] == 0)
+    assert same == (sp["added_calibration_features"] == 0)

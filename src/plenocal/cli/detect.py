@@ -578,7 +578,8 @@ def run_second_pass(args: argparse.Namespace) -> int:
     it refused are detected again and linked with the calibrated camera (its barycentre pinhole),
     then completed the same way. Writes the first pass's features plus the added ones, and in
     detection.json per frame what the second pass did (``second_pass``) and in total
-    (``second_pass.added_features``: 0 means calibration need not run again)."""
+    (``second_pass.added_features``; ``added_calibration_features``, in calibration frames: 0 means
+    calibration need not run again)."""
     import json
 
     from plenocal.io.poses import read_poses
@@ -629,7 +630,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
     micro = functools.cache(lambda: micro_images(white_weight(stored()[0], levels=levels(), scale=stored()[1]), grid=pre.camera.grid, omega=omega,
                                                  layout=pre.camera.mla.types, pupil_vignetting=vig, pupil=pupil()))
     parts = [prev_obs.bap]
-    n_added_frames = 0
+    n_added_frames = n_added_calibration = 0
     for rec in doc.get("frames", []):
         frame = int(rec["frame"])
         t0 = time.perf_counter()
@@ -677,13 +678,15 @@ def run_second_pass(args: argparse.Namespace) -> int:
         if len(added):
             parts.append(added)
             n_added_frames += 1
+            n_added_calibration += len(added) if entries[frame].role is ImageRole.CALIBRATION else 0
     bap = BapFeatures.concatenate(parts)
     n_added = len(bap) - len(prev_obs.bap)
     obs = Observations(bap, prev_obs.mic, prev_obs.positions)
     doc["n_bap"] = len(bap)
     doc["n_frames_linked"] = len({int(f) for f in np.unique(bap.frame)})
     doc["second_pass"] = {"camera": str(args.camera), "poses": str(args.poses), "previous": str(prev),
-                          "added_features": n_added, "frames_with_added_features": n_added_frames,
+                          "added_features": n_added, "added_calibration_features": n_added_calibration,
+                          "frames_with_added_features": n_added_frames,
                           "wall_time_s": time.perf_counter() - t_all}
     with atomic_folder(out, owned=OUTPUTS) as tmp:
         write_observations(tmp / "observations.npz", obs)

@@ -113,12 +113,15 @@ class Stage:
 
 
 def nothing_added(detection_json: Path) -> bool:
-    """A second detection pass's detection.json says it added no feature."""
+    """A second detection pass's detection.json says it added no feature to the calibration frames
+    (evaluation and translation frames do not enter calibration); a file written before it counted
+    them apart: no feature at all."""
     try:
         doc = json.loads(detection_json.read_text())
     except (OSError, json.JSONDecodeError):
         return False
-    return (doc.get("second_pass") or {}).get("added_features") == 0
+    sp = doc.get("second_pass") or {}
+    return sp.get("added_calibration_features", sp.get("added_features")) == 0
 
 
 def copy_stage_outputs(source: Path, folder: Path) -> None:
@@ -376,7 +379,8 @@ def summary_rows(out: Path) -> list[tuple[str, str]]:
         rows.append(("second detection pass (calibrated camera)",
                      f"+{sp.get('added_features')} features in {sp.get('frames_with_added_features')} frames; "
                      f"{d2.get('n_frames_linked')}/{d2.get('n_frames')} frames linked"
-                     + ("; calibration not run again" if sp.get("added_features") == 0 else "")))
+                     + ("; calibration not run again" if sp.get("added_calibration_features", sp.get("added_features")) == 0
+                        else "")))
     ev = load(out / "evaluation" / "report.json")
     if ev:
         held = ev.get("holdout") or {}
