@@ -368,3 +368,28 @@ def test_the_distances_a_search_leaves_out_are_those_beyond_the_mla_conjugate():
     ups = virtual_depth_of_points(cam, np.array([[0.0, 0.0, near], [0.0, 0.0, near - 5.0]]), np.full(2, k[c]), np.full(2, l[c]))
     assert ups[0] <= -2.0 + 1e-6 and (ups[1] > 0 or ups[1] > -2.0)  # |υ| = 2 on the far side at its near end
     assert distances_left_out_mm(cam, (rng[0], near - 30.0)) is None
+
+
+def test_neighbours_selected_by_baseline_and_lens_type(r12a):
+    """The diagnostics' neighbour classes (``benchmarks/depth_bias.py``): on the hexagonal
+    three-type grid the √3-pitch neighbours are the micro-image's own type and the first ring the
+    other types; an interior micro-image has six of each."""
+    from plenocal.depth import matching as M
+
+    k, l, c, types = M.grid_micro_images(r12a)
+    p = r12a.grid.diameter_px
+    table, _ = M.neighbour_table(c, p)
+    centre = int(np.argmin(np.sum((c - c.mean(axis=0)) ** 2, axis=1)))
+    for band, same in (((1.6, 1.9), "same"), ((0.9, 1.1), "different")):
+        sel, n_coarse = M.select_neighbours(table, c, types, p, baselines=band)
+        row = sel[centre][sel[centre] >= 0]
+        assert len(row) == 6 and n_coarse == sel.shape[1]
+        dist = np.linalg.norm(c[row] - c[centre], axis=1) / p
+        assert np.all((dist >= band[0]) & (dist <= band[1]))
+        assert np.all((types[row] == types[centre]) == (same == "same"))
+        typed, _ = M.select_neighbours(table, c, types, p, baselines=band, pair_types=same)
+        np.testing.assert_array_equal(typed[centre][typed[centre] >= 0], row)
+        other, _ = M.select_neighbours(table, c, types, p, baselines=band, pair_types="different" if same == "same" else "same")
+        assert not np.any(other[centre] >= 0)
+    with pytest.raises(ValueError):
+        M.select_neighbours(table, c, types, p, pair_types="both")

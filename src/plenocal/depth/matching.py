@@ -319,6 +319,32 @@ def _neighbour_table(centres: FloatArray, pitch_px: float, *, rings: float, star
     return np.ascontiguousarray(idx[:, :max(m, 1)]), max(n_coarse, 1)
 
 
+def select_neighbours(neigh: NDArray[np.int64], centres: FloatArray, types: NDArray[np.int64], pitch_px: float, *,
+                      baselines: tuple[float, float] | None = None, pair_types: str | None = None
+                      ) -> tuple[NDArray[np.int64], int]:
+    """The neighbour table ``neigh`` (N, M) restricted to the neighbours whose centre lies
+    ``baselines`` = (lo, hi) pitches away and, with ``pair_types`` ``"same"`` / ``"different"``,
+    of the micro-image's own lens type / another (diagnostics of the matching's bias by baseline:
+    ``benchmarks/depth_bias.py``). Kept ones first, −1 pads; every kept neighbour also takes part
+    in the coarse scan (the second value: how many)."""
+    if pair_types not in (None, "same", "different"):
+        raise ValueError(f"pair_types {pair_types!r}: expected 'same', 'different' or None")
+    found = neigh >= 0
+    j = np.clip(neigh, 0, None)
+    keep = found.copy()
+    if baselines is not None:
+        dist = np.linalg.norm(centres[j] - centres[:, None, :], axis=2) / pitch_px
+        keep &= (dist >= baselines[0]) & (dist <= baselines[1])
+    if pair_types is not None:
+        same = types[j] == types[:, None]
+        keep &= same if pair_types == "same" else ~same
+    order = np.argsort(~keep, axis=1, kind="stable")
+    kept = np.take_along_axis(keep, order, axis=1)
+    table = np.where(kept, np.take_along_axis(neigh, order, axis=1), -1)
+    m = max(int(keep.sum(axis=1).max()) if len(keep) else 0, 1)
+    return np.ascontiguousarray(table[:, :m]), m
+
+
 @dataclass(frozen=True, eq=False)
 class VirtualDepthMap:
     """Per micro-image virtual depth of one raw image.
@@ -517,6 +543,8 @@ def estimate_virtual_depths(
     subset: NDArray[np.bool_] | None = None,
     refine_min_confidence: float = 0.0,
     field_radius_px: float | None = None,
+    baselines: tuple[float, float] | None = None,
+    pair_types: str | None = None,
     chunk: int = CHUNK,
     progress: Callable[[int, int], None] | None = None,
 ) -> VirtualDepthMap:
@@ -549,6 +577,10 @@ def estimate_virtual_depths(
     field_radius_px : the calibrated model's field (``camera.json``'s ``model_field``,
         :mod:`plenocal.evaluate.field`), px about the principal point: textured micro-images whose
         centre lies beyond it are not matched (status ``outside_field``); None: no limit.
+    baselines : (lo, hi) pitches, diagnostics: only the neighbours whose centre lies lo … hi
+        pitches away take part (coarse scan included); None: all of them.
+    pair_types : diagnostics: ``"same"`` or ``"different"`` keeps only the neighbours of the same
+        lens type as the micro-image, or of another type; None: all.
     chunk : micro-images per kernel call; ``progress(done, total)`` after each.
 
     Returns
@@ -564,6 +596,8 @@ def estimate_virtual_depths(
     radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
     in_view = micro_images_in_view(camera, centres, radii, weight, min_weight=0.5)
     neigh, n_coarse = neighbour_table(centres, grid.diameter_px, rings=rings, star_rings=star_rings)
+    if baselines is not None or pair_types is not None:
+        neigh, n_coarse = select_neighbours(neigh, centres, types, grid.diameter_px, baselines=baselines, pair_types=pair_types)
     law = blur_law(camera, kappa=kappa)
     ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
     lam = camera.lambda_
@@ -625,6 +659,8 @@ def estimate_virtual_depths(
         "lambda": float(lam),
         "pupil_vignetting": bool(pupil_vignetting), "refine_min_confidence": float(refine_min_confidence),
         "field_radius_px": None if field_radius_px is None else float(field_radius_px),
+        **({"baselines": [float(b) for b in baselines]} if baselines is not None else {}),
+        **({"pair_types": pair_types} if pair_types is not None else {}),
         "blur_law": {"intercept_px": list(law.intercept_px), "slope_px": law.slope_px},
     }
     return VirtualDepthMap(
