@@ -5,7 +5,9 @@ The PRISM R12-B translation frames (``../shared/validation/prism-r12b``, a front
 images' pixel convention, once with every neighbour (what ``plenocal depth`` does) and once per
 class of neighbours (:func:`plenocal.depth.matching.select_neighbours`): the first ring (1 pitch,
 always another lens type on the R12 grids), √3 pitches (the same type), 2 pitches (another), 3
-(the same); and every neighbour with κ = 0 (no blur equalisation). Per frame and variant: the
+(the same); every neighbour with κ = 0 (no blur equalisation); every neighbour with the coarse
+grid shifted by half its step, and both with the refinement's vertex through the grid's own
+samples (``REFINE_VARYING``, the refinement before the re-centring): a grid-locked estimate moves. Per frame and variant: the
 median of (w − w_true)/w_true over the confident (≥ 0.3) per micro-image estimates whose line of
 sight meets the plate ≥ 5 mm inside its edges (w_true: the lens' own 1/υ of that point,
 :func:`plenocal.depth.metric.virtual_depth_of_points`), also per lens type of the micro-image;
@@ -28,7 +30,16 @@ from _common import machine, translation_frames
 from depth import board_mask
 
 import plenocal
-from plenocal.depth.matching import MIN_SUPPORT_CONFIDENCE, aggregate_virtual_depths, estimate_virtual_depths
+from plenocal.depth.matching import (
+    COARSE_STEP_PX,
+    MIN_SUPPORT_CONFIDENCE,
+    REFINE_VARYING,
+    aggregate_virtual_depths,
+    default_distance_range_mm,
+    estimate_virtual_depths,
+    inverse_depth_range,
+    matching_lambda,
+)
 from plenocal.depth.metric import points_from_virtual_depth, virtual_depth_of_points
 from plenocal.io.camera import read_camera
 
@@ -41,6 +52,9 @@ VARIANTS = {
     "two-other-type": {"baselines": (1.9, 2.1)},
     "three-same-type": {"baselines": (2.9, 3.1)},
     "all-kappa0": {"kappa": 0.0},
+    "all-grid-half-step": {"grid_phase": 0.5},
+    "all-vertex-on-grid": {"refine_common": REFINE_VARYING},
+    "all-vertex-on-grid-half-step": {"refine_common": REFINE_VARYING, "grid_phase": 0.5},
 }
 
 
@@ -61,6 +75,12 @@ def main() -> None:
         row = {"frame": e.frame, "z_true_mm": float(t[2])}
         for label in args.variants.split(","):
             opts = {"kappa": args.kappa, **VARIANTS[label]}
+            phase = opts.pop("grid_phase", 0.0)
+            if phase:  # the default search interval and coarse step, shifted by a fraction of the step
+                lo, hi = inverse_depth_range(camera, default_distance_range_mm(camera))
+                step = COARSE_STEP_PX / (matching_lambda(camera) * camera.grid.diameter_px)
+                step = (hi - lo) / (max(int(np.ceil((hi - lo) / step)) + 1, 3) - 1)
+                opts["w_range"] = (lo + phase * step, hi + phase * step)
             vd = estimate_virtual_depths(dv, weight, camera, f_number=e.f_number, refine_min_confidence=MIN_SUPPORT_CONFIDENCE, **opts)
             onb = board_mask(camera, vd.k, vd.l, R, t, plate_size)
             # the lens' own true w of the point its line of sight meets on the (fronto-parallel) plate
@@ -73,7 +93,7 @@ def main() -> None:
             out = {"estimates": int(sel.sum()), "w_signed_median_pct": float(100 * np.median(rel[sel])),
                    "by_type_pct": [float(100 * np.median(rel[sel & (vd.types == ty)])) for ty in range(camera.n_types)],
                    "w_true_median": float(np.median(w_true[sel]))}
-            if label == "all":
+            if label.startswith("all"):
                 ag = aggregate_virtual_depths(vd, camera)
                 ok = onb & vd.textured & ag.ok
                 z = points_from_virtual_depth(camera, ag.k[ok], ag.l[ok], ag.virtual_depth[ok])[:, 2]
