@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, translation_frames
-from depth import board_mask
 
 import plenocal
+from depth import board_mask
 from plenocal.depth.matching import (
     COARSE_STEP_PX,
     MIN_SUPPORT_CONFIDENCE,

@@ -377,7 +377,7 @@ def test_neighbours_selected_by_baseline_and_lens_type(r12a):
     other types; an interior micro-image has six of each."""
     from plenocal.depth import matching as M
 
-    k, l, c, types = M.grid_micro_images(r12a)
+    _, _, c, types = M.grid_micro_images(r12a)
     p = r12a.grid.diameter_px
     table, _ = M.neighbour_table(c, p)
     centre = int(np.argmin(np.sum((c - c.mean(axis=0)) ** 2, axis=1)))
@@ -445,7 +445,7 @@ def test_pupil_shift_radii_use_the_blur_laws_lens_distances():
         t_k = cam.mla.types.type_of(k, l)
         np.testing.assert_allclose(rb, [np.median(np.abs(q_k[t_k == t])) / s for t in range(cam.n_types)], rtol=1e-12)
         assert ra == pytest.approx(np.median(np.abs(m_k)) / 4.0 / s, rel=1e-12)
-        m, q = radius_law(cam)
+        _, q = radius_law(cam)
         legacy = np.abs(np.asarray(q)) / s
         assert (np.max(np.abs(rb / legacy - 1.0)) > 0.01) == differs
         if not differs:

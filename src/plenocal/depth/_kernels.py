@@ -47,12 +47,12 @@ REFINE_PARABOLA = 1
 
 REFINE_VARYING = 0
 """Parabola refinement: each cost over the pixels that overlap at its own hypothesis (3–4 costs)."""
-REFINE_COMMON = 1
+REFINE_COMMON_PIXELS = 1
 """Parabola refinement: the five costs c0 − 2h … c0 + 2h about the coarse minimum over the pixels
 of each pair that overlap at every one of them (:func:`_costs` ``common``), the vertex through the
 lowest inner one and its neighbours."""
 REFINE_RECENTRED = 2
-""":data:`REFINE_COMMON`, then three costs h/2 apart centred on that vertex (common pixels again)
+""":data:`REFINE_COMMON_PIXELS`, then three costs h/2 apart centred on that vertex (common pixels again)
 and their parabola's vertex: the samples no longer sit on the coarse grid, to which a vertex
 through grid-fixed samples locks."""
 REFINE_RECENTRED_VARYING = 3
@@ -391,9 +391,13 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
     """The matching cost of micro-image i at each of the K inverse virtual depths ``ws`` into
     ``out_cost`` (K,): the mean over the pairs (i, j) with ≥ ``min_pixels`` compared pixels of
     their mean absolute difference (NaN without such a pair); the number of pairs into
-    ``out_pairs`` (K,). ``rho`` (K, T), ``inv``, ``fwd`` (K, T, n): the blur radii and shift
-    tables at each w (:func:`_tables_at`); ``px``, ``py``, ``ro`` (S,), ``ex``, ``ey`` (K, S): work
-    arrays (:func:`_work`). ``stack`` is (H, W, L), the levels of a pixel adjacent in memory.
+    ``out_pairs`` (K,). ``rho`` (K, T), ``inv``, ``fwd`` (K, 2, T, T, n): the blur radii and the
+    pair shift tables at each w (:func:`_pair_tables_at`: [k, 0, ti, tj] for view i compared with
+    type tj, [k, 1, tj, ti] for view j); ``px``, ``py``, ``ro`` (S,), ``ex``, ``ey`` (K, T, S): work
+    arrays (:func:`_costs_work`; e_i as compared with each type). ``stack`` is (H, W, L), the levels
+    of a pixel adjacent in memory. ``common``: a pair's sums run over the pixels whose match lies in
+    j at every one of the K hypotheses (and the pair counts only where the discs overlap at all of
+    them), so that the K costs compare the same pixels.
 
     A pair (i, j) sums |I_i(x) − I_j(y)| over the pixels x of micro-image i within ``radius`` of
     c_i on a ``stride`` grid (:func:`_gather`) whose match y lies within ``radius`` of c_j: the
@@ -687,7 +691,7 @@ def search_kernel(
     (``refine_mode`` REFINE_GOLDEN), or the vertex of the parabola through full costs half a coarse
     step apart around the coarse minimum (REFINE_PARABOLA: 3–4 evaluations over the pixels that
     overlap at each hypothesis with ``refine_common`` REFINE_VARYING; 5 over the pixels common to
-    all with REFINE_COMMON, 5 + 3 re-centred on the vertex with REFINE_RECENTRED); micro-images whose
+    all with REFINE_COMMON_PIXELS, 5 + 3 re-centred on the vertex with REFINE_RECENTRED); micro-images whose
     coarse contrast is below ``min_refine_contrast`` are not refined (STATUS_NOT_REFINED). ``ra``,
     ``rb`` (T,): the pupil-vignetting shift's radii (rb all 0: none); ``g_table`` (T, n):
     :func:`centroid_table`. ``stack`` (H, W, L).
@@ -744,7 +748,7 @@ def search_kernel(
         ws = np.empty(5)
         fs = np.empty(5)
         ps = np.empty(5, dtype=np.int64)
-        if refine_mode == REFINE_PARABOLA and (refine_common == REFINE_COMMON or refine_common == REFINE_RECENTRED):
+        if refine_mode == REFINE_PARABOLA and (refine_common == REFINE_COMMON_PIXELS or refine_common == REFINE_RECENTRED):
             h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5
             c0 = w_grid[best]
             for q in range(5):

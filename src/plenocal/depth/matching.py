@@ -43,11 +43,11 @@ from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
 from plenocal.depth._kernels import (
-    REFINE_COMMON as REFINE_COMMON_SUPPORT,
+    REFINE_COMMON_PIXELS as REFINE_COMMON_PIXELS,
+)
+from plenocal.depth._kernels import (
     REFINE_PARABOLA,
-    REFINE_RECENTRED,
     REFINE_RECENTRED_VARYING,
-    REFINE_VARYING,
     STATUS_AT_BOUND,
     STATUS_FLAT,
     STATUS_NO_PAIRS,
@@ -61,6 +61,12 @@ from plenocal.depth._kernels import (
     normalised_levels_kernel,
     search_kernel,
     star_mask_kernel,
+)
+from plenocal.depth._kernels import (
+    REFINE_RECENTRED as REFINE_RECENTRED,
+)
+from plenocal.depth._kernels import (
+    REFINE_VARYING as REFINE_VARYING,
 )
 from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera, RhoForm
@@ -127,7 +133,7 @@ pairs and blurred is rounder than a V, and the board steps come out worse (7.7 %
 REFINE_COMMON = REFINE_RECENTRED_VARYING
 """How the parabola refinement samples the cost (:mod:`plenocal.depth._kernels`): REFINE_VARYING
 (each hypothesis' own overlapping pixels, the vertex through samples on the coarse grid),
-REFINE_COMMON_SUPPORT (the pixels every sample compares) or REFINE_RECENTRED (that, then a parabola
+REFINE_COMMON_PIXELS (the pixels every sample compares) or REFINE_RECENTRED (that, then a parabola
 re-centred on its vertex). PRISM R12-B translation frames 100–104, truth camera, aggregated signed
 median |z − z_true|/z with the coarse grid shifted by 0 / ½ / ¼ of its step: varying −0.25 / −0.27 /
 −0.37 % … (frame 101: −0.19 / −0.30 / −0.04 %; 103: +0.04 / 0.00 / +0.11 %: the estimate locks to
