@@ -157,27 +157,31 @@ def _shift_row(gain, g_row, inv_row, fwd_row):  # pragma: no cover - compiled
 @nb.njit(cache=True)
 def _pair_tables_at(w, P, Q, kappa2, levels, ra, rb, gl, rho, inv, fwd, g_eff):  # pragma: no cover - compiled
     """ρ_t(w) = P_t + Q·w into ``rho`` (T,) and the pupil-vignetting shift tables of a view of type
-    tv compared with one of type to into ``inv[tv, to]``, ``fwd[tv, to]`` (T, T, n): as
+    tv compared with one of type to into ``inv[role, tv, to]``, ``fwd[role, tv, to]`` (R, T, T', n;
+    role 0 view i, 1 view j): as
     :func:`_shift_tables`, with the centroid offsets of the view *as the matching reads it*,
     blurred by its relative blur s2 (:func:`_relative_blur`, read from the stack between two
     levels like the image, :func:`_level`): ``gl`` (T, L, n) holds them at each of the stack's
-    levels (:func:`plenocal.depth.matching.smoothed_centroid_tables`); with one level (L = 1) the
-    unblurred offsets of every pair. ``g_eff`` (n,): work row."""
+    levels (:func:`plenocal.depth.matching.smoothed_centroid_tables`); with one level (L = 1, R = 1,
+    T' = 1) the unblurred offsets, one table per type for every pair and role (:func:`_costs`
+    reads [0, t, 0]). ``g_eff`` (n,): work row."""
     T = P.shape[0]
+    R = inv.shape[0]
+    Tp = inv.shape[2]
     n = inv.shape[3]
     h = TABLE_STEP_PX
     for t in range(T):
         rho[t] = P[t] + Q * w
-    for role in range(2):
+    for role in range(R):
         for tv in range(T):
             if rb[tv] < MIN_LENS_RADIUS_PX:
-                for to in range(T):
+                for to in range(Tp):
                     for k in range(n):
                         inv[role, tv, to, k] = k * h
                         fwd[role, tv, to, k] = k * h
                 continue
             gain = saturated_gain(-rho[tv] / rb[tv], ra, rb[tv])[0]
-            for to in range(T):
+            for to in range(Tp):
                 if gl.shape[2] == 1:
                     _shift_row(gain, gl[role, tv, 0], inv[role, tv, to], fwd[role, tv, to])
                     continue
@@ -188,16 +192,26 @@ def _pair_tables_at(w, P, Q, kappa2, levels, ra, rb, gl, rho, inv, fwd, g_eff): 
                 _shift_row(gain, g_eff, inv[role, tv, to], fwd[role, tv, to])
 
 
+@nb.njit(cache=True, inline="always")
+def _table_shape(gl, T):  # pragma: no cover - compiled
+    """(R, T') of the pair tables for the centroid offsets ``gl`` (R, T, L, n): one role and one
+    partner type when they are unblurred (L = 1), else as many roles as ``gl`` and T partners."""
+    if gl.shape[2] == 1:
+        return 1, 1
+    return gl.shape[0], T
+
+
 @nb.njit(cache=True)
 def grid_pair_tables(w_grid, P, Q, kappa2, levels, ra, rb, gl):  # pragma: no cover - compiled
-    """ρ (G, T) and the pair shift tables (G, T, T, n) of :func:`_pair_tables_at` at every
+    """ρ (G, T) and the pair shift tables (G, R, T, T', n) of :func:`_pair_tables_at` at every
     hypothesis of the coarse grid: shared by every micro-image, computed once."""
     G = w_grid.shape[0]
     T = P.shape[0]
     n = gl.shape[3]
+    R, Tp = _table_shape(gl, T)
     rho = np.empty((G, T))
-    inv = np.empty((G, 2, T, T, n))
-    fwd = np.empty((G, 2, T, T, n))
+    inv = np.empty((G, R, T, Tp, n))
+    fwd = np.empty((G, R, T, Tp, n))
     g_eff = np.empty(n)
     for q in range(G):
         _pair_tables_at(w_grid[q], P, Q, kappa2, levels, ra, rb, gl, rho[q], inv[q], fwd[q], g_eff)
@@ -423,9 +437,10 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
     ciy = centres[i, 1]
     ti = types[i]
     m = _gather_pixels(stack, cix, ciy, radius, stride, px, py, ro)
-    T = inv.shape[2]
+    Tp = inv.shape[3]
+    rj = inv.shape[1] - 1  # view j's role
     for k in range(K):  # the chief-ray offsets e_i at each hypothesis, as compared with each type
-        for to in range(T):
+        for to in range(Tp):
             for p in range(m):
                 r = ro[p]
                 if r > 1e-9:
@@ -456,6 +471,8 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
         cjx = centres[j, 0]
         cjy = centres[j, 1]
         tj = types[j]
+        oj = tj if Tp > 1 else 0  # i's table as compared with tj, and j's as compared with ti
+        oi = ti if Tp > 1 else 0
         if common:
             diffs[:, :] = -1.0
         skip = False
@@ -473,15 +490,15 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
             kj, tj_ = _level(s2_j, levels)
             e_lim2 = math.inf  # the square of the chief-ray offset observed at the radius, plus the margin
             if kr + 1 < n_tab:
-                e = inv[k, 1, tj, ti, kr] + (xr - kr) * (inv[k, 1, tj, ti, kr + 1] - inv[k, 1, tj, ti, kr])
+                e = inv[k, rj, tj, oi, kr] + (xr - kr) * (inv[k, rj, tj, oi, kr + 1] - inv[k, rj, tj, oi, kr])
                 if not math.isnan(e):
                     e += OFFSET_LIMIT_MARGIN_PX
                     e_lim2 = e * e
             sad = 0.0
             n = 0
             for p in range(m):
-                ex_ = ex[k, tj, p] + dx
-                ey_ = ey[k, tj, p] + dy
+                ex_ = ex[k, oj, p] + dx
+                ey_ = ey[k, oj, p] + dy
                 re2 = ex_ * ex_ + ey_ * ey_
                 if re2 > e_lim2:
                     continue
@@ -491,7 +508,7 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
                     kt = int(xt)
                     if kt + 1 >= n_tab:
                         continue
-                    sj = fwd[k, 1, tj, ti, kt] + (xt - kt) * (fwd[k, 1, tj, ti, kt + 1] - fwd[k, 1, tj, ti, kt])
+                    sj = fwd[k, rj, tj, oi, kt] + (xt - kt) * (fwd[k, rj, tj, oi, kt + 1] - fwd[k, rj, tj, oi, kt])
                     if math.isnan(sj):
                         continue
                     sj /= re
@@ -669,13 +686,16 @@ def _work(radius, T, n_table):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, inline="always")
-def _costs_work(radius, K, T, n_table):  # pragma: no cover - compiled
-    """Work arrays of :func:`_costs` at K hypotheses: ρ (K, T), shift tables (K, T, n), the
-    gathered pixels and their radii (S,), their offsets (K, S)."""
+def _costs_work(radius, K, T, gl):  # pragma: no cover - compiled
+    """Work arrays of :func:`_costs` at K hypotheses: ρ (K, T), pair shift tables (K, R, T, T', n)
+    (:func:`_table_shape` of the centroid offsets ``gl``), the gathered pixels and their radii
+    (S,), their offsets (K, T', S)."""
     side = 2 * math.ceil(radius) + 2
     size = side * side
-    return (np.empty((K, T)), np.empty((K, 2, T, T, n_table)), np.empty((K, 2, T, T, n_table)), np.empty(size, dtype=np.int64),
-            np.empty(size, dtype=np.int64), np.empty(size), np.empty((K, T, size)), np.empty((K, T, size)))
+    R, Tp = _table_shape(gl, T)
+    n_table = gl.shape[3]
+    return (np.empty((K, T)), np.empty((K, R, T, Tp, n_table)), np.empty((K, R, T, Tp, n_table)), np.empty(size, dtype=np.int64),
+            np.empty(size, dtype=np.int64), np.empty(size), np.empty((K, Tp, size)), np.empty((K, Tp, size)))
 
 
 @nb.njit(parallel=True, cache=True)
@@ -708,7 +728,6 @@ def search_kernel(
     m = index.shape[0]
     G = w_grid.shape[0]
     T = P.shape[0]
-    n_table = g_table.shape[3]
     n_all = neigh.shape[1]
     rho_g, inv_g, fwd_g = grid_pair_tables(w_grid, P, Q, kappa2, levels, ra, rb, g_table)
     out_w = np.full(m, np.nan)
@@ -724,7 +743,7 @@ def search_kernel(
         r = radii[i]
         curve = np.empty(G)
         npairs = np.empty(G, dtype=np.int64)
-        _, _, _, px, py, ro, exg, eyg = _costs_work(r, G, T, n_table)
+        _, _, _, px, py, ro, exg, eyg = _costs_work(r, G, T, g_table)
         _costs(stack, levels, centres, types, neigh, coarse_neighbours, i, w_grid, lam, kappa2, r, coarse_stride,
                coarse_min, rho_g, inv_g, fwd_g, px, py, ro, exg, eyg, curve, npairs)
         best = -1
@@ -744,7 +763,7 @@ def search_kernel(
         if out_median[t] < min_refine_contrast:
             out_status[t] = STATUS_NOT_REFINED
             continue
-        rho, inv, fwd, px, py, ro, ex, ey = _costs_work(r, 5, T, n_table)
+        rho, inv, fwd, px, py, ro, ex, ey = _costs_work(r, 5, T, g_table)
         ws = np.empty(5)
         fs = np.empty(5)
         ps = np.empty(5, dtype=np.int64)
@@ -884,7 +903,7 @@ def cost_curve_kernel(stack, levels, centres, types, neigh, radii, index, w_grid
     rho_g, inv_g, fwd_g = grid_pair_tables(w_grid, P, Q, kappa2, levels, ra, rb, g_table)
     for t in nb.prange(m):
         i = index[t]
-        _, _, _, px, py, ro, ex, ey = _costs_work(radii[i], G, P.shape[0], g_table.shape[3])
+        _, _, _, px, py, ro, ex, ey = _costs_work(radii[i], G, P.shape[0], g_table)
         _costs(stack, levels, centres, types, neigh, neigh.shape[1], i, w_grid, lam, kappa2, radii[i], stride, min_pixels,
                rho_g, inv_g, fwd_g, px, py, ro, ex, ey, out[t], np.empty(G, dtype=np.int64))
     return out

@@ -503,9 +503,9 @@ def pair_centroid_tables(g_table: FloatArray, levels: FloatArray, *, smoothed: b
     (:func:`~plenocal.depth._kernels._pair_tables_at`): [0] for view i, read at its pixels from
     the stack (variance levels + :data:`INTERPOLATION_BLUR_VARIANCE_PX2`), [1] for view j, read
     bilinearly (:data:`BILINEAR_VARIANCE_PX2` more), each :func:`smoothed_centroid_tables`;
-    ``smoothed`` False: g itself for both (L = 1)."""
-    if not smoothed:
-        return np.ascontiguousarray(np.stack([g_table[:, None, :], g_table[:, None, :]]))
+    ``smoothed`` False: (1, T, 1, n), g itself for both views and every pair."""
+    if not smoothed:  # one role, one level: (1, T, 1, n)
+        return np.ascontiguousarray(np.asarray(g_table, dtype=np.float64)[None, :, None, :])
     v = np.asarray(levels, dtype=np.float64) + INTERPOLATION_BLUR_VARIANCE_PX2
     return np.ascontiguousarray(np.stack([smoothed_centroid_tables(g_table, v),
                                           smoothed_centroid_tables(g_table, v + BILINEAR_VARIANCE_PX2)]))
