@@ -304,13 +304,13 @@ def test_cost_written_out_is_the_per_pixel_helpers_sum(r12a, renders):
     radii = M.USABLE_RADIUS_FRACTION * M.micro_image_radii_px(r12a, types, r12a.main_lens.f_number)
     index = np.flatnonzero(M.micro_images_in_view(r12a, centres, radii, weight, min_weight=0.5))[::97]
     w_grid = np.linspace(*inverse_depth_range(r12a, default_distance_range_mm(r12a)), 7)
-    curves = M.cost_curves(dv, weight, r12a, index, w_grid, kappa=KAPPA)
+    curves = M.cost_curves(dv, weight, r12a, index, w_grid, kappa=KAPPA, smoothed_shift=False)
     stack = M.matching_stack(dv, weight)
     neigh, _ = M.neighbour_table(centres, r12a.grid.diameter_px)
     law = blur_law(r12a, kappa=KAPPA)
     ra, rb, g_table = M.pupil_radii(r12a, r12a.main_lens.f_number, float(radii.max()))
     levels = np.asarray(M.BLUR_VARIANCES_PX2)
-    ref = np.array([[_reference_cost(stack, levels, centres, types, neigh, i, w, r12a.lambda_, KAPPA**2, radii[i],
+    ref = np.array([[_reference_cost(stack, levels, centres, types, neigh, i, w, M.matching_lambda(r12a), KAPPA**2, radii[i],
                                      M.MIN_OVERLAP_PIXELS, np.asarray(law.intercept_px), law.slope_px, ra, rb, g_table)
                      for w in w_grid] for i in index])
     assert len(index) > 10 and np.isfinite(ref).mean() > 0.8
@@ -343,7 +343,8 @@ def test_blur_levels_read_are_the_ones_the_search_reads(r12a, renders):
     ra, rb, g_table = M.pupil_radii(r12a, r12a.main_lens.f_number, float(radii.max()))
     full = M.matching_stack(dv, weight)
     costs = [M.cost_curve_kernel(stack, levels[: stack.shape[2]], centres, types, neigh, radii, index, ws[::100], r12a.lambda_,
-                                 np.asarray(law.intercept_px), law.slope_px, KAPPA**2, 1, M.MIN_OVERLAP_PIXELS, ra, rb, g_table)
+                                 np.asarray(law.intercept_px), law.slope_px, KAPPA**2, 1, M.MIN_OVERLAP_PIXELS, ra, rb,
+                                 M.pair_centroid_tables(g_table, levels[: stack.shape[2]]))
              for stack in (full, np.ascontiguousarray(full[:, :, :n]))]
     np.testing.assert_array_equal(M.matching_stack(dv, weight, n_levels=n), full[:, :, :n])
     assert np.isfinite(costs[0]).mean() > 0.8
@@ -368,3 +369,100 @@ def test_the_distances_a_search_leaves_out_are_those_beyond_the_mla_conjugate():
     ups = virtual_depth_of_points(cam, np.array([[0.0, 0.0, near], [0.0, 0.0, near - 5.0]]), np.full(2, k[c]), np.full(2, l[c]))
     assert ups[0] <= -2.0 + 1e-6 and (ups[1] > 0 or ups[1] > -2.0)  # |υ| = 2 on the far side at its near end
     assert distances_left_out_mm(cam, (rng[0], near - 30.0)) is None
+
+
+def test_neighbours_selected_by_baseline_and_lens_type(r12a):
+    """The diagnostics' neighbour classes (``benchmarks/depth_bias.py``): on the hexagonal
+    three-type grid the √3-pitch neighbours are the micro-image's own type and the first ring the
+    other types; an interior micro-image has six of each."""
+    from plenocal.depth import matching as M
+
+    _, _, c, types = M.grid_micro_images(r12a)
+    p = r12a.grid.diameter_px
+    table, _ = M.neighbour_table(c, p)
+    centre = int(np.argmin(np.sum((c - c.mean(axis=0)) ** 2, axis=1)))
+    for band, same in (((1.6, 1.9), "same"), ((0.9, 1.1), "different")):
+        sel, n_coarse = M.select_neighbours(table, c, types, p, baselines=band)
+        row = sel[centre][sel[centre] >= 0]
+        assert len(row) == 6 and n_coarse == sel.shape[1]
+        dist = np.linalg.norm(c[row] - c[centre], axis=1) / p
+        assert np.all((dist >= band[0]) & (dist <= band[1]))
+        assert np.all((types[row] == types[centre]) == (same == "same"))
+        typed, _ = M.select_neighbours(table, c, types, p, baselines=band, pair_types=same)
+        np.testing.assert_array_equal(typed[centre][typed[centre] >= 0], row)
+        other, _ = M.select_neighbours(table, c, types, p, baselines=band, pair_types="different" if same == "same" else "same")
+        assert not np.any(other[centre] >= 0)
+    with pytest.raises(ValueError):
+        M.select_neighbours(table, c, types, p, pair_types="both")
+
+
+GRID_LOCKING_SPREAD = 0.0015
+"""Bound on the spread (max − min) of a plane's median relative error of w over four phases of
+the coarse grid (shifted by 0, ¼, ½, ¾ of its step). The 300 mm render: measured 0.00024 with the
+re-centred refinement, 0.0054 with the vertex through the grid's own samples."""
+
+
+def test_refinement_does_not_lock_to_the_coarse_grid(r12a, renders):
+    """The parabola through costs at the coarse grid's points pulls the estimate towards them: a
+    plane's median w then moves by ±0.3 % when the grid shifts by part of its step (a frame-global
+    error, ±0.1–0.2 % of z on the PRISM boards, 1–3 % of their 50 mm steps). The re-centred
+    refinement (a second parabola about the first vertex) is independent of the grid's phase."""
+    from plenocal.depth import matching as M
+
+    dv, weight = renders[300.0]
+    lo, hi = inverse_depth_range(r12a, default_distance_range_mm(r12a))
+    step = M.COARSE_STEP_PX / (M.matching_lambda(r12a) * r12a.grid.diameter_px)
+    step = (hi - lo) / (max(int(np.ceil((hi - lo) / step)) + 1, 3) - 1)
+
+    def spread(**options):
+        med = []
+        for frac in (0.0, 0.25, 0.5, 0.75):
+            vd = estimate_virtual_depths(dv, weight, r12a, kappa=KAPPA, w_range=(lo + frac * step, hi + frac * step), **options)
+            ok = vd.ok & (vd.confidence >= 0.3)
+            w_true = 1.0 / virtual_depth_of_points(r12a, np.array([[0.0, 0.0, 300.0]]), vd.k[ok][:1], vd.l[ok][:1])[0]
+            med.append(np.median(1.0 / vd.virtual_depth[ok]) / w_true - 1.0)
+        return float(np.ptp(med))
+
+    assert spread() < GRID_LOCKING_SPREAD
+    assert spread(refine_common=M.REFINE_VARYING) > 2 * GRID_LOCKING_SPREAD
+
+
+def test_pupil_shift_radii_use_the_blur_laws_lens_distances():
+    """The shift's gain −ρ/R_b divides the blur law's ρ (each type's median d(k, l)) by R_b: both
+    must use the same d. Under the PRISM-like full MLA tilt the camera's own q (at the MLA frame's
+    corner, 3 % below that d at full scale) makes R_b 5 % larger (1.2–1.7 % on this small crop,
+    whose MLA frame's corner is nearer its lenses); :func:`pupil_radii` takes each lens' own m, q
+    (medians), which for an untilted MLA are the camera's."""
+    from plenocal.depth import matching as M
+    from plenocal.model.white import radius_law, radius_law_at
+
+    for tilt, differs in ((0.0, False), (1.0, True)):
+        cam = preset("r12-b", small=True, tilt_scale=tilt).camera
+        ra, rb, _ = M.pupil_radii(cam, 4.0, 10.0)
+        s = cam.sensor.pixel_size_mm
+        k, l = cam.mla.lattice.all_indices()
+        m_k, q_k = radius_law_at(cam, k, l)
+        t_k = cam.mla.types.type_of(k, l)
+        np.testing.assert_allclose(rb, [np.median(np.abs(q_k[t_k == t])) / s for t in range(cam.n_types)], rtol=1e-12)
+        assert ra == pytest.approx(np.median(np.abs(m_k)) / 4.0 / s, rel=1e-12)
+        _, q = radius_law(cam)
+        legacy = np.abs(np.asarray(q)) / s
+        assert (np.max(np.abs(rb / legacy - 1.0)) > 0.01) == differs
+        if not differs:
+            np.testing.assert_allclose(rb, legacy, rtol=1e-6)
+
+
+def test_smoothed_centroid_tables_keep_a_linear_field():
+    """Gaussian smoothing leaves a linear field unchanged: g(r) = a·r (the centroid field a·x)
+    comes back as a·r at every variance, to the quadrature's precision; a constant g (the field
+    x̂·c, singular at 0) is lowered near the centre and kept far from it."""
+    from plenocal.depth import matching as M
+
+    n = 80
+    r = np.arange(n) * M.TABLE_STEP_PX
+    g = np.vstack([0.3 * r, np.full(n, 2.0)])
+    out = M.smoothed_centroid_tables(g, np.array([0.5, 2.0, 4.5]))
+    assert out.shape == (2, 3, n)
+    np.testing.assert_allclose(out[0], np.broadcast_to(0.3 * r, (3, n)), atol=1e-9)
+    assert np.all(np.abs(out[1, :, 0]) < 1e-9) and np.all(out[1, :, 1:8] < 2.0)
+    np.testing.assert_allclose(out[1, :, -20:], 2.0, rtol=0.03)

@@ -45,6 +45,21 @@ REFINE_GOLDEN = 0
 REFINE_PARABOLA = 1
 """Refinement by the vertex of a parabola through full costs half a coarse step apart."""
 
+REFINE_VARYING = 0
+"""Parabola refinement: each cost over the pixels that overlap at its own hypothesis (3–4 costs)."""
+REFINE_COMMON_PIXELS = 1
+"""Parabola refinement: the five costs c0 − 2h … c0 + 2h about the coarse minimum over the pixels
+of each pair that overlap at every one of them (:func:`_costs` ``common``), the vertex through the
+lowest inner one and its neighbours."""
+REFINE_RECENTRED = 2
+""":data:`REFINE_COMMON_PIXELS`, then three costs h/2 apart centred on that vertex (common pixels again)
+and their parabola's vertex: the samples no longer sit on the coarse grid, to which a vertex
+through grid-fixed samples locks."""
+REFINE_RECENTRED_VARYING = 3
+""":data:`REFINE_VARYING`, then three costs h/2 apart centred on its vertex (each over its own
+overlapping pixels) and their parabola's vertex: the re-centring of :data:`REFINE_RECENTRED`
+without the common pixels."""
+
 
 @nb.njit(cache=True)
 def _disc_bounds(cx, cy, radius, W, H):  # pragma: no cover - compiled
@@ -116,6 +131,91 @@ def _shift_tables(rho, ra, rb, g, inv, fwd):  # pragma: no cover - compiled
             a = inv[t, m]
             b = inv[t, m + 1]
             fwd[t, k] = (m + (e - a) / (b - a)) * h if b > a else m * h
+
+
+@nb.njit(cache=True)
+def _shift_row(gain, g_row, inv_row, fwd_row):  # pragma: no cover - compiled
+    """One type's tables of :func:`_shift_tables` from its centroid offsets ``g_row`` (n,) and
+    saturated gain γ_s."""
+    h = TABLE_STEP_PX
+    n = inv_row.shape[0]
+    for k in range(n):
+        inv_row[k] = k * h - gain * g_row[k]
+    m = 0
+    for k in range(n):
+        e = k * h
+        while m + 1 < n and inv_row[m + 1] < e:
+            m += 1
+        if m + 1 >= n or inv_row[m] > e:
+            fwd_row[k] = math.nan if m + 1 >= n else 0.0
+            continue
+        a = inv_row[m]
+        b = inv_row[m + 1]
+        fwd_row[k] = (m + (e - a) / (b - a)) * h if b > a else m * h
+
+
+@nb.njit(cache=True)
+def _pair_tables_at(w, P, Q, kappa2, levels, ra, rb, gl, rho, inv, fwd, g_eff):  # pragma: no cover - compiled
+    """ρ_t(w) = P_t + Q·w into ``rho`` (T,) and the pupil-vignetting shift tables of a view of type
+    tv compared with one of type to into ``inv[role, tv, to]``, ``fwd[role, tv, to]`` (R, T, T', n;
+    role 0 view i, 1 view j): as
+    :func:`_shift_tables`, with the centroid offsets of the view *as the matching reads it*,
+    blurred by its relative blur s2 (:func:`_relative_blur`, read from the stack between two
+    levels like the image, :func:`_level`): ``gl`` (T, L, n) holds them at each of the stack's
+    levels (:func:`plenocal.depth.matching.smoothed_centroid_tables`); with one level (L = 1, R = 1,
+    T' = 1) the unblurred offsets, one table per type for every pair and role (:func:`_costs`
+    reads [0, t, 0]). ``g_eff`` (n,): work row."""
+    T = P.shape[0]
+    R = inv.shape[0]
+    Tp = inv.shape[2]
+    n = inv.shape[3]
+    h = TABLE_STEP_PX
+    for t in range(T):
+        rho[t] = P[t] + Q * w
+    for role in range(R):
+        for tv in range(T):
+            if rb[tv] < MIN_LENS_RADIUS_PX:
+                for to in range(Tp):
+                    for k in range(n):
+                        inv[role, tv, to, k] = k * h
+                        fwd[role, tv, to, k] = k * h
+                continue
+            gain = saturated_gain(-rho[tv] / rb[tv], ra, rb[tv])[0]
+            for to in range(Tp):
+                if gl.shape[2] == 1:
+                    _shift_row(gain, gl[role, tv, 0], inv[role, tv, to], fwd[role, tv, to])
+                    continue
+                s2 = _relative_blur(kappa2, rho[tv], rho[to])[0]
+                kl, tl = _level(s2, levels)
+                for k in range(n):
+                    g_eff[k] = gl[role, tv, kl, k] + tl * (gl[role, tv, kl + 1, k] - gl[role, tv, kl, k]) if tl > 0.0 else gl[role, tv, kl, k]
+                _shift_row(gain, g_eff, inv[role, tv, to], fwd[role, tv, to])
+
+
+@nb.njit(cache=True, inline="always")
+def _table_shape(gl, T):  # pragma: no cover - compiled
+    """(R, T') of the pair tables for the centroid offsets ``gl`` (R, T, L, n): one role and one
+    partner type when they are unblurred (L = 1), else as many roles as ``gl`` and T partners."""
+    if gl.shape[2] == 1:
+        return 1, 1
+    return gl.shape[0], T
+
+
+@nb.njit(cache=True)
+def grid_pair_tables(w_grid, P, Q, kappa2, levels, ra, rb, gl):  # pragma: no cover - compiled
+    """ρ (G, T) and the pair shift tables (G, R, T, T', n) of :func:`_pair_tables_at` at every
+    hypothesis of the coarse grid: shared by every micro-image, computed once."""
+    G = w_grid.shape[0]
+    T = P.shape[0]
+    n = gl.shape[3]
+    R, Tp = _table_shape(gl, T)
+    rho = np.empty((G, T))
+    inv = np.empty((G, R, T, Tp, n))
+    fwd = np.empty((G, R, T, Tp, n))
+    g_eff = np.empty(n)
+    for q in range(G):
+        _pair_tables_at(w_grid[q], P, Q, kappa2, levels, ra, rb, gl, rho[q], inv[q], fwd[q], g_eff)
+    return rho, inv, fwd
 
 
 @nb.njit(cache=True)
@@ -301,13 +401,17 @@ def _gather_pixels(stack, cix, ciy, radius, stride, px, py, ro):  # pragma: no c
 
 @nb.njit(cache=True)
 def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, radius, stride, min_pixels,
-           rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs):  # pragma: no cover
+           rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs, common=False):  # pragma: no cover
     """The matching cost of micro-image i at each of the K inverse virtual depths ``ws`` into
     ``out_cost`` (K,): the mean over the pairs (i, j) with ≥ ``min_pixels`` compared pixels of
     their mean absolute difference (NaN without such a pair); the number of pairs into
-    ``out_pairs`` (K,). ``rho`` (K, T), ``inv``, ``fwd`` (K, T, n): the blur radii and shift
-    tables at each w (:func:`_tables_at`); ``px``, ``py``, ``ro`` (S,), ``ex``, ``ey`` (K, S): work
-    arrays (:func:`_work`). ``stack`` is (H, W, L), the levels of a pixel adjacent in memory.
+    ``out_pairs`` (K,). ``rho`` (K, T), ``inv``, ``fwd`` (K, 2, T, T, n): the blur radii and the
+    pair shift tables at each w (:func:`_pair_tables_at`: [k, 0, ti, tj] for view i compared with
+    type tj, [k, 1, tj, ti] for view j); ``px``, ``py``, ``ro`` (S,), ``ex``, ``ey`` (K, T, S): work
+    arrays (:func:`_costs_work`; e_i as compared with each type). ``stack`` is (H, W, L), the levels
+    of a pixel adjacent in memory. ``common``: a pair's sums run over the pixels whose match lies in
+    j at every one of the K hypotheses (and the pair counts only where the discs overlap at all of
+    them), so that the K costs compare the same pixels.
 
     A pair (i, j) sums |I_i(x) − I_j(y)| over the pixels x of micro-image i within ``radius`` of
     c_i on a ``stride`` grid (:func:`_gather`) whose match y lies within ``radius`` of c_j: the
@@ -328,29 +432,34 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
     H = stack.shape[0]
     W = stack.shape[1]
     K = ws.shape[0]
-    n_tab = inv.shape[2]
+    n_tab = inv.shape[4]
     cix = centres[i, 0]
     ciy = centres[i, 1]
     ti = types[i]
     m = _gather_pixels(stack, cix, ciy, radius, stride, px, py, ro)
-    for k in range(K):  # the chief-ray offsets e_i at each hypothesis
-        for p in range(m):
-            r = ro[p]
-            if r > 1e-9:
-                xt = r / TABLE_STEP_PX
-                kt = int(xt)
-                if kt + 1 >= n_tab:
-                    sc = math.nan
+    Tp = inv.shape[3]
+    rj = inv.shape[1] - 1  # view j's role
+    for k in range(K):  # the chief-ray offsets e_i at each hypothesis, as compared with each type
+        for to in range(Tp):
+            for p in range(m):
+                r = ro[p]
+                if r > 1e-9:
+                    xt = r / TABLE_STEP_PX
+                    kt = int(xt)
+                    if kt + 1 >= n_tab:
+                        sc = math.nan
+                    else:
+                        sc = (inv[k, 0, ti, to, kt] + (xt - kt) * (inv[k, 0, ti, to, kt + 1] - inv[k, 0, ti, to, kt])) / r
                 else:
-                    sc = (inv[k, ti, kt] + (xt - kt) * (inv[k, ti, kt + 1] - inv[k, ti, kt])) / r
-            else:
-                sc = 1.0
-            ex[k, p] = (px[p] - cix) * sc
-            ey[k, p] = (py[p] - ciy) * sc
+                    sc = 1.0
+                ex[k, to, p] = (px[p] - cix) * sc
+                ey[k, to, p] = (py[p] - ciy) * sc
     for k in range(K):
         out_cost[k] = 0.0  # Σ sad until the end
         out_pairs[k] = 0
     count = np.zeros(K, dtype=np.int64)
+    diffs = np.empty((K, m) if common else (1, 1))
+    sads = np.zeros(K)
     r2 = radius * radius
     max_d2 = 4.0 * r2
     xr = radius / TABLE_STEP_PX
@@ -362,26 +471,34 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
         cjx = centres[j, 0]
         cjy = centres[j, 1]
         tj = types[j]
+        oj = tj if Tp > 1 else 0  # i's table as compared with tj, and j's as compared with ti
+        oi = ti if Tp > 1 else 0
+        if common:
+            diffs[:, :] = -1.0
+        skip = False
         for k in range(K):
             f = (1.0 - lam) + lam * ws[k]
             dx = (cix - cjx) * f
             dy = (ciy - cjy) * f
             if not dx * dx + dy * dy < max_d2:  # the discs no longer overlap
+                if common:
+                    skip = True
+                    break
                 continue
             s2_i, s2_j = _relative_blur(kappa2, rho[k, ti], rho[k, tj])
             ki, ti_ = _level(s2_i, levels)
             kj, tj_ = _level(s2_j, levels)
             e_lim2 = math.inf  # the square of the chief-ray offset observed at the radius, plus the margin
             if kr + 1 < n_tab:
-                e = inv[k, tj, kr] + (xr - kr) * (inv[k, tj, kr + 1] - inv[k, tj, kr])
+                e = inv[k, rj, tj, oi, kr] + (xr - kr) * (inv[k, rj, tj, oi, kr + 1] - inv[k, rj, tj, oi, kr])
                 if not math.isnan(e):
                     e += OFFSET_LIMIT_MARGIN_PX
                     e_lim2 = e * e
             sad = 0.0
             n = 0
             for p in range(m):
-                ex_ = ex[k, p] + dx
-                ey_ = ey[k, p] + dy
+                ex_ = ex[k, oj, p] + dx
+                ey_ = ey[k, oj, p] + dy
                 re2 = ex_ * ex_ + ey_ * ey_
                 if re2 > e_lim2:
                     continue
@@ -391,7 +508,7 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
                     kt = int(xt)
                     if kt + 1 >= n_tab:
                         continue
-                    sj = fwd[k, tj, kt] + (xt - kt) * (fwd[k, tj, kt + 1] - fwd[k, tj, kt])
+                    sj = fwd[k, rj, tj, oi, kt] + (xt - kt) * (fwd[k, rj, tj, oi, kt + 1] - fwd[k, rj, tj, oi, kt])
                     if math.isnan(sj):
                         continue
                     sj /= re
@@ -424,24 +541,48 @@ def _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, ra
                     b10 += tj_ * (stack[y0 + 1, x0, kj + 1] - b10)
                     b11 += tj_ * (stack[y0 + 1, x0 + 1, kj + 1] - b11)
                 b = (1.0 - fy) * ((1.0 - fx) * b00 + fx * b01) + fy * ((1.0 - fx) * b10 + fx * b11)
-                sad += abs(a - b)
-                n += 1
-            if n >= min_pixels:
+                if common:
+                    diffs[k, p] = abs(a - b)
+                else:
+                    sad += abs(a - b)
+                    n += 1
+            if not common and n >= min_pixels:
                 out_cost[k] += sad
                 count[k] += n
                 out_pairs[k] += 1
+        if common and not skip:  # the pixels compared at every hypothesis only
+            n = 0
+            for k in range(K):
+                sads[k] = 0.0
+            for p in range(m):
+                full = True
+                for k in range(K):
+                    if diffs[k, p] < 0.0:
+                        full = False
+                        break
+                if full:
+                    n += 1
+                    for k in range(K):
+                        sads[k] += diffs[k, p]
+            if n >= min_pixels:
+                for k in range(K):
+                    out_cost[k] += sads[k]
+                    count[k] += n
+                    out_pairs[k] += 1
     for k in range(K):
         out_cost[k] = np.nan if out_pairs[k] == 0 else out_cost[k] / count[k]
 
 
 @nb.njit(cache=True)
 def _costs_at(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, P, Q, kappa2, ra, rb, g_table, radius, stride,
-              min_pixels, rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs):  # pragma: no cover - compiled
-    """:func:`_costs` at ``ws`` (K,), with the blur radii and shift tables computed there."""
+              min_pixels, rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs, common=False):  # pragma: no cover - compiled
+    """:func:`_costs` at ``ws`` (K,), with the blur radii and pair shift tables computed there
+    (``g_table``: the (T, L, n) offsets of :func:`_pair_tables_at`)."""
+    g_eff = np.empty(g_table.shape[3])
     for k in range(ws.shape[0]):
-        _tables_at(ws[k], P, Q, ra, rb, g_table, rho[k], inv[k], fwd[k])
+        _pair_tables_at(ws[k], P, Q, kappa2, levels, ra, rb, g_table, rho[k], inv[k], fwd[k], g_eff)
     _costs(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, kappa2, radius, stride, min_pixels,
-           rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs)
+           rho, inv, fwd, px, py, ro, ex, ey, out_cost, out_pairs, common)
 
 
 @nb.njit(parallel=True, cache=True)
@@ -545,27 +686,32 @@ def _work(radius, T, n_table):  # pragma: no cover - compiled
 
 
 @nb.njit(cache=True, inline="always")
-def _costs_work(radius, K, T, n_table):  # pragma: no cover - compiled
-    """Work arrays of :func:`_costs` at K hypotheses: ρ (K, T), shift tables (K, T, n), the
-    gathered pixels and their radii (S,), their offsets (K, S)."""
+def _costs_work(radius, K, T, gl):  # pragma: no cover - compiled
+    """Work arrays of :func:`_costs` at K hypotheses: ρ (K, T), pair shift tables (K, R, T, T', n)
+    (:func:`_table_shape` of the centroid offsets ``gl``), the gathered pixels and their radii
+    (S,), their offsets (K, T', S)."""
     side = 2 * math.ceil(radius) + 2
     size = side * side
-    return (np.empty((K, T)), np.empty((K, T, n_table)), np.empty((K, T, n_table)), np.empty(size, dtype=np.int64),
-            np.empty(size, dtype=np.int64), np.empty(size), np.empty((K, size)), np.empty((K, size)))
+    R, Tp = _table_shape(gl, T)
+    n_table = gl.shape[3]
+    return (np.empty((K, T)), np.empty((K, R, T, Tp, n_table)), np.empty((K, R, T, Tp, n_table)), np.empty(size, dtype=np.int64),
+            np.empty(size, dtype=np.int64), np.empty(size), np.empty((K, Tp, size)), np.empty((K, Tp, size)))
 
 
 @nb.njit(parallel=True, cache=True)
 def search_kernel(
     stack, levels, centres, types, neigh, radii, index, w_grid, lam, P, Q, kappa2,
     coarse_neighbours, coarse_stride, golden_iterations, min_pixels, ra, rb, g_table, refine_stride, refine_mode,
-    min_refine_contrast,
+    min_refine_contrast, refine_common,
 ):  # pragma: no cover - compiled
     """Inverse virtual depth of micro-images ``index``: coarse search on ``w_grid`` (the first
     ``coarse_neighbours`` neighbours, pixels on a ``coarse_stride`` grid), then golden-section
     search of the bracket around the coarse minimum with every neighbour and the pixels on a
     ``refine_stride`` grid (0: quincunx); the estimate is the better of the final interior points
     (``refine_mode`` REFINE_GOLDEN), or the vertex of the parabola through full costs half a coarse
-    step apart around the coarse minimum (REFINE_PARABOLA: 3–4 evaluations); micro-images whose
+    step apart around the coarse minimum (REFINE_PARABOLA: 3–4 evaluations over the pixels that
+    overlap at each hypothesis with ``refine_common`` REFINE_VARYING; 5 over the pixels common to
+    all with REFINE_COMMON_PIXELS, 5 + 3 re-centred on the vertex with REFINE_RECENTRED); micro-images whose
     coarse contrast is below ``min_refine_contrast`` are not refined (STATUS_NOT_REFINED). ``ra``,
     ``rb`` (T,): the pupil-vignetting shift's radii (rb all 0: none); ``g_table`` (T, n):
     :func:`centroid_table`. ``stack`` (H, W, L).
@@ -582,9 +728,8 @@ def search_kernel(
     m = index.shape[0]
     G = w_grid.shape[0]
     T = P.shape[0]
-    n_table = g_table.shape[1]
     n_all = neigh.shape[1]
-    rho_g, inv_g, fwd_g = grid_tables(w_grid, P, Q, ra, rb, g_table)
+    rho_g, inv_g, fwd_g = grid_pair_tables(w_grid, P, Q, kappa2, levels, ra, rb, g_table)
     out_w = np.full(m, np.nan)
     out_cost = np.full(m, np.nan)
     out_median = np.full(m, np.nan)
@@ -598,7 +743,7 @@ def search_kernel(
         r = radii[i]
         curve = np.empty(G)
         npairs = np.empty(G, dtype=np.int64)
-        _, _, _, px, py, ro, exg, eyg = _costs_work(r, G, T, n_table)
+        _, _, _, px, py, ro, exg, eyg = _costs_work(r, G, T, g_table)
         _costs(stack, levels, centres, types, neigh, coarse_neighbours, i, w_grid, lam, kappa2, r, coarse_stride,
                coarse_min, rho_g, inv_g, fwd_g, px, py, ro, exg, eyg, curve, npairs)
         best = -1
@@ -618,11 +763,39 @@ def search_kernel(
         if out_median[t] < min_refine_contrast:
             out_status[t] = STATUS_NOT_REFINED
             continue
-        rho, inv, fwd, px, py, ro, ex, ey = _costs_work(r, 3, T, n_table)
-        ws = np.empty(3)
-        fs = np.empty(3)
-        ps = np.empty(3, dtype=np.int64)
-        if refine_mode == REFINE_PARABOLA:
+        rho, inv, fwd, px, py, ro, ex, ey = _costs_work(r, 5, T, g_table)
+        ws = np.empty(5)
+        fs = np.empty(5)
+        ps = np.empty(5, dtype=np.int64)
+        if refine_mode == REFINE_PARABOLA and (refine_common == REFINE_COMMON_PIXELS or refine_common == REFINE_RECENTRED):
+            h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5
+            c0 = w_grid[best]
+            for q in range(5):
+                ws[q] = c0 + (q - 2) * h
+            _costs_at(stack, levels, centres, types, neigh, n_all, i, ws, lam, P, Q, kappa2, ra, rb, g_table, r,
+                      refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps, True)
+            q = 2
+            if fs[1] < fs[2] and fs[1] <= fs[3]:
+                q = 1
+            elif fs[3] < fs[2]:
+                q = 3
+            if math.isnan(fs[q - 1]) or math.isnan(fs[q]) or math.isnan(fs[q + 1]):
+                wb, cb, pairs = c0, fs[2], ps[2]
+            else:
+                wv = _vertex(ws[q], h, fs[q - 1], fs[q], fs[q + 1])
+                wb, cb, pairs = wv, fs[q] if wv == ws[q] else _parabola_at(wv, ws[q], h, fs[q - 1], fs[q], fs[q + 1]), ps[q]
+                if refine_common == REFINE_RECENTRED:  # again about the vertex, half as wide: samples centred on it
+                    h2 = 0.5 * h
+                    ws[0] = wv - h2
+                    ws[1] = wv
+                    ws[2] = wv + h2
+                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:3], lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps, True)
+                    if not (math.isnan(fs[0]) or math.isnan(fs[1]) or math.isnan(fs[2])):
+                        wb = _vertex(wv, h2, fs[0], fs[1], fs[2])
+                        cb = _parabola_at(wb, wv, h2, fs[0], fs[1], fs[2])
+                        pairs = ps[1]
+        elif refine_mode == REFINE_PARABOLA:
             # full costs at the coarse minimum and half a step either side; the parabola through
             # the lowest and its two neighbours (one more evaluation when the lowest is a side
             # point), then its vertex
@@ -662,6 +835,17 @@ def search_kernel(
                 # the cost there is the parabola's (not evaluated: nothing downstream uses it, and a
                 # fifth full evaluation was 20 % of the refinement); the pairs are the centre's
                 wb, cb, pairs = wv, fc if wv == c0 else _parabola_at(wv, c0, h, fm, fc, fp), pc
+                if refine_common == REFINE_RECENTRED_VARYING and not (math.isnan(fm) or math.isnan(fp)):
+                    h2 = 0.5 * h  # again about the vertex, half as wide: samples centred on it
+                    ws[0] = wv - h2
+                    ws[1] = wv
+                    ws[2] = wv + h2
+                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:3], lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                    if not (math.isnan(fs[0]) or math.isnan(fs[1]) or math.isnan(fs[2])):
+                        wb = _vertex(wv, h2, fs[0], fs[1], fs[2])
+                        cb = _parabola_at(wb, wv, h2, fs[0], fs[1], fs[2])
+                        pairs = ps[1]
         else:
             a = w_grid[best - 1]
             b = w_grid[best + 1]
@@ -716,10 +900,10 @@ def cost_curve_kernel(stack, levels, centres, types, neigh, radii, index, w_grid
     m = index.shape[0]
     G = w_grid.shape[0]
     out = np.full((m, G), np.nan)
-    rho_g, inv_g, fwd_g = grid_tables(w_grid, P, Q, ra, rb, g_table)
+    rho_g, inv_g, fwd_g = grid_pair_tables(w_grid, P, Q, kappa2, levels, ra, rb, g_table)
     for t in nb.prange(m):
         i = index[t]
-        _, _, _, px, py, ro, ex, ey = _costs_work(radii[i], G, P.shape[0], g_table.shape[1])
+        _, _, _, px, py, ro, ex, ey = _costs_work(radii[i], G, P.shape[0], g_table)
         _costs(stack, levels, centres, types, neigh, neigh.shape[1], i, w_grid, lam, kappa2, radii[i], stride, min_pixels,
                rho_g, inv_g, fwd_g, px, py, ro, ex, ey, out[t], np.empty(G, dtype=np.int64))
     return out

@@ -43,7 +43,11 @@ from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
 from plenocal.depth._kernels import (
+    REFINE_COMMON_PIXELS as REFINE_COMMON_PIXELS,
+)
+from plenocal.depth._kernels import (
     REFINE_PARABOLA,
+    REFINE_RECENTRED_VARYING,
     STATUS_AT_BOUND,
     STATUS_FLAT,
     STATUS_NO_PAIRS,
@@ -58,10 +62,16 @@ from plenocal.depth._kernels import (
     search_kernel,
     star_mask_kernel,
 )
+from plenocal.depth._kernels import (
+    REFINE_RECENTRED as REFINE_RECENTRED,
+)
+from plenocal.depth._kernels import (
+    REFINE_VARYING as REFINE_VARYING,
+)
 from plenocal.errors import DataError
 from plenocal.model.camera import PlenopticCamera, RhoForm
 from plenocal.model.projection import blur_radius_mm, lens_distances, micro_lens_centres
-from plenocal.model.white import radius_law
+from plenocal.model.white import radius_law, radius_law_at
 
 FloatArray = NDArray[np.float64]
 
@@ -120,6 +130,18 @@ equiangular vertex (two lines of opposite slopes through the same three costs, e
 V-shaped SAD): aggregated 0.90 / 0.62 / 0.65 / 0.59 / 0.21 %, signed −0.78 / +0.07 / −0.41 / +0.10 /
 +0.06 % against the parabola's −0.77 / −0.33 / −0.28 / −0.06 / +0.13 % — the cost summed over
 pairs and blurred is rounder than a V, and the board steps come out worse (7.7 % for the first)."""
+REFINE_COMMON = REFINE_RECENTRED_VARYING
+"""How the parabola refinement samples the cost (:mod:`plenocal.depth._kernels`): REFINE_VARYING
+(each hypothesis' own overlapping pixels, the vertex through samples on the coarse grid),
+REFINE_COMMON_PIXELS (the pixels every sample compares) or REFINE_RECENTRED (that, then a parabola
+re-centred on its vertex). PRISM R12-B translation frames 100–104, truth camera, aggregated signed
+median |z − z_true|/z with the coarse grid shifted by 0 / ½ / ¼ of its step: varying −0.25 / −0.27 /
+−0.37 % … (frame 101: −0.19 / −0.30 / −0.04 %; 103: +0.04 / 0.00 / +0.11 %: the estimate locks to
+the grid, ±0.1–0.2 % of z per frame, 1–3 % of a 50 mm step); re-centred, with this module's other
+corrections: −0.94 / −0.95 / −0.96, −0.67 / −0.70 / −0.68, −0.53 / −0.54 / −0.53, −0.22 / −0.24 /
+−0.22, −0.08 / −0.08 / −0.08 %. A cost over pixels that enter and leave the overlap as w changes
+also drifts: the common pixels move the estimates by −1.1 … −1.4 % of w (docs/depth.md). The
+refinement evaluates 8 costs instead of 3–4."""
 REFINE_STRIDE_PX = 0
 """The golden-section refinement compares the pixels on a grid of this step, 0 for the
 quincunx (x + y even: half of them, every row and column). PRISM translation frames 100–104,
@@ -319,6 +341,32 @@ def _neighbour_table(centres: FloatArray, pitch_px: float, *, rings: float, star
     return np.ascontiguousarray(idx[:, :max(m, 1)]), max(n_coarse, 1)
 
 
+def select_neighbours(neigh: NDArray[np.int64], centres: FloatArray, types: NDArray[np.int64], pitch_px: float, *,
+                      baselines: tuple[float, float] | None = None, pair_types: str | None = None
+                      ) -> tuple[NDArray[np.int64], int]:
+    """The neighbour table ``neigh`` (N, M) restricted to the neighbours whose centre lies
+    ``baselines`` = (lo, hi) pitches away and, with ``pair_types`` ``"same"`` / ``"different"``,
+    of the micro-image's own lens type / another (diagnostics of the matching's bias by baseline:
+    ``benchmarks/depth_bias.py``). Kept ones first, −1 pads; every kept neighbour also takes part
+    in the coarse scan (the second value: how many)."""
+    if pair_types not in (None, "same", "different"):
+        raise ValueError(f"pair_types {pair_types!r}: expected 'same', 'different' or None")
+    found = neigh >= 0
+    j = np.clip(neigh, 0, None)
+    keep = found.copy()
+    if baselines is not None:
+        dist = np.linalg.norm(centres[j] - centres[:, None, :], axis=2) / pitch_px
+        keep &= (dist >= baselines[0]) & (dist <= baselines[1])
+    if pair_types is not None:
+        same = types[j] == types[:, None]
+        keep &= same if pair_types == "same" else ~same
+    order = np.argsort(~keep, axis=1, kind="stable")
+    kept = np.take_along_axis(keep, order, axis=1)
+    table = np.where(kept, np.take_along_axis(neigh, order, axis=1), -1)
+    m = max(int(keep.sum(axis=1).max()) if len(keep) else 0, 1)
+    return np.ascontiguousarray(table[:, :m]), m
+
+
 @dataclass(frozen=True, eq=False)
 class VirtualDepthMap:
     """Per micro-image virtual depth of one raw image.
@@ -372,14 +420,110 @@ STATUS_NAMES = {STATUS_OK: "estimated", STATUS_FLAT: "untextured", STATUS_NO_PAI
 def pupil_radii(camera: PlenopticCamera, f_number: float, max_radius_px: float, *, pupil_vignetting: bool = True) -> tuple[float, FloatArray, FloatArray]:
     """R_a = |m|/(N·s) and R_b = |q_t|/s (px) of the pupil-vignetting shift (0: off), and the
     hypothesis-free part of its radial tables (:func:`~plenocal.depth._kernels.centroid_table`,
-    (T, n): they reach past the farthest compared offset)."""
-    m, q = radius_law(camera)
+    (T, n): they reach past the farthest compared offset).
+
+    m and q_t are each lens' own (:func:`~plenocal.model.white.radius_law_at`, its D(k, l), d(k, l)):
+    R_a the median over the lenses, R_b,t over the lenses of type t — the distances of the blur
+    law's ρ_t (:func:`blur_law`, which the shift's gain −ρ/R_b divides). The shift is exact for thin
+    lenses when ρ, R_a and R_b share one d (docs/depth.md, "The matcher's bias"); the camera's own
+    m, q (:func:`~plenocal.model.white.radius_law`, at the MLA frame's corner) are 3 % off that d
+    under the PRISM camera's tilted MLA, R_b 5 % too large: same-type pairs' w 1.2–2.8 % short.
+    """
     s = camera.sensor.pixel_size_mm
-    ra = abs(m) / f_number / s
-    rb = np.abs(np.asarray(q, dtype=np.float64)) / s if pupil_vignetting else np.zeros(len(q))
+    if camera.n_types == 0:
+        m, q = radius_law(camera)
+        ra = abs(m) / f_number / s
+        rb = np.abs(np.asarray(q, dtype=np.float64)) / s if pupil_vignetting else np.zeros(len(q))
+    else:
+        k, l = camera.mla.lattice.all_indices()
+        m_k, q_k = radius_law_at(camera, k, l)
+        lens_types = camera.mla.types.type_of(k, l)
+        ra = float(np.median(np.abs(m_k))) / f_number / s
+        rb = np.array([np.median(np.abs(q_k[lens_types == t])) if np.any(lens_types == t) else abs(radius_law(camera)[1][t])
+                       for t in range(camera.n_types)]) / s
+        if not pupil_vignetting:
+            rb = np.zeros(camera.n_types)
     n_table = int(np.ceil(3.0 * max_radius_px / TABLE_STEP_PX)) + 2
     rb = np.ascontiguousarray(rb)
     return float(ra), rb, centroid_table(float(ra), rb, n_table)
+
+
+SHIFT_QUADRATURE_STEP_PX = 0.25
+"""Grid step (px) of the quadrature of :func:`smoothed_centroid_tables` (over ±4σ of each
+Gaussian): the smallest level's σ is 0.71 px, so the weights change by < 6 % between nodes."""
+
+
+def smoothed_centroid_tables(g_table: FloatArray, variances: FloatArray) -> FloatArray:
+    """(T, L, n) the pupil-vignetting centroid offsets of each lens type as a view blurred by a
+    Gaussian of each variance (px²) sees them.
+
+    A pixel at observed offset x sees the scene about the chief-ray offset e(x) = x − γ·G(x), with
+    G(x) = g(|x|)·x/|x| the centroid field of :mod:`plenocal.model.pupil` (``g_table`` (T, n): g at
+    |x| = k·h, :func:`~plenocal.depth._kernels.centroid_table`). The matching reads each view
+    blurred by N(0, v) (the stack, :func:`matching_stack`); to first order in the scene's
+    gradient the blurred pixel sees it about E_u[e(x − u)] = x − γ·(N_v ∗ G)(x): the shift field
+    smoothed by the same Gaussian, radial again, whose radial component at |x| = k·h is stored
+    here (quadrature on a :data:`SHIFT_QUADRATURE_STEP_PX` grid over ±4σ). Where the field bends
+    (g rises from 0 where the aperture's disc starts to clip the lens's, at R_a − R_b, and
+    straightens towards the tangency) the smoothed offsets differ from g by up to ~½·v·∇²G: with
+    the relative blur of the R12 cameras (v ≈ 1–4 px²) several tenths of a px, ~10 % of a
+    neighbour's disparity, of one sign for the sharper view of every pair.
+    """
+    g = np.asarray(g_table, dtype=np.float64)
+    T, n = g.shape
+    h = TABLE_STEP_PX
+    r = np.arange(n) * h
+    out = np.empty((T, len(variances), n))
+    for li, v in enumerate(np.asarray(variances, dtype=np.float64)):
+        sigma = float(np.sqrt(v))
+        half = int(np.ceil(4.0 * sigma / SHIFT_QUADRATURE_STEP_PX))
+        u = np.arange(-half, half + 1) * SHIFT_QUADRATURE_STEP_PX
+        ux, uy = np.meshgrid(u, u)
+        wgt = np.exp(-(ux**2 + uy**2) / (2.0 * v)).ravel()
+        wgt /= wgt.sum()
+        X = r[:, None] - ux.ravel()[None, :]
+        Y = -uy.ravel()[None, :]
+        R = np.hypot(X, Y)
+        cos = np.divide(X, R, out=np.zeros_like(X), where=R > 0)
+        far = max(float(R.max()), r[-1] + h)
+        for t in range(T):  # beyond the table g continues along its last slope (the module's continuation)
+            g_far = g[t, -1] + (far - r[-1]) * (g[t, -1] - g[t, -2]) / h
+            gr = np.interp(R, np.append(r, far), np.append(g[t], g_far))
+            out[t, li] = (gr * cos) @ wgt
+    return out
+
+
+BILINEAR_VARIANCE_PX2 = 1.0 / 6.0
+"""Mean smoothing of the bilinear reading of view j (px², per axis): a fractional part f
+low-passes by f(1 − f), 1/6 on average over f (:func:`pair_centroid_tables`)."""
+
+
+def pair_centroid_tables(g_table: FloatArray, levels: FloatArray, *, smoothed: bool = True) -> FloatArray:
+    """(2, T, L, n) the centroid offsets the matching's pair tables read
+    (:func:`~plenocal.depth._kernels._pair_tables_at`): [0] for view i, read at its pixels from
+    the stack (variance levels + :data:`INTERPOLATION_BLUR_VARIANCE_PX2`), [1] for view j, read
+    bilinearly (:data:`BILINEAR_VARIANCE_PX2` more), each :func:`smoothed_centroid_tables`;
+    ``smoothed`` False: (1, T, 1, n), g itself for both views and every pair."""
+    if not smoothed:  # one role, one level: (1, T, 1, n)
+        return np.ascontiguousarray(np.asarray(g_table, dtype=np.float64)[None, :, None, :])
+    v = np.asarray(levels, dtype=np.float64) + INTERPOLATION_BLUR_VARIANCE_PX2
+    return np.ascontiguousarray(np.stack([smoothed_centroid_tables(g_table, v),
+                                          smoothed_centroid_tables(g_table, v + BILINEAR_VARIANCE_PX2)]))
+
+
+def matching_lambda(camera: PlenopticCamera) -> float:
+    """λ of the disparity δ = (c_i − c_j)·((1 − λ) + λ·w): the median over the lenses of their own
+    (D(k, l) − e)/(D(k, l) + d(k, l) − e), the ratio of a lens' distance from the exit pupil to its
+    micro-image centre's (the model's micro-image centres are the central projections of the lens
+    centres from the exit-pupil centre). ``camera.lambda_`` is that ratio at the MLA frame's corner:
+    under the PRISM camera's tilted MLA 1 − λ is 3.2 % smaller there (0.006409 against 0.006616),
+    an offset of +0.0002 in w (+0.25 % at υ 12)."""
+    if camera.n_types == 0:
+        return float(camera.lambda_)
+    k, l = camera.mla.lattice.all_indices()
+    D, d = lens_distances(camera, micro_lens_centres(camera, k, l))
+    e = camera.main_lens.exit_pupil_mm
+    return float(np.median((D - e) / (D + d - e)))
 
 
 def default_distance_range_mm(camera: PlenopticCamera) -> tuple[float, float]:
@@ -517,6 +661,10 @@ def estimate_virtual_depths(
     subset: NDArray[np.bool_] | None = None,
     refine_min_confidence: float = 0.0,
     field_radius_px: float | None = None,
+    baselines: tuple[float, float] | None = None,
+    pair_types: str | None = None,
+    refine_common: int | None = None,
+    smoothed_shift: bool = False,
     chunk: int = CHUNK,
     progress: Callable[[int, int], None] | None = None,
 ) -> VirtualDepthMap:
@@ -541,6 +689,9 @@ def estimate_virtual_depths(
         moves detail outwards by 30–60 %: without it υ comes out 25–30 % short).
     subset : (N,) bool over the grid's ``all_indices``: match only these (the others keep the
         status of the screen, or :data:`STATUS_NO_PAIRS` when textured).
+    refine_common : :data:`REFINE_COMMON` (None) or another of its values.
+    smoothed_shift : the pupil-vignetting shift of each view as the matching reads it, blurred
+        (:func:`pair_centroid_tables`); False: the unblurred shift of :mod:`plenocal.model.pupil`.
     refine_min_confidence : micro-images whose coarse confidence is below this are not refined
         (status ``not_refined``, no depth of their own): :func:`aggregate_virtual_depths` does not
         use them as support below :data:`MIN_SUPPORT_CONFIDENCE`, so :func:`depth_map` passes that
@@ -549,6 +700,10 @@ def estimate_virtual_depths(
     field_radius_px : the calibrated model's field (``camera.json``'s ``model_field``,
         :mod:`plenocal.evaluate.field`), px about the principal point: textured micro-images whose
         centre lies beyond it are not matched (status ``outside_field``); None: no limit.
+    baselines : (lo, hi) pitches, diagnostics: only the neighbours whose centre lies lo … hi
+        pitches away take part (coarse scan included); None: all of them.
+    pair_types : diagnostics: ``"same"`` or ``"different"`` keeps only the neighbours of the same
+        lens type as the micro-image, or of another type; None: all.
     chunk : micro-images per kernel call; ``progress(done, total)`` after each.
 
     Returns
@@ -564,9 +719,11 @@ def estimate_virtual_depths(
     radii = USABLE_RADIUS_FRACTION * micro_image_radii_px(camera, types, N)
     in_view = micro_images_in_view(camera, centres, radii, weight, min_weight=0.5)
     neigh, n_coarse = neighbour_table(centres, grid.diameter_px, rings=rings, star_rings=star_rings)
+    if baselines is not None or pair_types is not None:
+        neigh, n_coarse = select_neighbours(neigh, centres, types, grid.diameter_px, baselines=baselines, pair_types=pair_types)
     law = blur_law(camera, kappa=kappa)
     ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
-    lam = camera.lambda_
+    lam = matching_lambda(camera)
     if w_range is None:
         w_range = inverse_depth_range(camera, default_distance_range_mm(camera) if distance_range_mm is None else distance_range_mm)
     w_lo, w_hi = w_range
@@ -575,6 +732,7 @@ def estimate_virtual_depths(
     n_levels = blur_levels_read(law, (w_lo, w_hi))
     stack = matching_stack(dv, weight, n_levels=n_levels)
     levels = np.asarray(BLUR_VARIANCES_PX2[:n_levels], dtype=np.float64)
+    g_levels = pair_centroid_tables(g_table, levels, smoothed=smoothed_shift)
     step = COARSE_STEP_PX / (lam * grid.diameter_px)
     n_grid = max(int(np.ceil((w_hi - w_lo) / step)) + 1, 3)
     w_grid = np.linspace(w_lo, w_hi, n_grid)
@@ -605,8 +763,8 @@ def estimate_virtual_depths(
         with numba.parallel_chunksize(THREAD_TASK):
             ww, cc, med, pp, st = search_kernel(
                 stack, levels, centres, types, neigh, radii, sel, w_grid, lam, P, law.slope_px, law.kappa**2,
-                n_coarse, COARSE_STRIDE_PX, int(golden_iterations), MIN_OVERLAP_PIXELS, ra, rb, g_table, int(refine_stride),
-                int(refine_mode), float(refine_min_confidence),
+                n_coarse, COARSE_STRIDE_PX, int(golden_iterations), MIN_OVERLAP_PIXELS, ra, rb, g_levels, int(refine_stride),
+                int(refine_mode), float(refine_min_confidence), int(REFINE_COMMON if refine_common is None else refine_common),
             )
         w[sel], cost[sel], pairs[sel], status[sel] = ww, cc, pp, st
         conf[sel] = np.where((st == STATUS_OK) | (st == STATUS_NOT_REFINED), np.clip(med, 0.0, 1.0), 0.0)
@@ -624,7 +782,10 @@ def estimate_virtual_depths(
         "blur_variances_px2": list(BLUR_VARIANCES_PX2), "interpolation_blur_variance_px2": INTERPOLATION_BLUR_VARIANCE_PX2,
         "lambda": float(lam),
         "pupil_vignetting": bool(pupil_vignetting), "refine_min_confidence": float(refine_min_confidence),
+        "refine_common": int(REFINE_COMMON if refine_common is None else refine_common), "smoothed_shift": bool(smoothed_shift),
         "field_radius_px": None if field_radius_px is None else float(field_radius_px),
+        **({"baselines": [float(b) for b in baselines]} if baselines is not None else {}),
+        **({"pair_types": pair_types} if pair_types is not None else {}),
         "blur_law": {"intercept_px": list(law.intercept_px), "slope_px": law.slope_px},
     }
     return VirtualDepthMap(
@@ -636,6 +797,7 @@ def estimate_virtual_depths(
 def cost_curves(
     devignetted: NDArray, weight: NDArray, camera: PlenopticCamera, index: NDArray[np.int64], w_grid: FloatArray, *,
     kappa: float, f_number: float | None = None, rings: float = RINGS, pupil_vignetting: bool = True,
+    smoothed_shift: bool = False,
 ) -> FloatArray:
     """(M, G) matching cost of micro-images ``index`` (into the grid's ``all_indices``) at each
     w = 1/υ of ``w_grid``, all neighbours and pixels (diagnostics and tests)."""
@@ -648,10 +810,12 @@ def cost_curves(
     neigh, _ = neighbour_table(centres, grid.diameter_px, rings=rings)
     law = blur_law(camera, kappa=kappa)
     ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
+    levels = np.asarray(BLUR_VARIANCES_PX2)
+    g_levels = pair_centroid_tables(g_table, levels, smoothed=smoothed_shift)
     return cost_curve_kernel(
-        matching_stack(devignetted, weight), np.asarray(BLUR_VARIANCES_PX2), centres, types, neigh, radii,
-        np.asarray(index, dtype=np.int64), np.asarray(w_grid, dtype=np.float64), camera.lambda_,
-        np.asarray(law.intercept_px), law.slope_px, law.kappa**2, 1, MIN_OVERLAP_PIXELS, ra, rb, g_table,
+        matching_stack(devignetted, weight), levels, centres, types, neigh, radii,
+        np.asarray(index, dtype=np.int64), np.asarray(w_grid, dtype=np.float64), matching_lambda(camera),
+        np.asarray(law.intercept_px), law.slope_px, law.kappa**2, 1, MIN_OVERLAP_PIXELS, ra, rb, g_levels,
     )
 
 

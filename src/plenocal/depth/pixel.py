@@ -44,6 +44,7 @@ from plenocal.depth.matching import (
     VirtualDepthMap,
     blur_law,
     check_image,
+    matching_lambda,
     matching_stack,
     micro_image_radii_px,
     neighbour_table,
@@ -164,7 +165,7 @@ def refine_pixel_depths(
     neigh, _ = neighbour_table(centres, camera.grid.diameter_px, rings=RINGS, star_rings=STAR_RINGS)
     law = blur_law(camera, kappa=kappa)
     ra, rb, g_table = pupil_radii(camera, N, float(radii.max()), pupil_vignetting=pupil_vignetting)
-    lam = camera.lambda_
+    lam = matching_lambda(camera)  # the micro-image matching's disparity law
     step = float(step_px) / (lam * camera.grid.diameter_px)
     with np.errstate(divide="ignore"):
         w0 = np.where(vd.ok, 1.0 / np.where(vd.ok, vd.virtual_depth, 1.0), np.nan)
