@@ -44,3 +44,32 @@ def test_freeze_by_group_and_name(r12a_camera):
     assert frozen == {"pitch_mm", "theta_x_rad", "theta_y_rad", "F_mm"}
     with pytest.raises(ModelError, match="unknown parameter group"):
         ParameterLayout(r12a_camera, (0,), frozen={"tilts"})
+
+
+@pytest.mark.parametrize("two_pitches", [False, True])
+def test_d_and_D_at_the_lattice_centre_and_their_gradient(r12a_camera, two_pitches):
+    """``d_centre_mm``, ``D_centre_mm``: the MLA plane at the mean micro-lens centre (D_mm and d_mm
+    are at the frame origin, a corner: the R12-A file's tilt puts them ~2 % of d apart), and their
+    gradient against central differences of the whole vector."""
+    from plenocal.calib.parameters import derived_values
+    from plenocal.model.projection import micro_lens_centres
+
+    cam = r12a_camera
+    lay = ParameterLayout(cam, (), two_pitches=two_pitches)
+    x = lay.pack(cam, {})
+    der = derived_values(lay, x)
+    k, l = cam.mla.lattice.all_indices()
+    z = float(micro_lens_centres(lay.unpack_camera(x), k, l)[:, 2].mean())
+    assert der["D_centre_mm"][0] == pytest.approx(-z, abs=1e-9)
+    assert der["d_centre_mm"][0] == pytest.approx(cam.sensor.distance_mm + z, abs=1e-9)
+    assert abs(der["d_centre_mm"][0] / cam.d_mm - 1.0) > 0.005  # the premise: a tilt that matters
+    for name in ("D_centre_mm", "d_centre_mm"):
+        g = der[name][1]
+        for n in ("d_mm", "D_mm", "theta_x_rad", "theta_y_rad", "theta_z_rad", *(("pitch0_mm", "pitch1_mm") if two_pitches else ("pitch_mm",))):
+            i = lay.index[n]
+            h = 1e-6 if n.startswith("theta") else 1e-7
+            xp, xm = x.copy(), x.copy()
+            xp[i] += h
+            xm[i] -= h
+            num = (derived_values(lay, xp)[name][0] - derived_values(lay, xm)[name][0]) / (2 * h)
+            assert g[i] == pytest.approx(num, rel=1e-5, abs=1e-9), (name, n)

@@ -64,13 +64,13 @@ def _is_focal_length(name: str) -> bool:
 
 
 def lenslet_systematics(values: Mapping[str, float], trend: LensletFieldTrend | None) -> dict[str, float]:
-    """{d_mm, f<i>_mm: systematic σ of their paraxial values} when the whites show refractive
+    """{d_mm, d_centre_mm, f<i>_mm: systematic σ of their paraxial values} when the whites show refractive
     micro-lenses, else {}. ``values``: the calibrated parameters by name."""
     if not refractive_lenslets(trend):
         return {}
     out = {}
     for name, v in values.items():
-        if name == "d_mm":
+        if name in ("d_mm", "d_centre_mm"):
             out[name] = LENSLET_D_SYSTEMATIC * abs(float(v))
         elif _is_focal_length(name):
             out[name] = LENSLET_F_SYSTEMATIC * abs(float(v))

@@ -51,6 +51,7 @@ typical magnitude of a change of each parameter.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -58,8 +59,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.errors import ModelError
-from plenocal.model.camera import Distortion, MainLens, MicroLensArray, PlenopticCamera, Sensor
-from plenocal.model.geometry import Pose, rodrigues, rotvec_from_matrix
+from plenocal.model.camera import Distortion, MainLens, MicroLensArray, PlenopticCamera, Sensor, lattice_corner
+from plenocal.model.geometry import Pose, matrix_from_euler_xyz, rodrigues, rotvec_from_matrix
+from plenocal.model.lattice import Lattice
 
 FloatArray = NDArray[np.float64]
 
@@ -362,14 +364,64 @@ class ParameterLayout:
         return x
 
 
+@functools.lru_cache(maxsize=8)
+def _unit_centre_offset(lattice: Lattice) -> tuple[float, float]:
+    """c − ḡ for unit pitches: the lattice's bounding-box corner c (the MLA frame origin) less the
+    mean of its lens positions ḡ, per axis (positions are linear in each pitch component)."""
+    k, l = lattice.all_indices()
+    gx, gy = lattice.positions(k, l, (1.0, 1.0))
+    cx, cy = lattice_corner(lattice, (1.0, 1.0))
+    return float(cx - gx.mean()), float(cy - gy.mean())
+
+
+TILT_STEP_RAD = 1e-6
+"""Central-difference step of the lattice centre's offset in the MLA's Euler angles (it is a
+smooth trigonometric function of them: the step's truncation error is ~1e-12 relative)."""
+
+
+def lattice_centre_offset(layout: ParameterLayout, x: FloatArray) -> tuple[float, FloatArray]:
+    """Δ = [R·(c − ḡ, 0)]_z (mm) and its gradient: how far the MLA plane at the lattice's centre
+    lies in front of (+z) its frame origin, a corner of the array, where ``D_mm`` and ``d_mm`` are
+    defined (``C = t + R·(c − g, 0)``, :func:`plenocal.model.projection.micro_lens_centres`): the
+    centre's D is D − Δ and its d is d + Δ. A tilted MLA puts them ~3 % of d apart on an R12."""
+    idx = layout.index
+    t = layout.template
+    ux, uy = _unit_centre_offset(t.mla.lattice)
+    if layout.two_pitches:
+        p0, p1 = float(x[idx["pitch0_mm"]]), float(x[idx["pitch1_mm"]])
+    else:
+        p0 = p1 = float(x[idx["pitch_mm"]])
+    names = ("theta_x_rad", "theta_y_rad", "theta_z_rad")
+    theta = np.array([float(x[idx[n]]) for n in names])
+
+    def offset(th: FloatArray) -> float:
+        R = matrix_from_euler_xyz(th)
+        return float(R[2, 0] * ux * p0 + R[2, 1] * uy * p1)
+
+    R = matrix_from_euler_xyz(theta)
+    g = np.zeros(layout.size)
+    for j, n in enumerate(names):
+        step = np.zeros(3)
+        step[j] = TILT_STEP_RAD
+        g[idx[n]] = (offset(theta + step) - offset(theta - step)) / (2.0 * TILT_STEP_RAD)
+    if layout.two_pitches:
+        g[idx["pitch0_mm"]] = R[2, 0] * ux
+        g[idx["pitch1_mm"]] = R[2, 1] * uy
+    else:
+        g[idx["pitch_mm"]] = R[2, 0] * ux + R[2, 1] * uy
+    return offset(theta), g
+
+
 def derived_values(layout: ParameterLayout, x: FloatArray) -> dict[str, tuple[float, FloatArray]]:
     """Derived quantities with their gradient w.r.t. the full vector (for σ propagation).
 
     Returns
     -------
     dict
-        name → (value, gradient of shape (size,)): ``sensor_distance_mm`` = D + d and
-        ``lambda`` = (D − e)/(D + d − e) (paper eq:mlinterdist, e = 0 there).
+        name → (value, gradient of shape (size,)): ``sensor_distance_mm`` = D + d,
+        ``lambda`` = (D − e)/(D + d − e) (paper eq:mlinterdist, e = 0 there), and D and d at the
+        lattice's centre, ``D_centre_mm`` = D − Δ and ``d_centre_mm`` = d + Δ
+        (:func:`lattice_centre_offset`; ``D_mm``, ``d_mm`` are at the MLA frame origin, a corner).
     """
     idx = layout.index
     D, d = float(x[idx["D_mm"]]), float(x[idx["d_mm"]])
@@ -383,7 +435,12 @@ def derived_values(layout: ParameterLayout, x: FloatArray) -> dict[str, tuple[fl
     g_lam[idx["d_mm"]] = -De / Se**2
     if "exit_pupil_mm" in idx:
         g_lam[idx["exit_pupil_mm"]] = -d / Se**2
-    return {"sensor_distance_mm": (D + d, g_dist), "lambda": (De / Se, g_lam)}
+    delta, g_delta = lattice_centre_offset(layout, x)
+    g_Dc, g_dc = -g_delta, g_delta.copy()
+    g_Dc[idx["D_mm"]] += 1.0
+    g_dc[idx["d_mm"]] += 1.0
+    return {"sensor_distance_mm": (D + d, g_dist), "lambda": (De / Se, g_lam),
+            "D_centre_mm": (D - delta, g_Dc), "d_centre_mm": (d + delta, g_dc)}
 
 
 def frames_of(poses: Mapping[int, Pose] | Sequence[int]) -> tuple[int, ...]:

@@ -632,10 +632,9 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(result.parameter_table())
     if lenslet_sd:
-        rel = {n: sd / abs(v) for n, sd in lenslet_sd.items() if (v := report["parameters"][n]["value"])}
+        rel = report["lenslets"]["relative_systematic"]
         print(f"micro-lenses: {report['lenslets']['reason']}; the paraxial values of d and f_i lie ±"
-              f"{100 * rel.get('d_mm', 0.0):.1f} % and ±{100 * max((v for n, v in rel.items() if n != 'd_mm'), default=0.0):.1f} % "
-              "(1σ) from these effective ones (std_lenslets)")
+              f"{100 * rel['d']:.1f} % and ±{100 * rel['f']:.1f} % (1σ) from these effective ones (std_lenslets)")
     print(field.line())
     rm = result.rmse
     print(

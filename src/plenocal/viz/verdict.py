@@ -35,7 +35,7 @@ STATUS = {
     "info": ("calibrated", "ok"),
 }
 
-KEY_INTRINSICS = ("F_mm", "D_mm", "d_mm", "u0_px", "v0_px", "pitch_mm")
+KEY_INTRINSICS = ("F_mm", "D_mm", "d_mm", "d_centre_mm", "u0_px", "v0_px", "pitch_mm")
 """Shown in the verdict (with every f_i), in this order."""
 
 PHYSICAL_LENGTHS = re.compile(r"^(F|D|d|f\d+|sensor_distance)_mm$")
@@ -140,7 +140,7 @@ def round_to_sigma(value: float, sigma: float | None, *, digits: int = 2) -> tup
     return f"{round(value / q) * q:.0f}", f"{round(sigma / q) * q:.0f}"
 
 
-GREEK = {"theta_x": "θx", "theta_y": "θy", "theta_z": "θz"}
+GREEK = {"theta_x": "θx", "theta_y": "θy", "theta_z": "θz", "d_centre": "d at the lattice centre", "D_centre": "D at the lattice centre"}
 
 
 def display_unit(name: str, value: float) -> tuple[str, str, float]:
