@@ -800,12 +800,16 @@ def search_kernel(
             # the lowest and its two neighbours (one more evaluation when the lowest is a side
             # point), then its vertex
             h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5
+            # re-centred: the first parabola only finds the vertex the second samples about, on a
+            # quarter of the pixels
+            s1 = 2 if refine_common == REFINE_RECENTRED_VARYING else refine_stride
+            m1 = max(min_pixels // 4, 1) if refine_common == REFINE_RECENTRED_VARYING else refine_min
             c0 = w_grid[best]
             ws[0] = c0 - h
             ws[1] = c0
             ws[2] = c0 + h
             _costs_at(stack, levels, centres, types, neigh, n_all, i, ws, lam, P, Q, kappa2, ra, rb, g_table, r,
-                      refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                      s1, m1, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
             fm, fc, fp = fs[0], fs[1], fs[2]
             pm, pc, pp = ps[0], ps[1], ps[2]
             if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
@@ -815,7 +819,7 @@ def search_kernel(
                     f2 = fm
                     ws[0] = c0 - 2.0 * h
                     _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                              s1, m1, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
                     fm = fs[0]
                     fp = fc
                     fc = f2
@@ -825,7 +829,7 @@ def search_kernel(
                     f2 = fp
                     ws[0] = c0 + 2.0 * h
                     _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                              s1, m1, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
                     fp = fs[0]
                     fm = fc
                     fc = f2
