@@ -278,27 +278,25 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     if rep:
         p = rep["parameters"]
 
-        def err(name: str, true: float, value: float | None = None) -> dict[str, Any]:
+        def err(name: str, true: float) -> dict[str, Any]:
             q = p.get(name)
             if q is None:
                 return {}
-            v = q["value"] if value is None else value
+            v = q["value"]
             s = max(q["std"], q.get("std_frames") or 0.0)
             row = {"value": v, "truth": true, "error_percent": pct(v, true),
                    "z_larger_sigma": (v - true) / s if s > 0 else None, "std": q["std"],
                    "std_frames": q.get("std_frames")}
-            if value is not None:
-                row["value_at_mla_origin"] = q["value"]
             sys_sd = {k: float(q[k]) for k in ("std_lenslets", "std_exit_pupil") if q.get(k)}
             if sys_sd:  # the report's systematic σ: paraxial d, f_i (refractive lenslets); F, D through e
                 row |= sys_sd | {"z_with_systematic_sigma": (v - true) / max(s, *sys_sd.values())}
             return row
 
         # The truth's D and d are at the lattice centre; the camera's D_mm, d_mm at the MLA frame
-        # origin, a corner of the array, where the tilt moves d by ~3 %: compared where the truth is.
-        centre = camera_at_lattice_centre(out / "calibration" / "camera.json")
-        cal = {"F": err("F_mm", tle["F_mm"]), "D": err("D_mm", tle["D_Hp_to_lenslet_H_mm_mean"], centre.get("D_mm")),
-               "d": err("d_mm", tle["d_effective_mm_mean"], centre.get("d_mm")),
+        # origin, a corner of the array, where the tilt moves d by ~3 %: compared where the truth is
+        # (the report's D_centre_mm, d_centre_mm, with their own σ).
+        cal = {"F": err("F_mm", tle["F_mm"]), "D": err("D_centre_mm", tle["D_Hp_to_lenslet_H_mm_mean"]),
+               "d": err("d_centre_mm", tle["d_effective_mm_mean"]),
                "u0_px": err("u0_px", tle["principal_point_px"][0]), "v0_px": err("v0_px", tle["principal_point_px"][1])}
         # Types in plenocal's order may differ from the set's: matched by rank (shortest with shortest).
         fi = sorted((k for k in p if k.startswith("f") and k.endswith("_mm") and k[1:-3].isdigit()), key=lambda k: p[k]["value"])
@@ -322,20 +320,6 @@ def run_realoptics(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
                              "by_displacement": (ev.get("translation") or {}).get("by_displacement")}
         res["depth"] = depth_summary(ev, load(out / "depth" / "depth.json"))
     return res
-
-
-def camera_at_lattice_centre(path: Path) -> dict[str, float]:
-    """D and d of a camera at its lattice's centre (the mean of every micro-lens centre; the MLA
-    plane is flat, so that is the plane at the centre), where a real-optics truth gives them."""
-    from plenocal.io.camera import read_camera
-    from plenocal.model.projection import micro_lens_centres
-
-    if not path.is_file():
-        return {}
-    cam = read_camera(path)
-    k, l = cam.mla.lattice.all_indices()
-    z = float(micro_lens_centres(cam, k, l)[:, 2].mean())
-    return {"D_mm": -z, "d_mm": cam.sensor.distance_mm + z}
 
 
 def omega_at_lattice_centre(pre: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any] | None:
