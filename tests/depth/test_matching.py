@@ -398,15 +398,17 @@ def test_neighbours_selected_by_baseline_and_lens_type(r12a):
 
 GRID_LOCKING_SPREAD = 0.0015
 """Bound on the spread (max − min) of a plane's median relative error of w over four phases of
-the coarse grid (shifted by 0, ¼, ½, ¾ of its step). The 300 mm render: measured 0.00024 with the
-re-centred refinement, 0.0054 with the vertex through the grid's own samples."""
+the coarse grid (shifted by 0, ¼, ½, ¾ of its step). The 300 mm render: measured 0.00006 with the
+samples centred on the coarse curve's vertex (0.00031 re-centred on a first parabola's), 0.0054
+with the vertex through the grid's own samples."""
 
 
 def test_refinement_does_not_lock_to_the_coarse_grid(r12a, renders):
     """The parabola through costs at the coarse grid's points pulls the estimate towards them: a
     plane's median w then moves by ±0.3 % when the grid shifts by part of its step (a frame-global
     error, ±0.1–0.2 % of z on the PRISM boards, 1–3 % of their 50 mm steps). The re-centred
-    refinement (a second parabola about the first vertex) is independent of the grid's phase."""
+    refinement (a parabola whose samples are centred on the coarse curve's own vertex) is
+    independent of the grid's phase."""
     from plenocal.depth import matching as M
 
     dv, weight = renders[300.0]

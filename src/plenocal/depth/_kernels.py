@@ -59,6 +59,15 @@ REFINE_RECENTRED_VARYING = 3
 """:data:`REFINE_VARYING`, then three costs h/2 apart centred on its vertex (each over its own
 overlapping pixels) and their parabola's vertex: the re-centring of :data:`REFINE_RECENTRED`
 without the common pixels."""
+REFINE_COARSE_RECENTRED = 4
+"""Parabola refinement: three full costs centred on the vertex of the coarse curve's own parabola
+(its samples, neighbours and pixels, already computed), :data:`RECENTRED_STEP_FRACTION` of a
+coarse step apart, one more beyond a side one when it is the lowest, and their parabola's vertex:
+the re-centring of :data:`REFINE_RECENTRED_VARYING` without its first parabola (3–4 full costs
+instead of 6–7)."""
+RECENTRED_STEP_FRACTION = 0.5
+"""Spacing of :data:`REFINE_COARSE_RECENTRED`'s samples, in coarse steps (the first parabola's of
+:data:`REFINE_VARYING`)."""
 
 
 @nb.njit(cache=True)
@@ -711,7 +720,8 @@ def search_kernel(
     (``refine_mode`` REFINE_GOLDEN), or the vertex of the parabola through full costs half a coarse
     step apart around the coarse minimum (REFINE_PARABOLA: 3–4 evaluations over the pixels that
     overlap at each hypothesis with ``refine_common`` REFINE_VARYING; 5 over the pixels common to
-    all with REFINE_COMMON_PIXELS, 5 + 3 re-centred on the vertex with REFINE_RECENTRED); micro-images whose
+    all with REFINE_COMMON_PIXELS, 5 + 3 re-centred on the vertex with REFINE_RECENTRED, 3–4 centred on the
+    coarse curve's vertex with REFINE_COARSE_RECENTRED); micro-images whose
     coarse contrast is below ``min_refine_contrast`` are not refined (STATUS_NOT_REFINED). ``ra``,
     ``rb`` (T,): the pupil-vignetting shift's radii (rb all 0: none); ``g_table`` (T, n):
     :func:`centroid_table`. ``stack`` (H, W, L).
@@ -795,6 +805,45 @@ def search_kernel(
                         wb = _vertex(wv, h2, fs[0], fs[1], fs[2])
                         cb = _parabola_at(wb, wv, h2, fs[0], fs[1], fs[2])
                         pairs = ps[1]
+        elif refine_mode == REFINE_PARABOLA and refine_common == REFINE_COARSE_RECENTRED:
+            g = w_grid[best + 1] - w_grid[best]
+            c0 = _vertex(w_grid[best], g, curve[best - 1], curve[best], curve[best + 1])
+            if math.isnan(c0):
+                c0 = w_grid[best]
+            h = RECENTRED_STEP_FRACTION * g
+            ws[0] = c0 - h
+            ws[1] = c0
+            ws[2] = c0 + h
+            _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:3], lam, P, Q, kappa2, ra, rb, g_table, r,
+                      refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+            fm, fc, fp = fs[0], fs[1], fs[2]
+            pc = ps[1]
+            pm, pp = ps[0], ps[2]
+            if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
+                wb, cb, pairs = c0, fc, pc
+            else:
+                if fm < fc and fm <= fp:
+                    f2 = fm
+                    ws[0] = c0 - 2.0 * h
+                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                    fp = fc
+                    fm = fs[0]
+                    fc = f2
+                    c0 = c0 - h
+                    pc = pm
+                elif fp < fc:
+                    f2 = fp
+                    ws[0] = c0 + 2.0 * h
+                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
+                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
+                    fm = fc
+                    fp = fs[0]
+                    fc = f2
+                    c0 = c0 + h
+                    pc = pp
+                wv = c0 if math.isnan(fm) or math.isnan(fp) else _vertex(c0, h, fm, fc, fp)
+                wb, cb, pairs = wv, fc if wv == c0 else _parabola_at(wv, c0, h, fm, fc, fp), pc
         elif refine_mode == REFINE_PARABOLA:
             # full costs at the coarse minimum and half a step either side; the parabola through
             # the lowest and its two neighbours (one more evaluation when the lowest is a side
