@@ -707,6 +707,166 @@ def _costs_work(radius, K, T, gl):  # pragma: no cover - compiled
             np.empty(size, dtype=np.int64), np.empty(size), np.empty((K, Tp, size)), np.empty((K, Tp, size)))
 
 
+@nb.njit(cache=True)
+def _full_costs(ctx, work, ws, stride, min_pixels, common):  # pragma: no cover - compiled
+    """:func:`_costs_at` of the micro-image of ``ctx`` at ``ws`` with every neighbour, into
+    ``work``'s costs and pair counts (its last two arrays). ``ctx``: (stack, levels, centres,
+    types, neigh, n_neigh, i, lam, P, Q, kappa2, ra, rb, g_table, radius); ``work``: the arrays of
+    :func:`_costs_work` at 5 hypotheses, the (5,) costs and (5,) pair counts."""
+    stack, levels, centres, types, neigh, n_neigh, i, lam, P, Q, kappa2, ra, rb, g_table, radius = ctx
+    rho, inv, fwd, px, py, ro, ex, ey, fs, ps = work
+    _costs_at(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, P, Q, kappa2, ra, rb, g_table, radius, stride,
+              min_pixels, rho, inv, fwd, px, py, ro, ex, ey, fs, ps, common)
+
+
+@nb.njit(cache=True)
+def _parabola_walk(ctx, work, c0, h, stride, min_pixels):  # pragma: no cover - compiled
+    """Full costs at c0 − h, c0, c0 + h, one more h beyond a side one when it is the lowest (the
+    three then centred on it), and the vertex of their parabola.
+
+    Returns (w, cost, pairs, bracketed): the cost there is the parabola's (not evaluated: a fifth
+    full evaluation was 20 % of the refinement) and the pairs the centre sample's; bracketed is
+    False when a cost is NaN (w the centre, cost its own)."""
+    fs, ps = work[8], work[9]
+    ws = np.empty(3)
+    ws[0] = c0 - h
+    ws[1] = c0
+    ws[2] = c0 + h
+    _full_costs(ctx, work, ws, stride, min_pixels, False)
+    fm, fc, fp = fs[0], fs[1], fs[2]
+    pm, pc, pp = ps[0], ps[1], ps[2]
+    if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
+        return c0, fc, pc, False
+    if fm < fc and fm <= fp:
+        ws[0] = c0 - 2.0 * h
+        _full_costs(ctx, work, ws[:1], stride, min_pixels, False)
+        fp = fc
+        fc = fm
+        fm = fs[0]
+        c0 = c0 - h
+        pc = pm
+    elif fp < fc:
+        ws[0] = c0 + 2.0 * h
+        _full_costs(ctx, work, ws[:1], stride, min_pixels, False)
+        fm = fc
+        fc = fp
+        fp = fs[0]
+        c0 = c0 + h
+        pc = pp
+    if math.isnan(fm) or math.isnan(fp):
+        return c0, fc, pc, False
+    wv = _vertex(c0, h, fm, fc, fp)
+    return wv, fc if wv == c0 else _parabola_at(wv, c0, h, fm, fc, fp), pc, True
+
+
+@nb.njit(cache=True)
+def _recentred(ctx, work, wv, h, stride, min_pixels, common):  # pragma: no cover - compiled
+    """Full costs at wv − h, wv, wv + h (samples centred on an earlier vertex, so off the coarse
+    grid) and their parabola's vertex. Returns (w, cost, pairs, ok); ok False when a cost is NaN."""
+    fs, ps = work[8], work[9]
+    ws = np.empty(3)
+    ws[0] = wv - h
+    ws[1] = wv
+    ws[2] = wv + h
+    _full_costs(ctx, work, ws, stride, min_pixels, common)
+    if math.isnan(fs[0]) or math.isnan(fs[1]) or math.isnan(fs[2]):
+        return wv, np.nan, 0, False
+    wb = _vertex(wv, h, fs[0], fs[1], fs[2])
+    return wb, _parabola_at(wb, wv, h, fs[0], fs[1], fs[2]), ps[1], True
+
+
+@nb.njit(cache=True)
+def _common_pixels_parabola(ctx, work, c0, h, stride, min_pixels, recentre):  # pragma: no cover - compiled
+    """:data:`REFINE_COMMON_PIXELS` (``recentre`` False) or :data:`REFINE_RECENTRED`: the five
+    costs c0 − 2h … c0 + 2h over the pixels common to all, the vertex through the lowest inner
+    one and its neighbours, then (``recentre``) three costs h/2 apart centred on it."""
+    fs, ps = work[8], work[9]
+    ws = np.empty(5)
+    for q in range(5):
+        ws[q] = c0 + (q - 2) * h
+    _full_costs(ctx, work, ws, stride, min_pixels, True)
+    q = 2
+    if fs[1] < fs[2] and fs[1] <= fs[3]:
+        q = 1
+    elif fs[3] < fs[2]:
+        q = 3
+    if math.isnan(fs[q - 1]) or math.isnan(fs[q]) or math.isnan(fs[q + 1]):
+        return c0, fs[2], ps[2]
+    wv = _vertex(ws[q], h, fs[q - 1], fs[q], fs[q + 1])
+    wb, cb, pairs = wv, fs[q] if wv == ws[q] else _parabola_at(wv, ws[q], h, fs[q - 1], fs[q], fs[q + 1]), ps[q]
+    if recentre:
+        w2, c2, p2, ok = _recentred(ctx, work, wv, 0.5 * h, stride, min_pixels, True)
+        if ok:
+            return w2, c2, p2
+    return wb, cb, pairs
+
+
+@nb.njit(cache=True)
+def _golden(ctx, work, a, b, iterations, stride, min_pixels):  # pragma: no cover - compiled
+    """:data:`REFINE_GOLDEN`: golden-section search of [a, b]; the better of the final interior
+    points (already evaluated; within the final bracket, 0.618^k of the first one wide)."""
+    fs, ps = work[8], work[9]
+    invphi = (math.sqrt(5.0) - 1.0) / 2.0
+    ws = np.empty(2)
+    x1 = b - invphi * (b - a)
+    x2 = a + invphi * (b - a)
+    ws[0] = x1
+    ws[1] = x2
+    _full_costs(ctx, work, ws, stride, min_pixels, False)
+    f1, p1, f2, p2 = fs[0], ps[0], fs[1], ps[1]
+    for _it in range(iterations):
+        if f1 <= f2 or math.isnan(f2):
+            b = x2
+            x2 = x1
+            f2 = f1
+            p2 = p1
+            x1 = b - invphi * (b - a)
+            ws[0] = x1
+            _full_costs(ctx, work, ws[:1], stride, min_pixels, False)
+            f1, p1 = fs[0], ps[0]
+        else:
+            a = x1
+            x1 = x2
+            f1 = f2
+            p1 = p2
+            x2 = a + invphi * (b - a)
+            ws[0] = x2
+            _full_costs(ctx, work, ws[:1], stride, min_pixels, False)
+            f2, p2 = fs[0], ps[0]
+    if f1 <= f2 or math.isnan(f2):
+        return x1, f1, p1
+    return x2, f2, p2
+
+
+@nb.njit(cache=True)
+def _refine(ctx, work, curve, w_grid, best, refine_mode, refine_common, refine_stride, min_pixels,
+            golden_iterations):  # pragma: no cover - compiled
+    """The refined (w, cost, pairs) of one micro-image about its coarse minimum ``best`` (an
+    interior sample of ``curve`` on ``w_grid``), as :func:`search_kernel` describes the modes."""
+    refine_min = max(min_pixels // 2, 1) if refine_stride == 0 else max(min_pixels // (refine_stride * refine_stride), 1)
+    h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5  # half a coarse step
+    if refine_mode != REFINE_PARABOLA:
+        return _golden(ctx, work, w_grid[best - 1], w_grid[best + 1], golden_iterations, refine_stride, refine_min)
+    if refine_common == REFINE_COMMON_PIXELS or refine_common == REFINE_RECENTRED:
+        return _common_pixels_parabola(ctx, work, w_grid[best], h, refine_stride, refine_min,
+                                       refine_common == REFINE_RECENTRED)
+    if refine_common == REFINE_COARSE_RECENTRED:
+        g = w_grid[best + 1] - w_grid[best]
+        c0 = _vertex(w_grid[best], g, curve[best - 1], curve[best], curve[best + 1])
+        wv, cb, pairs, _ = _parabola_walk(ctx, work, c0, RECENTRED_STEP_FRACTION * g, refine_stride, refine_min)
+        return wv, cb, pairs
+    if refine_common == REFINE_RECENTRED_VARYING:
+        # the first parabola only finds the vertex the second samples about: a quarter of the pixels
+        wv, cb, pairs, ok = _parabola_walk(ctx, work, w_grid[best], h, 2, max(min_pixels // 4, 1))
+        if ok:
+            w2, c2, p2, ok2 = _recentred(ctx, work, wv, 0.5 * h, refine_stride, refine_min, False)
+            if ok2:
+                return w2, c2, p2
+        return wv, cb, pairs
+    wv, cb, pairs, _ = _parabola_walk(ctx, work, w_grid[best], h, refine_stride, refine_min)
+    return wv, cb, pairs
+
+
 @nb.njit(parallel=True, cache=True)
 def search_kernel(
     stack, levels, centres, types, neigh, radii, index, w_grid, lam, P, Q, kappa2,
@@ -745,9 +905,7 @@ def search_kernel(
     out_median = np.full(m, np.nan)
     out_pairs = np.zeros(m, dtype=np.int32)
     out_status = np.zeros(m, dtype=np.int8)
-    invphi = (math.sqrt(5.0) - 1.0) / 2.0
     coarse_min = max(min_pixels // (coarse_stride * coarse_stride), 1)
-    refine_min = max(min_pixels // 2, 1) if refine_stride == 0 else max(min_pixels // (refine_stride * refine_stride), 1)
     for t in nb.prange(m):
         i = index[t]
         r = radii[i]
@@ -774,168 +932,10 @@ def search_kernel(
             out_status[t] = STATUS_NOT_REFINED
             continue
         rho, inv, fwd, px, py, ro, ex, ey = _costs_work(r, 5, T, g_table)
-        ws = np.empty(5)
-        fs = np.empty(5)
-        ps = np.empty(5, dtype=np.int64)
-        if refine_mode == REFINE_PARABOLA and (refine_common == REFINE_COMMON_PIXELS or refine_common == REFINE_RECENTRED):
-            h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5
-            c0 = w_grid[best]
-            for q in range(5):
-                ws[q] = c0 + (q - 2) * h
-            _costs_at(stack, levels, centres, types, neigh, n_all, i, ws, lam, P, Q, kappa2, ra, rb, g_table, r,
-                      refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps, True)
-            q = 2
-            if fs[1] < fs[2] and fs[1] <= fs[3]:
-                q = 1
-            elif fs[3] < fs[2]:
-                q = 3
-            if math.isnan(fs[q - 1]) or math.isnan(fs[q]) or math.isnan(fs[q + 1]):
-                wb, cb, pairs = c0, fs[2], ps[2]
-            else:
-                wv = _vertex(ws[q], h, fs[q - 1], fs[q], fs[q + 1])
-                wb, cb, pairs = wv, fs[q] if wv == ws[q] else _parabola_at(wv, ws[q], h, fs[q - 1], fs[q], fs[q + 1]), ps[q]
-                if refine_common == REFINE_RECENTRED:  # again about the vertex, half as wide: samples centred on it
-                    h2 = 0.5 * h
-                    ws[0] = wv - h2
-                    ws[1] = wv
-                    ws[2] = wv + h2
-                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:3], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps, True)
-                    if not (math.isnan(fs[0]) or math.isnan(fs[1]) or math.isnan(fs[2])):
-                        wb = _vertex(wv, h2, fs[0], fs[1], fs[2])
-                        cb = _parabola_at(wb, wv, h2, fs[0], fs[1], fs[2])
-                        pairs = ps[1]
-        elif refine_mode == REFINE_PARABOLA and refine_common == REFINE_COARSE_RECENTRED:
-            g = w_grid[best + 1] - w_grid[best]
-            c0 = _vertex(w_grid[best], g, curve[best - 1], curve[best], curve[best + 1])
-            if math.isnan(c0):
-                c0 = w_grid[best]
-            h = RECENTRED_STEP_FRACTION * g
-            ws[0] = c0 - h
-            ws[1] = c0
-            ws[2] = c0 + h
-            _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:3], lam, P, Q, kappa2, ra, rb, g_table, r,
-                      refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-            fm, fc, fp = fs[0], fs[1], fs[2]
-            pc = ps[1]
-            pm, pp = ps[0], ps[2]
-            if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
-                wb, cb, pairs = c0, fc, pc
-            else:
-                if fm < fc and fm <= fp:
-                    f2 = fm
-                    ws[0] = c0 - 2.0 * h
-                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-                    fp = fc
-                    fm = fs[0]
-                    fc = f2
-                    c0 = c0 - h
-                    pc = pm
-                elif fp < fc:
-                    f2 = fp
-                    ws[0] = c0 + 2.0 * h
-                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-                    fm = fc
-                    fp = fs[0]
-                    fc = f2
-                    c0 = c0 + h
-                    pc = pp
-                wv = c0 if math.isnan(fm) or math.isnan(fp) else _vertex(c0, h, fm, fc, fp)
-                wb, cb, pairs = wv, fc if wv == c0 else _parabola_at(wv, c0, h, fm, fc, fp), pc
-        elif refine_mode == REFINE_PARABOLA:
-            # full costs at the coarse minimum and half a step either side; the parabola through
-            # the lowest and its two neighbours (one more evaluation when the lowest is a side
-            # point), then its vertex
-            h = 0.5 * (w_grid[best + 1] - w_grid[best - 1]) * 0.5
-            # re-centred: the first parabola only finds the vertex the second samples about, on a
-            # quarter of the pixels
-            s1 = 2 if refine_common == REFINE_RECENTRED_VARYING else refine_stride
-            m1 = max(min_pixels // 4, 1) if refine_common == REFINE_RECENTRED_VARYING else refine_min
-            c0 = w_grid[best]
-            ws[0] = c0 - h
-            ws[1] = c0
-            ws[2] = c0 + h
-            _costs_at(stack, levels, centres, types, neigh, n_all, i, ws, lam, P, Q, kappa2, ra, rb, g_table, r,
-                      s1, m1, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-            fm, fc, fp = fs[0], fs[1], fs[2]
-            pm, pc, pp = ps[0], ps[1], ps[2]
-            if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
-                wb, cb, pairs = c0, fc, pc
-            else:
-                if fm < fc and fm <= fp:
-                    f2 = fm
-                    ws[0] = c0 - 2.0 * h
-                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              s1, m1, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-                    fm = fs[0]
-                    fp = fc
-                    fc = f2
-                    c0 = c0 - h
-                    pc = pm
-                elif fp < fc:
-                    f2 = fp
-                    ws[0] = c0 + 2.0 * h
-                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              s1, m1, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-                    fp = fs[0]
-                    fm = fc
-                    fc = f2
-                    c0 = c0 + h
-                    pc = pp
-                wv = c0 if math.isnan(fm) or math.isnan(fp) else _vertex(c0, h, fm, fc, fp)
-                # the cost there is the parabola's (not evaluated: nothing downstream uses it, and a
-                # fifth full evaluation was 20 % of the refinement); the pairs are the centre's
-                wb, cb, pairs = wv, fc if wv == c0 else _parabola_at(wv, c0, h, fm, fc, fp), pc
-                if refine_common == REFINE_RECENTRED_VARYING and not (math.isnan(fm) or math.isnan(fp)):
-                    h2 = 0.5 * h  # again about the vertex, half as wide: samples centred on it
-                    ws[0] = wv - h2
-                    ws[1] = wv
-                    ws[2] = wv + h2
-                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:3], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-                    if not (math.isnan(fs[0]) or math.isnan(fs[1]) or math.isnan(fs[2])):
-                        wb = _vertex(wv, h2, fs[0], fs[1], fs[2])
-                        cb = _parabola_at(wb, wv, h2, fs[0], fs[1], fs[2])
-                        pairs = ps[1]
-        else:
-            a = w_grid[best - 1]
-            b = w_grid[best + 1]
-            x1 = b - invphi * (b - a)
-            x2 = a + invphi * (b - a)
-            ws[0] = x1
-            ws[1] = x2
-            _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:2], lam, P, Q, kappa2, ra, rb, g_table, r,
-                      refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-            f1, p1, f2, p2 = fs[0], ps[0], fs[1], ps[1]
-            for _it in range(golden_iterations):
-                if f1 <= f2 or math.isnan(f2):
-                    b = x2
-                    x2 = x1
-                    f2 = f1
-                    p2 = p1
-                    x1 = b - invphi * (b - a)
-                    ws[0] = x1
-                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-                    f1, p1 = fs[0], ps[0]
-                else:
-                    a = x1
-                    x1 = x2
-                    f1 = f2
-                    p1 = p2
-                    x2 = a + invphi * (b - a)
-                    ws[0] = x2
-                    _costs_at(stack, levels, centres, types, neigh, n_all, i, ws[:1], lam, P, Q, kappa2, ra, rb, g_table, r,
-                              refine_stride, refine_min, rho, inv, fwd, px, py, ro, ex, ey, fs, ps)
-                    f2, p2 = fs[0], ps[0]
-            # the better of the two interior points (already evaluated; within the final bracket,
-            # 0.618^k of the coarse one wide)
-            if f1 <= f2 or math.isnan(f2):
-                wb, cb, pairs = x1, f1, p1
-            else:
-                wb, cb, pairs = x2, f2, p2
+        ctx = (stack, levels, centres, types, neigh, n_all, i, lam, P, Q, kappa2, ra, rb, g_table, r)
+        work = (rho, inv, fwd, px, py, ro, ex, ey, np.empty(5), np.empty(5, dtype=np.int64))
+        wb, cb, pairs = _refine(ctx, work, curve, w_grid, best, refine_mode, refine_common, refine_stride, min_pixels,
+                                golden_iterations)
         if math.isnan(cb):
             out_status[t] = STATUS_NO_PAIRS
             continue
