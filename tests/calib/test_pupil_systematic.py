@@ -25,6 +25,11 @@ def test_an_estimated_pupil_gives_the_regression_times_its_systematic():
     assert s.slope_mm_per_mm == pytest.approx(-0.52 * 0.094 / 1.10)
     assert s.relative["F_mm"] == pytest.approx(0.52 * 0.094 / 1.10 * EXIT_PUPIL_SYSTEMATIC_MM / 49.80)
     assert s.relative["D_mm"] == pytest.approx(0.50 * 0.098 / 1.10 * EXIT_PUPIL_SYSTEMATIC_MM / 52.06)
+    # D at the lattice centre (D − Δ, Δ from the MLA's tilt and pitch) gets D's σ in mm
+    doc = _estimated()
+    doc["parameters"]["D_centre_mm"] = {"value": 52.01, "std": 0.10}
+    c = exit_pupil_systematic(doc)
+    assert c is not None and c.relative["D_centre_mm"] * 52.01 == pytest.approx(s.relative["D_mm"] * 52.06)
     assert exit_pupil_systematic(_estimated(kept=False)) is None  # a thin lens: nothing rests on e
     user = {"name": "exit_pupil_mm", "mean": 9.3, "std": 1.0, "origin": "--lens"}
     assert exit_pupil_systematic(_estimated(priors=[user])) is None

@@ -14,7 +14,7 @@ or not at all. Three cases, from a calibration ``report.json`` (its ``model_sele
 - otherwise (a thin lens, e given by the user): none.
 
 The verdict words it (:func:`plenocal.viz.verdict.exit_pupil_scale_findings`); the calibration
-writes it beside the data's σ (``std_exit_pupil`` of F_mm and D_mm).
+writes it beside the data's σ (``std_exit_pupil`` of F_mm, D_mm and D_centre_mm).
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def exit_pupil_systematic(doc: Mapping[str, Any]) -> PupilSystematic | None:
         rel = {"F_mm": abs(float(probe["F_change_percent"])) / 100.0 * factor}
         if _finite(probe.get("D_change_percent")):
             rel["D_mm"] = abs(float(probe["D_change_percent"])) / 100.0 * factor
-        return PupilSystematic("whites" if factor < 1.0 else "probe", rel, whites_range_mm=whites if factor < 1.0 else None)
+        return PupilSystematic("whites" if factor < 1.0 else "probe", _with_lattice_centre(rel, params),
+                               whites_range_mm=whites if factor < 1.0 else None)
     F, e = params.get("F_mm"), params.get("exit_pupil_mm")
     if not (isinstance(pupil, Mapping) and pupil.get("kept") and isinstance(F, Mapping) and isinstance(e, Mapping)) \
             or F.get("frozen") or e.get("frozen") or _user_prior_on_e(doc):
@@ -112,4 +113,14 @@ def exit_pupil_systematic(doc: Mapping[str, Any]) -> PupilSystematic | None:
         return None
     if "F_mm" not in rel or not all(np.isfinite(v) for v in rel.values()):
         return None
-    return PupilSystematic("regression", rel, slope_mm_per_mm=slope_F)
+    return PupilSystematic("regression", _with_lattice_centre(rel, params), slope_mm_per_mm=slope_F)
+
+
+def _with_lattice_centre(rel: dict[str, float], params: Mapping[str, Any]) -> dict[str, float]:
+    """``rel`` with D at the lattice centre (``D_centre_mm``) given D's σ in mm: the two differ by
+    the lattice-centre offset Δ, a function of the MLA's tilt and pitch alone, not of e."""
+    D, Dc = params.get("D_mm"), params.get("D_centre_mm")
+    if "D_mm" not in rel or not isinstance(D, Mapping) or not isinstance(Dc, Mapping) \
+            or not (_finite(D.get("value")) and _finite(Dc.get("value"))) or float(Dc["value"]) == 0.0:
+        return rel
+    return rel | {"D_centre_mm": rel["D_mm"] * abs(float(D["value"])) / abs(float(Dc["value"]))}
