@@ -91,7 +91,8 @@ def main() -> int:
     t_match = time.perf_counter() - t0
     ag = aggregate_virtual_depths(vd, camera)
     t_depth = time.perf_counter() - t0
-    X = points_from_virtual_depth(camera, ag.k[ag.ok], ag.l[ag.ok], ag.virtual_depth[ag.ok])
+    X = points_from_virtual_depth(camera, ag.k[ag.ok], ag.l[ag.ok], ag.virtual_depth[ag.ok],
+                                  offset_px=ag.texture_offset_px[ag.ok])  # as plenocal depth places them
     z_true, silhouette = depth_truth(sc, X)
     sight = X / np.linalg.norm(X, axis=1, keepdims=True)
     origin = np.zeros_like(X)
@@ -102,6 +103,7 @@ def main() -> int:
         "benchmark": "depth_scene", "machine": machine(), "preset": "r12-a" + (" small" if args.small else ""),
         "rays": args.rays, "kappa": args.kappa, "seed": args.seed,
         "micro_images": len(vd.ok), "with_depth": int(ag.ok.sum()), "coverage": float(ag.ok.mean()),
+        "counts": ag.counts(),
         "points_off_every_surface": int((~seen).sum()),
         "all": stats(rel[seen]), "off_silhouettes": stats(rel[seen & ~silhouette]),
         "silhouettes": stats(rel[seen & silhouette]),

@@ -317,7 +317,8 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     if job.scaling is not None and job.scaling.kept:
         vd = dataclasses.replace(vd, virtual_depth=job.scaling.apply(vd.virtual_depth))
     ok = vd.ok
-    pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok])
+    # each point where its micro-image's texture is (matching.texture_offsets), at its υ
+    pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok], offset_px=vd.texture_offset_px[ok])
     z = np.full(len(vd.k), np.nan)
     z[ok] = pts[:, 2]
     ply = ply_bytes({
