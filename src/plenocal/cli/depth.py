@@ -332,6 +332,7 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     message = (f"frame {e.frame}: {c['estimated']} micro-images with a depth ({c['untextured']} untextured, "
                f"{c['at_bound']} out of range, {c['at_limit']} too near the MLA's conjugate"
                + (f", {c['outside_field']} beyond the model's field" if c["outside_field"] else "")
+               + (f", {c['at_edge']} at depth edges" if c.get("at_edge") else "")
                + f"), median z {np.nanmedian(z) if ok.any() else float('nan'):.1f} mm, "
                f"{vd.wall_time_s:.1f} s (all-in-focus image {allfocus.wall_time_s:.1f} s"
                + (f", per pixel {pixels.summary['kept']} kept of {pixels.summary['refined']} in "
