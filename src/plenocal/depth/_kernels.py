@@ -758,6 +758,18 @@ def _full_costs(ctx, work, ws, stride, min_pixels, common):  # pragma: no cover 
 
 
 @nb.njit(cache=True)
+def _three_costs(ctx, work, c, h, stride, min_pixels, common):  # pragma: no cover - compiled
+    """Full costs and pair counts at c − h, c, c + h: (f₋, f₀, f₊, p₋, p₀, p₊)."""
+    fs, ps = work[8], work[9]
+    ws = np.empty(3)
+    ws[0] = c - h
+    ws[1] = c
+    ws[2] = c + h
+    _full_costs(ctx, work, ws, stride, min_pixels, common)
+    return fs[0], fs[1], fs[2], ps[0], ps[1], ps[2]
+
+
+@nb.njit(cache=True)
 def _parabola_walk(ctx, work, c0, h, stride, min_pixels):  # pragma: no cover - compiled
     """Full costs at c0 − h, c0, c0 + h, one more h beyond a side one when it is the lowest (the
     three then centred on it), and the vertex of their parabola.
@@ -765,19 +777,14 @@ def _parabola_walk(ctx, work, c0, h, stride, min_pixels):  # pragma: no cover - 
     Returns (w, cost, pairs, bracketed): the cost there is the parabola's (not evaluated: a fifth
     full evaluation was 20 % of the refinement) and the pairs the centre sample's; bracketed is
     False when a cost is NaN (w the centre, cost its own)."""
-    fs, ps = work[8], work[9]
-    ws = np.empty(3)
-    ws[0] = c0 - h
-    ws[1] = c0
-    ws[2] = c0 + h
-    _full_costs(ctx, work, ws, stride, min_pixels, False)
-    fm, fc, fp = fs[0], fs[1], fs[2]
-    pm, pc, pp = ps[0], ps[1], ps[2]
+    fs = work[8]
+    fm, fc, fp, pm, pc, pp = _three_costs(ctx, work, c0, h, stride, min_pixels, False)
     if math.isnan(fm) or math.isnan(fc) or math.isnan(fp):
         return c0, fc, pc, False
+    ws = np.empty(1)
     if fm < fc and fm <= fp:
         ws[0] = c0 - 2.0 * h
-        _full_costs(ctx, work, ws[:1], stride, min_pixels, False)
+        _full_costs(ctx, work, ws, stride, min_pixels, False)
         fp = fc
         fc = fm
         fm = fs[0]
@@ -785,7 +792,7 @@ def _parabola_walk(ctx, work, c0, h, stride, min_pixels):  # pragma: no cover - 
         pc = pm
     elif fp < fc:
         ws[0] = c0 + 2.0 * h
-        _full_costs(ctx, work, ws[:1], stride, min_pixels, False)
+        _full_costs(ctx, work, ws, stride, min_pixels, False)
         fm = fc
         fc = fp
         fp = fs[0]
@@ -801,16 +808,11 @@ def _parabola_walk(ctx, work, c0, h, stride, min_pixels):  # pragma: no cover - 
 def _recentred(ctx, work, wv, h, stride, min_pixels, common):  # pragma: no cover - compiled
     """Full costs at wv − h, wv, wv + h (samples centred on an earlier vertex, so off the coarse
     grid) and their parabola's vertex. Returns (w, cost, pairs, ok); ok False when a cost is NaN."""
-    fs, ps = work[8], work[9]
-    ws = np.empty(3)
-    ws[0] = wv - h
-    ws[1] = wv
-    ws[2] = wv + h
-    _full_costs(ctx, work, ws, stride, min_pixels, common)
-    if math.isnan(fs[0]) or math.isnan(fs[1]) or math.isnan(fs[2]):
+    f0, f1, f2, _, p1, _ = _three_costs(ctx, work, wv, h, stride, min_pixels, common)
+    if math.isnan(f0) or math.isnan(f1) or math.isnan(f2):
         return wv, np.nan, 0, False
-    wb = _vertex(wv, h, fs[0], fs[1], fs[2])
-    return wb, _parabola_at(wb, wv, h, fs[0], fs[1], fs[2]), ps[1], True
+    wb = _vertex(wv, h, f0, f1, f2)
+    return wb, _parabola_at(wb, wv, h, f0, f1, f2), p1, True
 
 
 @nb.njit(cache=True)
