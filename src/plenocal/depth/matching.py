@@ -898,17 +898,25 @@ STATUS_OUTSIDE_FIELD = 8
 """Textured, but beyond the calibrated model's field (``field_radius_px``): the lens's aberrations
 there are not in the model, and its depth would be wrong (:mod:`plenocal.evaluate.field`)."""
 STATUS_NAMES[STATUS_OUTSIDE_FIELD] = "outside_field"
-MAX_SUPPORT_SPREAD = 0.10
-"""A micro-image gets no aggregated depth (status ``at_edge``) when its support disagrees: the
-median absolute deviation of the supporting estimates' 1/υ beyond this fraction of their median.
-Such a support holds two surfaces (a silhouette), and its median is neither's. Full-scale render
-of two plates behind a textured sphere (``benchmarks/depth_scene.py``; each point at its texture,
-:func:`texture_offsets`): RMS of |z − z_true|/z 1.14 % → 0.95 % at 98.7 % of the points (a first
-version with Sobel gradients: 0.05, 0.53 % at 94.5 %; 0.08, 0.83 % at 98.0 %); PRISM translation frames (the support's median MAD
-1.25–1.63 %, the estimates' noise), textured board micro-images with a depth 0.866 / 0.822 / 0.835 /
-0.849 / 0.856 → 0.862 / 0.814 / 0.830 / 0.846 / 0.852 (0.05: 0.798 on the second)."""
+MAX_SUPPORT_SPREAD = 0.08
+"""A micro-image with a confident estimate of its own gets no aggregated depth (status ``at_edge``)
+when its support disagrees: the median absolute deviation of the supporting estimates' 1/υ beyond
+this fraction of their median. Such a support holds two surfaces (a silhouette) and the
+micro-image's own estimate is one of them or a mixture; the median is neither's. (A micro-image
+without an estimate of its own keeps the median: a wrong minimum among its neighbours spreads a
+support on a flat board as well.) Full-scale render of two plates behind a textured sphere
+(``benchmarks/depth_scene.py``, seeds 0 / 1 / 2; each point at its texture, :func:`texture_offsets`):
+RMS of |z − z_true|/z 1.14 % → 0.85 / 0.83 / 0.86 %, 280–300 micro-images flagged of ~14 200 (0.10:
+0.95 %, 0.06: 0.68 %, 0.05: 0.54 % at 5.6 % of the points); the small render of
+tests/depth/test_scene_depth.py keeps 0.808 of its micro-images (0.786 at 0.06). Textured board
+micro-images with a depth: the PRISM translation frames 0.866 / 0.822 / 0.835 / 0.849 / 0.856 at any
+threshold down to 0.05 (their supports' MAD 1.3–1.6 %), the real-optics R12-B within its field and
+plenocal's double-Gauss render ≤ 0.3 points less. (Flagging every micro-image, with or without an
+estimate, cost PRISM frame 101 0.822 → 0.814 at 0.10 and 0.798 at 0.05, the real-optics set 3–6
+points.)"""
 STATUS_AT_EDGE = 9
-"""Textured, but its support's 1/υ spread beyond :data:`MAX_SUPPORT_SPREAD`: a depth edge."""
+"""Textured, with a confident estimate of its own, but its support's 1/υ spread beyond
+:data:`MAX_SUPPORT_SPREAD`: a depth edge."""
 STATUS_NAMES[STATUS_AT_EDGE] = "at_edge"
 
 
@@ -928,8 +936,9 @@ def aggregate_virtual_depths(
     ``max_at_limit_per_estimate`` micro-images at |υ| = 2 per such estimate around it
     (:data:`STATUS_AT_LIMIT`: the surface is nearer the MLA's conjugate there). The confidence becomes
     the median confidence of the support. A plane stays a plane to first order (1/υ is smooth
-    along it); a depth edge keeps its side's majority, except where the support spreads over
-    both surfaces (more than ``max_support_spread`` of its median 1/υ, :data:`STATUS_AT_EDGE`).
+    along it); a depth edge keeps its side's majority, except for a micro-image whose own confident
+    estimate sits in a support spread over both surfaces (more than ``max_support_spread`` of its
+    median 1/υ, :data:`STATUS_AT_EDGE`).
     """
     neigh, _ = neighbour_table(vd.centres_px, camera.grid.diameter_px, rings=rings)
     good = vd.ok & (vd.confidence >= min_confidence)
@@ -958,8 +967,9 @@ def aggregate_virtual_depths(
             spread = np.nanmedian(np.abs(ws[supported] - med[:, None]), axis=1) / np.abs(med)
             ups[rows[supported]] = 1.0 / med
             c_out[rows[supported]] = np.nanmedian(cs[supported], axis=1)
-    edge = np.zeros(len(rows), dtype=bool)
+    edge = np.zeros(len(rows), dtype=bool)  # its own estimate in a support over two surfaces
     edge[np.flatnonzero(supported)[spread > max_support_spread]] = True
+    edge &= good[rows]
     ups[rows[edge]] = np.nan
     c_out[rows[edge]] = 0.0
     status = vd.status.copy()
