@@ -515,9 +515,9 @@ def _depth_section(c: Collected) -> str:
         if isinstance(limit, int) and isinstance(textured, int) and textured and limit > NEAR_CONJUGATE_FRACTION * textured:
             near_conjugate.append(f"{html.escape(str(f))} ({limit} of {textured})")
         rows.append([html.escape(str(f)), f"{counts.get('estimated', '—')} / {textured if textured is not None else '—'}",
-                     _fmt(limit), _fmt(z, 5), _fmt(e.get("median_abs_percent"), 3), _fmt(e.get("median_signed_percent"), 3),
+                     _fmt(limit), _fmt(counts.get("at_edge")), _fmt(z, 5), _fmt(e.get("median_abs_percent"), 3), _fmt(e.get("median_signed_percent"), 3),
                      _fmt(e.get("within_1_percent"), 3), _fmt(d.get("wall_time_s"), 3)])
-    parts = [_table(["frame", "micro-images with a depth / textured", "at |υ| = 2", "median z (mm)",
+    parts = [_table(["frame", "micro-images with a depth / textured", "at |υ| = 2", "at a depth edge", "median z (mm)",
                      "median |distance to board plane| (% of z)", "signed (%)", "fraction within 1 %", "s"], rows)]
     if near_conjugate:
         parts.append(f"<p><b>Near the plane conjugate to the micro-lens array</b>, frames {', '.join(near_conjugate)}: most "
