@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+PRISM_R12B = Path(__file__).resolve().parent.parent.parent / "shared" / "validation" / "prism-r12b"
+"""The visible PRISM R12-B set (``../shared/validation/prism-r12b``), the depth benchmarks' default."""
+
 
 def machine() -> dict[str, Any]:
     import numpy

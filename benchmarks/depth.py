@@ -36,15 +36,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, peak_memory_mb, translation_frames
+from _common import PRISM_R12B, machine, peak_memory_mb, translation_frames
 
 import plenocal
 from plenocal.depth.matching import depth_map, estimate_virtual_depths
 from plenocal.depth.metric import points_from_virtual_depth
 from plenocal.io.camera import read_camera
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
 BOARD_MARGIN_MM = 5.0
 
 
@@ -81,7 +79,7 @@ def median_standard_error(z: np.ndarray, board_xy: np.ndarray, *, tile_mm: float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", type=Path, default=DEFAULT_SET)
+    ap.add_argument("--set", type=Path, default=PRISM_R12B)
     ap.add_argument("--camera", type=Path, default=None)
     ap.add_argument("--kappa", type=float, default=0.72)
     ap.add_argument("--frames", default=None)

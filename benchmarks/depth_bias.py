@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, translation_frames
+from _common import PRISM_R12B, machine, translation_frames
 
 import plenocal
 from depth import board_mask
@@ -43,8 +43,6 @@ from plenocal.depth.matching import (
 from plenocal.depth.metric import points_from_virtual_depth, virtual_depth_of_points
 from plenocal.io.camera import read_camera
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
 VARIANTS = {
     "all": {},
     "ring1-other-type": {"baselines": (0.9, 1.1)},
@@ -60,7 +58,7 @@ VARIANTS = {
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", type=Path, default=DEFAULT_SET)
+    ap.add_argument("--set", type=Path, default=PRISM_R12B)
     ap.add_argument("--kappa", type=float, default=0.72)
     ap.add_argument("--frames", default=None)
     ap.add_argument("--variants", default=",".join(VARIANTS))

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, peak_memory_mb, translation_frames
+from _common import PRISM_R12B, machine, peak_memory_mb, translation_frames
 
 import plenocal
 from depth import board_mask
@@ -45,10 +45,6 @@ from plenocal.depth.pixel import (
     texture_snr,
 )
 from plenocal.io.camera import read_camera
-
-HERE = Path(__file__).resolve().parent
-DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
-
 
 GRID = ((0.5, 2.0), (0.5, 2.5), (0.6, 1.5), (0.6, 2.0), (0.6, 3.0), (0.67, 2.0), (0.7, 2.0))
 """(confidence, texture SNR) thresholds scored with ``--grid``."""
@@ -66,7 +62,7 @@ def errors(z: np.ndarray, z_true: float) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", type=Path, default=DEFAULT_SET)
+    ap.add_argument("--set", type=Path, default=PRISM_R12B)
     ap.add_argument("--kappa", type=float, default=0.72)
     ap.add_argument("--frames", default=None)
     ap.add_argument("--grid", action="store_true", help="also score the kept pixels at the thresholds of GRID")

@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, peak_memory_mb, translation_frames
+from _common import PRISM_R12B, machine, peak_memory_mb, translation_frames
 
 import plenocal
 from plenocal.cli.depth import cell_image, grey_png
@@ -41,8 +41,6 @@ from plenocal.detect.corners import bilinear
 from plenocal.io.camera import read_camera
 from plenocal.model.projection import central_view_px
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
 MARGIN_MM = 5.0
 GRID_MM = 0.25
 TEXEL_MM = 0.0625
@@ -72,7 +70,7 @@ def score(image: np.ndarray, scale: int, X: np.ndarray, truth: np.ndarray, use: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", type=Path, default=DEFAULT_SET)
+    ap.add_argument("--set", type=Path, default=PRISM_R12B)
     ap.add_argument("--kappa", type=float, default=0.72)
     ap.add_argument("--frames", default=None)
     ap.add_argument("--runs", type=int, default=3)

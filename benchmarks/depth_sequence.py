@@ -30,13 +30,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine
+from _common import PRISM_R12B, machine
 
 import plenocal
 from plenocal.cli.main import main as plenocal_main
-
-HERE = Path(__file__).resolve().parent
-DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
 
 
 def _cpu() -> float:
@@ -59,7 +56,7 @@ def run(argv: list[str]) -> tuple[float, float, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", type=Path, default=DEFAULT_SET)
+    ap.add_argument("--set", type=Path, default=PRISM_R12B)
     ap.add_argument("--frames", type=int, default=20)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--kappa", type=float, default=0.72)

@@ -49,7 +49,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine
+from _common import PRISM_R12B, machine
 
 import plenocal
 from depth import board_mask
@@ -58,8 +58,6 @@ from plenocal.detect.corners import devignette
 from plenocal.io.camera import read_camera
 from plenocal.io.images import read_raw_image
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_SET = HERE.parent.parent / "shared" / "validation" / "prism-r12b"
 REFERENCE_STRATEGY = {
     # the reference's examples/strategy.js (blade 4ad9bee), nbthread set by --threads
     "multithread": True, "nbthread": -1, "virtual": True, "coarse": True, "init": "REGULAR_GRID",
@@ -150,7 +148,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blade", type=Path, required=True, help="BLADE's built depth executable")
     ap.add_argument("--dmdump", type=Path, required=True, help="the dmdump helper (prints a BLADE depth map)")
-    ap.add_argument("--set", type=Path, default=DEFAULT_SET)
+    ap.add_argument("--set", type=Path, default=PRISM_R12B)
     ap.add_argument("--camera-js", type=Path, default=None, help="libpleno intrinsics.js (default: the set's truth)")
     ap.add_argument("--params-js", type=Path, default=None, help="libpleno params.js (default: the set's truth)")
     ap.add_argument("--camera", type=Path, default=None,
