@@ -592,7 +592,7 @@ def test_calibrate_into_the_initial_camera_folder(capfd, r12a_ds, tmp_path):
 
 @pytest.mark.parametrize(("column", "value", "match"), [
     ("u", np.inf, r"observations.npz: BAP feature 10 has u = inf"),
-    ("rho", np.nan, r"observations.npz: BAP feature 10 has rho = nan"),
+    ("rho", np.inf, r"observations.npz: BAP feature 10 has rho = inf"),  # (NaN is a single view's: no υ, no ρ)
     ("k", 5000, r"observations.npz: BAP feature 10 has micro-lens \(k, l\) = \(5000, .*off the 176 x 152"),
     ("node", 99, r"observations.npz: BAP feature 10 has node 99; the target has 45 nodes"),
     ("frame", -3, r"observations.npz: BAP feature 10 has frame = -3, expected >= 0"),

@@ -115,3 +115,27 @@ def test_pinhole_camera_has_no_rho(r12a_camera, r12a_poses, r12a_board, r12a_syn
     assert report.overall.rho_px is None and report.overall.bap_px is None
     assert report.overall.uv_px < 1e-9  # (u, v) do not depend on the micro-lens focal lengths
     assert sorted(report.per_type) == [-1]
+
+
+def test_single_views_count_in_uv_and_not_in_rho(r12a_camera, r12a_poses, r12a_board, r12a_synthetic):
+    """A single view (ρ NaN: a node fitted in one micro-image) counts in the (u, v) RMSE and is
+    left out of ρ's, overall, per frame and per type; the outlier rule judges it by (u, v)."""
+    from plenocal.evaluate.outliers import split_outliers
+
+    noisy, n_uv, n_rho, _ = _with_noise(r12a_synthetic, 0.5, 0.1, 0.2)
+    single = np.zeros(len(noisy.bap), dtype=bool)
+    single[::4] = True
+    cols = noisy.bap.columns()
+    cols["rho"] = np.where(single, np.nan, noisy.bap.rho)
+    obs = Observations(BapFeatures(**cols), noisy.mic)
+    report = summarize(compute_residuals(r12a_camera, r12a_poses, r12a_board, obs))
+    o = report.overall
+    assert o.n_bap == len(single)
+    assert o.uv_px == pytest.approx(np.sqrt(np.sum(n_uv**2) / len(single)), rel=1e-9)
+    assert o.rho_px == pytest.approx(np.sqrt(np.mean(n_rho[~single] ** 2)), rel=1e-9)
+    sel = (noisy.bap.frame == 7) & ~single
+    assert report.per_frame[7].rho_px == pytest.approx(np.sqrt(np.mean(n_rho[sel] ** 2)), rel=1e-9)
+    res = compute_residuals(r12a_camera, r12a_poses, r12a_board, obs)
+    split = split_outliers(res)
+    assert "rho" in split.sigma_px and split.sigma_px["rho"] == pytest.approx(0.1, rel=0.1)
+    assert not np.any(split.reason[single[res.bap_index]] == "rho")

@@ -611,11 +611,12 @@ def _rmse(res: Residuals, r: FloatArray, active: FloatArray) -> tuple[dict[str, 
 
 
 def _unit_active(res: Residuals, active: FloatArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
-    """Kept BAP features (all their rows active) and kept MICs, in the residual's row order."""
+    """Kept BAP features (all their observed rows active: a single view has no ρ row) and kept
+    MICs, in the residual's row order."""
     sl = res.term_slices()
     keep_bap = active[sl["u"]] > 0
     if "rho" in sl:
-        keep_bap &= active[sl["rho"]] > 0
+        keep_bap &= (active[sl["rho"]] > 0) | ~res.rho_observed
     keep_mic = active[sl["mic_u"]] > 0
     return keep_bap, keep_mic
 
@@ -1126,7 +1127,7 @@ def _robust_stage(res: Residuals, x: FloatArray, *, opt: CalibrationOptions,
     rebuilt without them and the last round solved again, so that they drag nothing; then single
     units beyond the χ² quantile of ``opt.reject_probability`` deactivated. With
     ``opt.loss == "linear"`` nothing is done."""
-    out = _Robust(res, x, np.ones(res.n_rows), None, {"bap": 0, "mic": 0, "uv": 0, "rho": 0}, {},
+    out = _Robust(res, x, res.observed_rows.copy(), None, {"bap": 0, "mic": 0, "uv": 0, "rho": 0}, {},
                   BapFeatures.empty(), None, {})
     if opt.loss != "huber":
         return out
@@ -1157,7 +1158,7 @@ def _robust_stage(res: Residuals, x: FloatArray, *, opt: CalibrationOptions,
         x = layout.pack(cam_now, {f: poses_now[f] for f in layout.frames})
         res = Residuals(layout, res.bap.select(groups.keep), res.mic, res.board, pupil_vignetting=opt.pupil_vignetting,
                         pupil_radii=pupil_radii)
-        active = np.ones(res.n_rows)
+        active = res.observed_rows.copy()
         x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
                                        ftol=1e-10, mu0=mu, **_weights(opt, sig))
         mu = rep_r.damping
@@ -1177,7 +1178,7 @@ def _robust_stage(res: Residuals, x: FloatArray, *, opt: CalibrationOptions,
     sl = res.term_slices()
     for n in ("u", "v", "rho"):
         if n in sl:
-            active[sl[n]] = np.where(bad_bap, 0.0, 1.0)
+            active[sl[n]] = np.where(bad_bap, 0.0, res.observed_rows[sl[n]])
     active[sl["mic_u"]] = np.where(bad_mic, 0.0, 1.0)
     active[sl["mic_v"]] = np.where(bad_mic, 0.0, 1.0)
     out.residuals, out.x, out.active, out.mu, out.groups = res, x, active, mu, groups

@@ -102,7 +102,7 @@ def relative_blur_pairs(features: BapFeatures, types: TypeLayout) -> BlurPairs:
     n = len(features)
     group = np.where(features.cluster >= 0, features.cluster, features.node).astype(np.int64)
     t = types.type_of(features.k, features.l)
-    ok = np.flatnonzero((group >= 0) & (t >= 0))
+    ok = np.flatnonzero((group >= 0) & (t >= 0) & features.has_rho)  # single views (ρ NaN) pair with nothing
     order = ok[np.lexsort((group[ok], features.frame[ok].astype(np.int64)))]
     frame = features.frame.astype(np.int64)
     firsts: list[IntArray] = []

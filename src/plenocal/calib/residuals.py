@@ -215,9 +215,16 @@ class Residuals:
         self.n_bap = len(self.bap)
         self.n_mic = len(mic)
         self.n_terms_bap = 3 if self.use_rho else 2
-        obs = [self.bap.u, self.bap.v] + ([self.bap.rho] if self.use_rho else []) + [mic.u, mic.v]
+        self.rho_observed = self.bap.has_rho
+        """(N,) rows whose ρ was observed; a single view (ρ NaN) has a zero ρ residual and Jacobian row."""
+        obs = [self.bap.u, self.bap.v] + ([np.where(self.rho_observed, self.bap.rho, 0.0)] if self.use_rho else []) + [mic.u, mic.v]
         self.observed = np.concatenate(obs)
         self.n_rows = self.observed.size
+        self.observed_rows = np.ones(self.n_rows)
+        """0/1 per row: 0 on the ρ rows of single views (nothing observed), 1 elsewhere. The solver's
+        default ``active`` and the start of every row mask (rejection never turns these rows on)."""
+        if self.use_rho:
+            self.observed_rows[2 * self.n_bap : 3 * self.n_bap] = self.rho_observed
         self._fixed_radii = pupil_radii.radii_px(self.k, self.l, self.types) \
             if pupil_radii is not None and self.pupil_vignetting else None
         self._shift_key: bytes | None = None
@@ -349,8 +356,21 @@ class Residuals:
         return np.concatenate(bap + self.predict_mic(camera))
 
     def residuals(self, x: FloatArray) -> FloatArray:
-        """e = observed − predicted at the full parameter vector ``x``, shape (n_rows,)."""
-        return self.observed - self.predict(x)
+        """e = observed − predicted at the full parameter vector ``x``, shape (n_rows,); 0 on rows
+        nothing observed (single views' ρ, :attr:`observed_rows`)."""
+        e = self.observed - self.predict(x)
+        return e if self._all_observed else e * self.observed_rows
+
+    @functools.cached_property
+    def _all_observed(self) -> bool:
+        return bool(np.all(self.observed_rows > 0))
+
+    def _unobserved_rows_zeroed(self, blocks: JacobianBlocks) -> JacobianBlocks:
+        """The Jacobian with the rows of :attr:`observed_rows` = 0 set to zero (in place)."""
+        if not self._all_observed:
+            blocks.intrinsics[self.observed_rows == 0] = 0.0
+            blocks.poses[2][~self.rho_observed] = 0.0
+        return blocks
 
     # --- Jacobian ------------------------------------------------------------------------
     @property
@@ -434,7 +454,7 @@ class Residuals:
                          J_pose.reshape(nt * N, 6), vignetting=st.vignetting)
         if M:
             mic_jacobian(st.camera, self.mic_offsets, st.columns, J[nt * N :])
-        return JacobianBlocks(J, J_pose, st.pose_free, st.mic_columns)
+        return self._unobserved_rows_zeroed(JacobianBlocks(J, J_pose, st.pose_free, st.mic_columns))
 
     def jacobian_fd(self, x: FloatArray) -> JacobianBlocks:
         """Central-difference Jacobian of the residuals w.r.t. the scaled free variables.
@@ -488,7 +508,7 @@ class Residuals:
             free_rows = pose_free[self.frame_index, c]
             for t in range(nt):
                 J_pose[t, :, c] = np.where(free_rows, f * (bp[t] - bm[t]), 0.0)
-        return JacobianBlocks(J_int, J_pose, pose_free, self.mic_columns())
+        return self._unobserved_rows_zeroed(JacobianBlocks(J_int, J_pose, pose_free, self.mic_columns()))
 
 
 def _radially_moved(e_uv: FloatArray, mic: FloatArray, eo: FloatArray) -> tuple[FloatArray, FloatArray]:

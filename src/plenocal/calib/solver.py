@@ -350,6 +350,13 @@ def _solve_spd(A: FloatArray, b: FloatArray) -> FloatArray:
         return np.linalg.lstsq(A, b, rcond=None)[0]
 
 
+def _active_rows(residuals: Residuals, active: FloatArray | None) -> FloatArray:
+    """The 0/1 row mask the solver uses: ``active`` (default all rows) on the rows that hold an
+    observation (:attr:`Residuals.observed_rows`: a single view's ρ row never does)."""
+    observed = residuals.observed_rows
+    return observed.copy() if active is None else np.asarray(active, dtype=np.float64) * observed
+
+
 def levenberg_marquardt(
     residuals: Residuals,
     x0: FloatArray,
@@ -416,7 +423,7 @@ def levenberg_marquardt(
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     lay = residuals.layout
     units = Units(residuals, sigma, term_weights)
-    act = np.ones(residuals.n_rows) if active is None else np.asarray(active, dtype=np.float64)
+    act = _active_rows(residuals, active)
     free = lay.free_mask
     n_int = lay.n_intrinsics
     scale = lay.scale
@@ -579,7 +586,7 @@ def covariance(
         Intra-cluster correlation ρ_t used per BAP term (empty without ``clustered``).
     """
     lay = residuals.layout
-    act = np.ones(residuals.n_rows) if active is None else np.asarray(active, dtype=np.float64)
+    act = _active_rows(residuals, active)
     r = residuals.residuals(x) * act
     J = residuals.jacobian(x)
     sl = residuals.term_slices()

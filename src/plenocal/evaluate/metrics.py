@@ -215,13 +215,15 @@ def _sqrt_ratio(num: float, den: int) -> float | None:
     return float(np.sqrt(num / den)) if den > 0 else None
 
 
-def _summary(s_uv: float, s_rho: float, s_mic: float, n: int, m: int, has_rho: bool) -> RmseSummary:
+def _summary(s_uv: float, s_rho: float, s_mic: float, n: int, m: int, has_rho: bool, n_rho: int | None = None) -> RmseSummary:
+    """RMSEs of ``n`` features and ``m`` centres; ρ's over ``n_rho`` of the features (default all:
+    single views have none)."""
     s_rho_eff = s_rho if has_rho else 0.0
     return RmseSummary(
         n_bap=n,
         n_mic=m,
         uv_px=_sqrt_ratio(s_uv, n),
-        rho_px=_sqrt_ratio(s_rho, n) if has_rho else None,
+        rho_px=_sqrt_ratio(s_rho, n if n_rho is None else n_rho) if has_rho else None,
         bap_px=_sqrt_ratio(s_uv + s_rho, n) if has_rho else None,
         mic_px=_sqrt_ratio(s_mic, m),
         total_px=_sqrt_ratio(s_uv + s_rho_eff + s_mic, m + 2 * n),
@@ -329,22 +331,28 @@ def summarize(residuals: Residuals) -> EvaluationReport:
     """RMSEs of residuals: global, per frame (BAP only) and per micro-lens type (BAP and MIC)."""
     r = residuals
     e_uv = np.sum(r.uv**2, axis=1)
-    has_rho = bool(r.rho.size == 0 or np.all(np.isfinite(r.rho)))
-    e_rho = r.rho**2 if has_rho else np.zeros_like(r.rho)
+    # ρ is NaN for every feature of a camera without micro-lens types, and for single views
+    # (a node fitted in one micro-image) of any camera: their ρ RMSE is over the others.
+    finite = np.isfinite(r.rho)
+    has_rho = bool(r.rho.size == 0 or finite.any())
+    e_rho = np.where(finite, r.rho, 0.0) ** 2
     e_mic = np.sum(r.mic_uv**2, axis=1)
-    overall = _summary(float(e_uv.sum()), float(e_rho.sum()), float(e_mic.sum()), e_uv.size, e_mic.size, has_rho)
+    overall = _summary(float(e_uv.sum()), float(e_rho.sum()), float(e_mic.sum()), e_uv.size, e_mic.size, has_rho,
+                       int(finite.sum()))
     per_frame = {}
     frames, s_uv, n = _grouped(r.frame, e_uv)
     _, s_rho, _ = _grouped(r.frame, e_rho)
+    _, n_rho, _ = _grouped(r.frame, finite.astype(np.float64))
     for i, f in enumerate(frames):
-        per_frame[int(f)] = _summary(float(s_uv[i]), float(s_rho[i]), 0.0, int(n[i]), 0, has_rho)
+        per_frame[int(f)] = _summary(float(s_uv[i]), float(s_rho[i]), 0.0, int(n[i]), 0, has_rho, int(n_rho[i]))
     per_type = {}
     all_types = np.union1d(r.lens_type, r.mic_type)
     for t in all_types:
         b = r.lens_type == t
         m = r.mic_type == t
         per_type[int(t)] = _summary(
-            float(e_uv[b].sum()), float(e_rho[b].sum()), float(e_mic[m].sum()), int(b.sum()), int(m.sum()), has_rho
+            float(e_uv[b].sum()), float(e_rho[b].sum()), float(e_mic[m].sum()), int(b.sum()), int(m.sum()), has_rho,
+            int(finite[b].sum())
         )
     return EvaluationReport(overall, per_frame, per_type, dict(r.skipped_no_pose), r.skipped_unlinked)
 

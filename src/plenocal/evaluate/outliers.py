@@ -83,8 +83,9 @@ def term_sigma(residuals: Residuals) -> dict[str, float]:
     out: dict[str, float] = {}
     if r.uv.size:
         out["uv"] = robust_scale(r.uv)
-    if r.rho.size and np.all(np.isfinite(r.rho)):
-        out["rho"] = robust_scale(r.rho)
+    finite = np.isfinite(r.rho)
+    if finite.any():  # ρ of the features that have one (single views and cameras without types have none)
+        out["rho"] = robust_scale(r.rho[finite])
     if r.mic_uv.size:
         out["mic"] = robust_scale(r.mic_uv)
     return out
@@ -190,7 +191,7 @@ def split_outliers(
     sig = {k: max(v, SIGMA_FLOOR_PX) for k, v in sig.items()}
     n, m = r.uv.shape[0], r.mic_uv.shape[0]
     per = frame_sigma(r, sig) if per_frame else {}
-    has_rho = bool(r.rho.size and np.all(np.isfinite(r.rho)))
+    has_rho = bool(np.isfinite(r.rho).any())  # single views (ρ NaN) are judged by (u, v) alone
 
     def row_sigma(term: str) -> FloatArray | float:
         if not per:
@@ -199,7 +200,7 @@ def split_outliers(
 
     s: dict[str, FloatArray] = {"uv": np.hypot(r.uv[:, 0], r.uv[:, 1]) / row_sigma("uv")}
     if has_rho:
-        s["rho"] = np.abs(r.rho) / row_sigma("rho")
+        s["rho"] = np.nan_to_num(np.abs(r.rho) / row_sigma("rho"), nan=0.0)
     s["mic"] = np.hypot(r.mic_uv[:, 0], r.mic_uv[:, 1]) / sig.get("mic", 1.0)
     if probability is None:
         return OutlierSplit(np.ones(n, bool), np.ones(m, bool), np.full(n, "", dtype="<U6"), s, sig, {}, None, "", per)

@@ -155,11 +155,13 @@ def validate_observations(
     p = Path(where)
     b, m = obs.bap, obs.mic
     for name, col in (("u", b.u), ("v", b.v), ("rho", b.rho)):
-        bad = ~np.isfinite(col)
+        # ρ may be NaN (a single view: a node fitted in one micro-image, no υ), never ±inf
+        bad = np.isinf(col) if name == "rho" else ~np.isfinite(col)
         if bad.any():
             i = _first_bad(bad)
             raise InputFileError(p, f"BAP feature {i} has {name} = {float(col[i])!r} ({int(bad.sum())} non-finite "
-                                    f"values in '{name}'): every u, v, rho must be a finite number")
+                                    f"values in '{name}'): every u, v must be a finite number, rho finite or NaN "
+                                    "(a node seen in one micro-image)")
     for name, col in (("u", m.u), ("v", m.v)):
         bad = ~np.isfinite(col)
         if bad.any():

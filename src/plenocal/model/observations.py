@@ -3,7 +3,9 @@
 A BAP feature is ``(frame, k, l, u, v, rho, node)``; a micro-image centre (MIC) is
 ``(k, l, u, v)`` (``docs/conventions.md``, "Observations"). ``node`` is the checkerboard node id,
 −1 while a cluster is not yet linked to the target; ``cluster`` is the detector's cluster id
-(−1 when unknown).
+(−1 when unknown). ``rho`` is NaN for a *single view*: a linked node fitted in one micro-image
+only (near the MLA's conjugate plane), which has no virtual depth of its own and so no observed
+blur radius; it enters calibration by its (u, v) alone (:attr:`BapFeatures.has_rho`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,11 @@ class BapFeatures:
     @property
     def uv(self) -> NDArray[np.float64]:
         return np.stack([self.u, self.v], axis=-1)
+
+    @property
+    def has_rho(self) -> NDArray[np.bool_]:
+        """(N,) True where ρ was observed (finite); False for single views (ρ NaN: one micro-image, no υ)."""
+        return np.isfinite(self.rho)
 
     def select(self, mask: ArrayLike) -> BapFeatures:
         m = np.asarray(mask)

@@ -341,7 +341,7 @@ def _residual_figures(c: Collected, data: ResidualData | None, figures: list[tup
     pos = np.stack([obs.bap.u[res.bap_index], obs.bap.v[res.bap_index]], axis=1)
     field = _model_field_circle(c)
     fig = residual_map_figure(pos, res.uv, image_size_px=(camera.sensor.width_px, camera.sensor.height_px),
-                              rho_residuals_px=res.rho if np.all(np.isfinite(res.rho)) else None, rejected=~split.keep_bap,
+                              rho_residuals_px=res.rho if np.isfinite(res.rho).any() else None, rejected=~split.keep_bap,
                               field_circle_px=field)
     figures.append((_figure_uri(fig), f"Reprojection residuals of the calibration frames over the sensor. Arrow lengths are "
                     f"scaled so the {REFERENCE_PERCENTILE:.0f}th percentile residual (blue key) is 4 % of the image width; "
@@ -349,9 +349,11 @@ def _residual_figures(c: Collected, data: ResidualData | None, figures: list[tup
                     + (" The dashed circle is the model's field: beyond it the residuals are no longer the centre's "
                        "(the lens's own aberrations), and depth is not given there." if field is not None else "")))
     kept = res.subset(split.keep_bap, split.keep_mic)
-    terms = {"e_u": kept.uv[:, 0], "e_v": kept.uv[:, 1], "e_ρ": kept.rho, "e_mic": np.hypot(kept.mic_uv[:, 0], kept.mic_uv[:, 1])}
+    terms_all = {"e_u": kept.uv[:, 0], "e_v": kept.uv[:, 1], "e_ρ": kept.rho, "e_mic": np.hypot(kept.mic_uv[:, 0], kept.mic_uv[:, 1])}
     types = {"e_u": kept.lens_type, "e_v": kept.lens_type, "e_ρ": kept.lens_type, "e_mic": kept.mic_type}
-    terms = {k: v for k, v in terms.items() if np.all(np.isfinite(v))}
+    # ρ of the features that have one (single views: NaN); a term with none is left out
+    terms = {k: v[np.isfinite(v)] for k, v in terms_all.items() if np.isfinite(v).any()}
+    types = {k: types[k][np.isfinite(terms_all[k])] for k in terms}
     figures.append((_figure_uri(residual_histograms_figure(terms, types)),
                     "Residual histograms per term and lens type (kept observations)"))
 

@@ -217,11 +217,19 @@ def read_observations_bin(path: str | Path) -> Observations:
     return observations_from_linked(read_linked_observations(path))
 
 
+def _with_rho(obs: Observations) -> Observations:
+    """The observations without single views (ρ NaN: a node seen in one micro-image), which
+    libpleno's BAP features cannot hold (its ρ is always observed)."""
+    has = obs.bap.has_rho
+    return obs if has.all() else Observations(obs.bap.select(has), obs.mic, obs.positions)
+
+
 def write_observations_bin(path: str | Path, obs: Observations) -> Path:
-    """Write observations as a libpleno ``linked-observations*.bin.gz``."""
-    return write_linked_observations(path, linked_from_observations(obs))
+    """Write observations as a libpleno ``linked-observations*.bin.gz`` (single views left out)."""
+    return write_linked_observations(path, linked_from_observations(_with_rho(obs)))
 
 
 def write_observations_csv(bap_path: str | Path, center_path: str | Path, obs: Observations) -> tuple[Path, Path]:
-    """Write observations as libpleno ``bap*.csv`` and ``center*.csv``."""
+    """Write observations as libpleno ``bap*.csv`` and ``center*.csv`` (single views left out)."""
+    obs = _with_rho(obs)
     return write_bap_csv(bap_path, bap_to_features(obs.bap)), write_center_csv(center_path, mic_to_centers(obs.mic))
