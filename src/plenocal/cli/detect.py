@@ -31,6 +31,7 @@ from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES, bounded_int
 from plenocal.detect.corners import white_levels, white_weight
+from plenocal.detect.nodes import RESOLVABLE_BLUR_FRACTION, SINGLE_VIEW_MAX_RMS_PX
 from plenocal.detect.pipeline import detect_frame, devignette_micro_images, micro_images
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
@@ -213,13 +214,16 @@ def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board
 def complete_frame_nodes(
     frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any,
     devignetted: Callable[[np.ndarray], np.ndarray], rms_bound: float, pitch_px: float, fit_rendered: bool,
+    single_views: bool = False,
 ) -> tuple[BapFeatures, dict[str, Any]]:
     """Board nodes a posed frame misses although some micro-image sees them, predicted with ``camera`` and ``pose``
     and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`). ``micro``: the micro-images
     (the white's alone decide them); ``devignetted(index)`` gives the frame's devignetted image,
     valid at least in the micro-images ``index`` (the only ones the fits read), called only when
     some missing node is predicted in two or more micro-images (a node seen once gives no
-    feature). Returns the added features (``node`` set) and a record: ``action`` ("complete": no
+    feature), or in one with ``single_views`` (a node fitted once then gives a single-view
+    feature, ρ NaN: :func:`plenocal.detect.nodes.detect_board_nodes`). Returns the added features
+    (``node`` set) and a record: ``action`` ("complete": no
     unseen node predicted in a micro-image; "predicted in ≤ 1 view": nothing to fit;
     "predicted"), the unseen nodes predicted in a micro-image (``missing_in_view``), the fit's
     counts and its wall time."""
@@ -239,23 +243,28 @@ def complete_frame_nodes(
     missing = per_node > 0
     if not missing.any():
         return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0}
-    if not np.any(per_node >= 2):
-        return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)",
+    if not np.any(per_node >= 2) and (not single_views or np.count_nonzero(per_node == 1) < MIN_SINGLE_VIEW_NODES):
+        return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)" if not single_views else
+                                     f"predicted in <= 1 view each, in one for fewer than {MIN_SINGLE_VIEW_NODES} nodes (not fitted)",
                                      "missing_in_view": int(missing.sum()), "wall_time_s": time.perf_counter() - t0}
     dv = devignetted(np.unique(views_to_fit(views, micro, known).index))
     nd = detect_board_nodes(dv, micro, camera=camera, cam_from_world=pose, board=board, known=known, rms_bound=rms_bound,
-                            pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered, views=views)
+                            pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered, views=views, single_views=single_views)
     return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
-                         "wall_time_s": time.perf_counter() - t0}
+                         "single_views_sought": single_views, "wall_time_s": time.perf_counter() - t0}
 
 
+MIN_SINGLE_VIEW_NODES = 3
+"""Fewest nodes predicted in one micro-image each for a frame whose other missing nodes are
+predicted in none to be fitted for single views: a node or two adds little and costs the frame's
+image (read and devignetted again in the second pass, 0.13–0.16 s of a full-scale R12 frame)."""
 MIN_LONE_CORNERS = 6
 """Fewest points (lone corners, :attr:`plenocal.detect.pipeline.FrameDetection.lone_index`, and
 the frame's few cluster barycentres) for :func:`link_lone_corners` to try a lattice of them (as
 :data:`LINK_MIN_CLUSTERS` nodes)."""
 MIN_LONE_FEATURE_NODES = 4
-"""Fewest nodes with features (fitted in two or more micro-images) for a frame linked by its lone
-corners to be kept: the issue's "≥ 4 corners in ≥ 2 micro-images". :data:`LINK_MIN_CLUSTERS`' 6
+"""Fewest nodes with features (fitted in two or more micro-images, or in one: single views) for a
+frame linked by its lone corners to be kept (the issue's "≥ 4 corners"). :data:`LINK_MIN_CLUSTERS`' 6
 guards a labelling made from those nodes alone (PnP on 4–5 coplanar points cannot check it); here
 the labelling is the lone corners' lattice (tens of nodes there) that the image decided."""
 LONE_COVERED_PITCHES = 2.0
@@ -282,8 +291,9 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
     off the false corners among them). The frame is kept only when the image decided which part
     of the board they are (a lattice of noisy points needs that check) and its nodes with features
     make :data:`MIN_LONE_FEATURE_NODES`: the clusters linked to a node, and the nodes the pose
-    predicts and :func:`complete_frame_nodes` fits in two or more micro-images. The lone corners
-    themselves give no feature (no υ). The telephoto set's frame 102 at 371 mm (95 corners, 37 of
+    predicts and :func:`complete_frame_nodes` fits, in two or more micro-images (υ, ρ) or in one
+    (a single view: (u, v) alone, ρ NaN; the lone corners are fitted again there, from the
+    board's lines as their micro-lens images them). The telephoto set's frame 102 at 371 mm (95 corners, 37 of
     them within 3 px of a true view, one cluster of 2): 37 centres linked, 36 on their true node
     and none on another; the completion then fits 9 nodes twice, 18 features, each in a
     micro-image that sees its node (the true pose and camera: 10 nodes). The DG R12-A render's
@@ -326,18 +336,34 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
     known = known.select(known.node >= 0)
     added, record = complete_frame_nodes(frame, r.pose, known, camera=camera, board=board, micro=det.micro,
                                          devignetted=lambda _index: det.devignetted, rms_bound=det.rms_bound,
-                                         pitch_px=pitch, fit_rendered=fit_rendered)
+                                         pitch_px=pitch, fit_rendered=fit_rendered, single_views=True)
     out = BapFeatures.concatenate([known, added])
     n_nodes = len(np.unique(out.node))
     n_cluster_nodes = len(np.unique(known.node))
     if n_nodes < MIN_LONE_FEATURE_NODES:
         fitted = (f"{n_nodes} nodes with features ({n_cluster_nodes} its clusters', {n_nodes - n_cluster_nodes} predicted from "
-                  "their pose and fitted in two or more micro-images)" if len(cid) else
-                  f"{n_nodes} nodes predicted from their pose were fitted in two or more micro-images")
+                  "their pose and fitted)" if len(cid) else
+                  f"{n_nodes} nodes predicted from their pose were fitted")
+        # the lattice the image placed, for the second pass to pose again with the calibrated
+        # camera without detecting the frame again: each linked point's node and position
+        linked_ids = np.array(sorted(node_of), dtype=np.int64)
+        pts = np.stack([np.concatenate([bary[:, 0], centres[:, 0]]), np.concatenate([bary[:, 1], centres[:, 1]])], axis=1)
+        pos = {int(i): j for j, i in enumerate(np.concatenate([cid, lone_ids]))}
+        record["lone_links"] = [[int(node_of[int(i)]), round(float(pts[pos[int(i)], 0]), 3), round(float(pts[pos[int(i)], 1]), 3)]
+                                for i in linked_ids if int(i) in pos]
+        refused = int(record.get("single_views_refused", 0))
+        why = (f"; {refused} nodes fitted in one micro-image left out: the camera and their best pose leave them "
+               f"{record['single_views_sigma_px']:.2f} px off (σ̂, over {SINGLE_VIEW_MAX_RMS_PX:g}), the calibrated camera tries them again"
+               if refused else "")
+        if not record.get("missing_in_view", 1):
+            why += ("; this camera and pose predict no node inside a micro-image's disc sharp enough to fit (|ρ| at most "
+                    f"{RESOLVABLE_BLUR_FRACTION:g} of the disc)")
         return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked ({r.n_points} nodes), but only {fitted} "
-                                                                 f"(need >= {MIN_LONE_FEATURE_NODES})", n_clusters=n_clusters), record
+                                                                 f"(need >= {MIN_LONE_FEATURE_NODES}){why}", n_clusters=n_clusters), record
+    n_single = int(record.get("single_views", 0))
     note = (f"linked by {r.n_points} of {n_lone + len(cid)} points, its {head}; its features those of "
-            + (f"{n_cluster_nodes} cluster{'s' * (n_cluster_nodes != 1)} and " if len(cid) else "") + f"the nodes their pose predicts; {r.note}")
+            + (f"{n_cluster_nodes} cluster{'s' * (n_cluster_nodes != 1)} and " if len(cid) else "")
+            + f"the nodes their pose predicts ({n_single} of them seen in one micro-image: single views, (u, v) only); {r.note}")
     return out, replace(r, note=note, n_clusters=n_clusters), record
 
 
@@ -345,7 +371,8 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
                grid_camera: Any = None) -> tuple[BapFeatures, Any, int | None, dict[str, Any]]:
     """One frame's features linked (:func:`initial_extrinsics`, with its scene view) and, when
     kept, completed with the nodes its pose predicts (:func:`complete_frame_nodes`, in the
-    detection's own devignetted image). Returns the features (``node`` set, −1 unlinked), the
+    detection's own devignetted image; nodes fitted in one micro-image become single views when
+    the camera explains them). Returns the features (``node`` set, −1 unlinked), the
     frame's :class:`~plenocal.calib.extrinsics.FramePoseInit` (None without features nor a lone
     corner to try), its linked nodes when too few (:func:`frames_with_too_few_nodes`) and the
     completion's record. A frame its clusters do not link, with fewer than :data:`LINK_MIN_CLUSTERS`
@@ -377,7 +404,7 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     added, record = complete_frame_nodes(frame, r.pose, linked, camera=camera, board=board, micro=det.micro,
                                          devignetted=lambda _index: det.devignetted, rms_bound=det.rms_bound,
                                          pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
-                                         fit_rendered=fit_rendered)
+                                         fit_rendered=fit_rendered, single_views=True)
     return BapFeatures.concatenate([linked, added]), r, few, record
 
 
@@ -459,6 +486,7 @@ def run(args: argparse.Namespace) -> int:
                     "role": entry.role.value,
                     "image": entry.path,
                     "counts": det.counts,
+                    "lone_corners": len(det.lone_index),
                     "rms_bound": det.rms_bound if np.isfinite(det.rms_bound) else None,
                     "virtual_depths": [float(x) for x in det.virtual_depth if np.isfinite(x)],
                     "wall_time_s": t_detect,
@@ -494,6 +522,8 @@ def run(args: argparse.Namespace) -> int:
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
             "n_clusters": int(r.n_clusters) if r else 0,
             "linked_features": int((rows & keep).sum()),
+            # (a camera without micro-lens types has no ρ at all: no feature is a single view)
+            "single_views": int((rows & keep & ~linked.has_rho).sum()) if camera.n_types else 0,
             "unlinked_features": int((rows & ~keep).sum()),
         }
         if r is None or (not r.ok and r.n_clusters < LINK_MIN_CLUSTERS):
@@ -535,9 +565,12 @@ def run(args: argparse.Namespace) -> int:
                 save_figure(overlay_figure(image, feats, camera), tmp / "overlays" / f"frame-{frame:03d}",
                             formats=("png",))
     n_ok = doc["n_frames_linked"]
+    n_single = sum(rec["linking"]["single_views"] for rec in per_frame)
     print(
         f"{len(obs.bap)} BAP features linked to nodes in {n_ok}/{len(frames)} frames "
-        f"({int((~keep).sum())} unlinked dropped; {n_added} from predicted nodes), {len(obs.mic)} micro-image centres; "
+        f"({int((~keep).sum())} unlinked dropped; {n_added} from predicted nodes"
+        + (f", {n_single} of them single views: (u, v) only" if n_single else "")
+        + f"), {len(obs.mic)} micro-image centres; "
         f"{doc['wall_time_s']:.1f} s; wrote {out}"
     )
     return 0
@@ -546,11 +579,13 @@ def run(args: argparse.Namespace) -> int:
 MIN_CLUSTERS_TO_RELINK = 5
 """A refused frame is detected again in the second pass only if its first pass found at least this
 many clusters (a lattice needs 5 barycentres, :func:`plenocal.calib.linking.lattice_coordinates`;
-with fewer, linking fails whatever the camera, and the frame's detection does not depend on it).
-Its lone corners (:func:`link_lone_corners`) are not tried again either: a better camera would only
-move the completion, and on the frames refused that way (the DG R12-A render's 212, its real-optics
-board at 383 mm, the telephoto render's 210–212) the true camera and pose themselves fit 0–2 nodes
-in two or more micro-images."""
+with fewer, linking fails whatever the camera, and the frame's detection does not depend on it),
+or if its lone corners made a lattice the image placed but too few nodes were fitted
+(:func:`link_lone_corners`, its completion record's ``single_views_sought``): near the MLA's
+conjugate plane their nodes show in one micro-image each, and only a camera that explains the
+frame there, the calibrated one, turns them into single views (:data:`plenocal.detect.nodes.SINGLE_VIEW_MAX_RMS_PX`:
+the pre-calibration camera leaves the double-Gauss R12-A render's board at 383 mm 2.7 px RMS off,
+the true one 0.54 px on the thin-lens render's board at 0.97 z_c)."""
 
 
 def frame_pose(camera: Any, known: BapFeatures, board: Any, frame: int) -> Any:
@@ -639,7 +674,10 @@ def run_second_pass(args: argparse.Namespace) -> int:
         if linked_ok and first.get("action") == "complete":
             rec["second_pass"] = {"action": "kept (fully linked in the first pass)"}
             continue
-        if linked_ok and first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0)):
+        # a refused frame whose completion ran: its lone corners made a lattice the image placed
+        lone_lattice = bool(first.get("single_views_sought"))
+        if (linked_ok and first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0))
+                and not first.get("single_views_refused")):
             # Every view the first pass predicted was fitted: the calibrated camera predicts the same nodes.
             rec["second_pass"] = {"action": "kept (every view its pose predicted was fitted in the first pass)"}
             continue
@@ -652,19 +690,18 @@ def run_second_pass(args: argparse.Namespace) -> int:
         pose, how = (poses[frame], "calibrated camera and pose") if frame in poses else (None, "")
         if linked_ok and pose is None:  # an evaluation or translation frame: its pose from its own features
             pose, how = frame_pose(calibrated, known, board, frame), "calibrated camera, pose from its linked features"
+        devignetted = functools.partial(_devignetted, dataset, entries[frame], stored, micro, levels)
         if linked_ok and pose is not None:
-
-            def devignetted(index: np.ndarray, entry: Any = entries[frame]) -> np.ndarray:
-                raw, scale = _raw_image(dataset, entry)
-                return devignette_micro_images(raw, stored()[0], micro(), index, scale=scale, white_scale=stored()[1],
-                                               threshold=levels()[0])
-
             added, record = complete_frame_nodes(frame, pose, known, camera=calibrated, board=board, micro=micro(),
                                                  devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
-                                                 fit_rendered=rendered)
+                                                 fit_rendered=rendered, single_views=True)
             record["action"] = f"{record['action']} ({how})"
-        elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
-            rec["second_pass"] = {"action": "kept refused (too few clusters for a pose: no camera can link them)"}
+        elif not linked_ok and first.get("lone_links"):
+            added, record = _repose_lone_lattice(frame, first["lone_links"], calibrated=calibrated, board=board, micro=micro(),
+                                                 devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px, fit_rendered=rendered)
+        elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK and not lone_lattice:
+            rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners: "
+                                            "no camera can link them)"}
             continue
         elif not linked_ok:
             added, record = _relink_refused(dataset, entries[frame], white(), pre=pre, calibrated=calibrated, board=board,
@@ -679,6 +716,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
             parts.append(added)
             n_added_frames += 1
             n_added_calibration += len(added) if entries[frame].role is ImageRole.CALIBRATION else 0
+            _count_second_pass(rec, added, refused=not linked_ok, typed=bool(calibrated.n_types))
     bap = BapFeatures.concatenate(parts)
     n_added = len(bap) - len(prev_obs.bap)
     obs = Observations(bap, prev_obs.mic, prev_obs.positions)
@@ -731,6 +769,53 @@ def _raw_image(dataset: Dataset, entry: Any) -> tuple[np.ndarray, float]:
         stored = dataset.read_image(entry, as_grey=False)
         return stored, float(2 ** bit_depth_of(stored) - 1)
     return dataset.read_image(entry), 1.0
+
+
+def _count_second_pass(rec: dict[str, Any], added: BapFeatures, *, refused: bool, typed: bool) -> None:
+    """A frame's ``linking`` record with the second pass's features counted in, and, for a frame the
+    first pass refused, marked linked (its first reason kept as ``first_pass_reason``): the report
+    lists the frames left out from it."""
+    link = rec.setdefault("linking", {})
+    link["linked_features"] = int(link.get("linked_features", 0)) + len(added)
+    link["single_views"] = int(link.get("single_views", 0)) + (int(np.count_nonzero(~added.has_rho)) if typed else 0)
+    if refused:
+        link["first_pass_reason"] = link.get("reason", "")
+        link.update(ok=True, reason="", note=f"linked in the second pass (calibrated camera): {rec['second_pass'].get('action', '')}")
+
+
+def _devignetted(dataset: Dataset, entry: Any, stored: Callable[[], Any], micro: Callable[[], Any], levels: Callable[[], Any],
+                 index: np.ndarray) -> np.ndarray:
+    """A frame devignetted in the micro-images ``index`` only (the second pass's fits read no others)."""
+    raw, scale = _raw_image(dataset, entry)
+    return devignette_micro_images(raw, stored()[0], micro(), index, scale=scale, white_scale=stored()[1], threshold=levels()[0])
+
+
+def _repose_lone_lattice(frame: int, links: list[list[float]], *, calibrated: Any, board: Any, micro: Any,
+                         devignetted: Callable[[np.ndarray], np.ndarray], rms_bound: float, pitch_px: float,
+                         fit_rendered: bool) -> tuple[BapFeatures, dict[str, Any]]:
+    """A frame the first pass refused after its lone corners' lattice was linked and placed by the
+    image, but too few nodes were fitted (its single views not explained by the pre-calibration
+    camera): posed again from that lattice (``links``: node, u, v of each linked point) with the
+    calibrated camera's barycentre pinhole, and completed with it (single views included), without
+    detecting it again. Returns the features and what happened."""
+    from plenocal.calib.extrinsics import initial_extrinsics
+
+    a = np.asarray(links, dtype=np.float64).reshape(-1, 3)
+    n = len(a)
+    z = np.zeros(n, dtype=np.int64)
+    points = BapFeatures(frame=np.full(n, frame), k=z, l=z, u=a[:, 1], v=a[:, 2], rho=np.full(n, np.nan), node=a[:, 0].astype(np.int64),
+                         cluster=np.full(n, -1))
+    r = initial_extrinsics(calibrated, points, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION).frames[0]
+    if not r.ok or r.pose is None:
+        return BapFeatures.empty(), {"action": "refused again", "reason": f"its lattice gives no pose with the calibrated camera: {r.reason}"}
+    added, record = complete_frame_nodes(frame, r.pose, BapFeatures.empty(), camera=calibrated, board=board, micro=micro,
+                                         devignetted=devignetted, rms_bound=rms_bound, pitch_px=pitch_px, fit_rendered=fit_rendered,
+                                         single_views=True)
+    n_nodes = len(np.unique(added.node))
+    if n_nodes < MIN_LONE_FEATURE_NODES:
+        return BapFeatures.empty(), {**record, "action": "refused again",
+                                     "reason": f"its lattice posed with the calibrated camera, {n_nodes} nodes fitted (need >= {MIN_LONE_FEATURE_NODES})"}
+    return added, {**record, "action": f"its lone corners' lattice posed with the calibrated camera; {record['action']}"}
 
 
 def _relink_refused(dataset: Dataset, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,

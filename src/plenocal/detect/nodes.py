@@ -11,8 +11,10 @@ the prediction with the board's line directions), kept when the fit looks like t
 corners and its ray meets the board near the node (:data:`MAX_BOARD_DISTANCE_FRACTION`), and linked by node, not by
 cluster size. Nodes with two or more fitted views get υ, ρ and chief-ray positions as the
 detector's clusters do (:func:`plenocal.detect.pipeline.estimate_clusters`); a node seen in one
-micro-image has no υ of its own (its ρ would be the model's, not an observation), so it is
-counted but gives no BAP feature.
+micro-image has no υ of its own (its ρ would be the model's, not an observation): it is counted,
+and with ``single_views`` it gives a *single view*, a feature whose (u, v) is its chief-ray
+position (the fitted corner less the pupil-vignetting shift the pose predicts) and whose ρ is
+NaN, which calibration uses by its (u, v) alone.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from plenocal.detect.pipeline import (
     estimate_clusters,
 )
 from plenocal.model.camera import PlenopticCamera
-from plenocal.model.geometry import Pose
+from plenocal.model.geometry import Pose, rodrigues
 from plenocal.model.lattice import lens_keys
 from plenocal.model.observations import BapFeatures
 from plenocal.model.projection import micro_lens_centres, project_bap, pupil_shift_px, virtual_points
@@ -58,6 +60,14 @@ most of the micro-image has no position to fit (small r12-a: |ρ| ≈ 4.4 px of 
 0.95 z_c, fitted to 0.1 px; 10.8 px at 0.97 z_c, where fits started at the prediction stay
 there on a featureless blur and pass every shape test)."""
 
+SINGLE_VIEW_MAX_RMS_PX = 1.0
+"""Largest σ̂ (px) of a frame's single views about where they appear for the pose that best
+explains them and its linked features (:func:`pose_from_views`) for them to become features:
+beyond it the camera does not explain the frame near the MLA's conjugate plane well enough to take
+the pupil-vignetting shift, which ρ sets, off them. Small r12-a at 0.95 z_c: 0.30 px with the true
+camera, 1.3 px with F 0.5 % off, 1.9 px at 1 %; the pre-calibration cameras of the full-scale
+renders: 2.6–2.7 px (the thin-lens R12-A board at 0.97 z_c, whose single views' chief rays it then
+puts 3.8 px off; the double-Gauss board at 383 mm)."""
 LINE_STEP_FRACTION = 0.25
 """The board's line directions at a node are taken between the node and points this fraction
 of a square away along the board's axes, projected through the same micro-lens."""
@@ -92,7 +102,7 @@ class NodeDetection:
     features: BapFeatures
     """BAP features of the added nodes, ``node`` set, ``cluster`` −1."""
     fitted_node: IntArray
-    """(m,) node of every accepted fit (also the nodes seen once, which give no feature)."""
+    """(m,) node of every accepted fit (also the nodes seen once, which give a feature only as single views)."""
     fitted_index: IntArray
     """(m,) its micro-image."""
     fitted_uv: FloatArray
@@ -165,13 +175,8 @@ def predict_node_views(
     p = np.repeat(np.arange(len(nodes)), n)
     idx = on[box[np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])]]
     k, l = micro.k[idx], micro.l[idx]
-    f = project_bap(camera, pts[p], k, l)
-    chief, rho = f[:, :2], f[:, 2]
+    chief, appear, rho = _views_of(camera, pts[p], idx, micro)
     centres, usable = micro.centres[idx], micro.usable[idx]
-    appear = chief
-    if micro.vignetted:
-        pc, pra = micro.first_order_pupil(idx)
-        appear = pupil_shift_px(chief, np.nan_to_num(rho) + micro.blur_offset[idx], pc, pra, micro.radius_lens_px[idx])
     inside = np.hypot(*(appear - centres).T) <= usable - BORDER_MARGIN_PX
     inside &= np.abs(rho) <= RESOLVABLE_BLUR_FRACTION * (usable - BORDER_MARGIN_PX) if micro.typed else True
     H, W = micro.weight.shape
@@ -186,6 +191,67 @@ def predict_node_views(
         along = project_bap(camera, cam_from_world.apply(world[p] + axis_w), k, l)[:, :2] - chief
         angles[:, j] = np.arctan2(along[:, 1], along[:, 0]) + np.pi / 2.0
     return PredictedViews(nodes[p], idx, appear, angles, chief, pu[p, 2])
+
+
+def _views_of(camera: PlenopticCamera, points_cam: FloatArray, idx: IntArray, micro: MicroImages
+              ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Chief-ray positions (n, 2), where the corners appear (n, 2: shifted by the pupil vignetting
+    as the frame's micro-images model it) and ρ (n,) of camera-frame points through the
+    micro-images ``idx`` (eq:completemodel)."""
+    assert micro.k is not None and micro.l is not None
+    f = project_bap(camera, points_cam, micro.k[idx], micro.l[idx])
+    chief, rho = f[:, :2], f[:, 2]
+    appear = chief
+    if micro.vignetted:
+        pc, pra = micro.first_order_pupil(idx)
+        appear = pupil_shift_px(chief, np.nan_to_num(rho) + micro.blur_offset[idx], pc, pra, micro.radius_lens_px[idx])
+    return chief, appear, rho
+
+
+def pose_from_views(
+    camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard, micro: MicroImages, *,
+    node: IntArray, idx: IntArray, appear: FloatArray, known: BapFeatures | None = None,
+) -> tuple[Pose, FloatArray, float]:
+    """The board pose that best explains corners where they appear (single views: their shift by
+    the pupil vignetting depends on ρ, hence on the pose's depth) and, with ``known``, the chief-ray
+    positions of features already linked (``node`` ≥ 0), ``camera`` fixed; Levenberg–Marquardt
+    from ``cam_from_world`` (:func:`scipy.optimize.least_squares`, deterministic).
+
+    Near the MLA's conjugate plane the pose a lattice of barycentres gives is rough in depth, and
+    ρ there changes by pixels per millimetre: its shifts leave single views' chief rays 0.9 px off
+    (small r12-a at 0.95 z_c); the pose that explains the corners where they appear puts them
+    within 0.3 px. Returns the pose, the appearing corners' residuals (n,), px, and the larger of
+    two σ̂ (px per coordinate, the pose's 6 degrees of freedom taken off): of the whole fit (a few
+    views fit any pose by themselves), and of the appearing corners alone, the degrees of freedom
+    taken off in proportion to their share (many linked features must not hide them)."""
+    from scipy.optimize import least_squares
+
+    world = board.node_points(node)
+    kn = known.select(known.node >= 0) if known is not None else BapFeatures.empty()
+    kn_world, kn_uv = board.node_points(kn.node), kn.uv
+    R0, t0 = cam_from_world.rotation, cam_from_world.translation
+
+    def pose_of(x: FloatArray) -> Pose:
+        return Pose(rodrigues(x[:3]) @ R0, t0 + x[3:])
+
+    def residuals(x: FloatArray) -> FloatArray:
+        pose = pose_of(x)
+        _, app, _ = _views_of(camera, pose.apply(world), idx, micro)
+        parts = [(app - appear).ravel()]
+        if len(kn):
+            parts.append((project_bap(camera, pose.apply(kn_world), kn.k, kn.l)[:, :2] - kn_uv).ravel())
+        return np.concatenate(parts)
+
+    x0 = np.zeros(6)
+    n_res = 2 * (len(node) + len(kn))
+    if n_res <= 6:
+        return cam_from_world, np.hypot(*(residuals(x0)[: 2 * len(node)].reshape(-1, 2)).T), float("inf")
+    sol = least_squares(residuals, x0, method="lm", x_scale=np.array([1e-3, 1e-3, 1e-3, 0.1, 0.1, 0.1]))
+    r_all = residuals(sol.x)
+    r = r_all[: 2 * len(node)]
+    sigma_views = float(np.sqrt(np.sum(r**2) / (r.size * (1.0 - 6.0 / n_res))))
+    sigma_all = float(np.sqrt(np.sum(r_all**2) / (n_res - 6)))
+    return pose_of(sol.x), np.hypot(*r.reshape(-1, 2).T), max(sigma_views, sigma_all)
 
 
 def board_points(
@@ -252,6 +318,7 @@ def detect_board_nodes(
     dv: FloatArray, micro: MicroImages, *, camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard,
     known: BapFeatures, rms_bound: float, pitch_px: float, frame: int = 0, fit_rendered: bool = True,
     max_board_distance_fraction: float = MAX_BOARD_DISTANCE_FRACTION, views: PredictedViews | None = None,
+    single_views: bool = False,
 ) -> NodeDetection:
     """Corners of the board nodes the frame's features miss, fitted where the camera predicts them.
 
@@ -268,6 +335,8 @@ def detect_board_nodes(
     pitch_px : micro-image pitch; fit_rendered : as :func:`plenocal.detect.pipeline.detect_frame`'s.
     views : :func:`predict_node_views` of the nodes ``known`` lacks, when the caller has it
         already (None: predicted here).
+    single_views : a node fitted in one micro-image gives a single-view feature (ρ NaN, (u, v)
+        its chief-ray position by the predicted shift); default: none.
 
     Returns
     -------
@@ -276,7 +345,8 @@ def detect_board_nodes(
         ``views_predicted``, ``rejected_fit`` (not converged, outside the disc, not corner-like,
         residual outlier), ``rejected_far_from_prediction`` (its ray is not near its node on the
         board, :data:`MAX_BOARD_DISTANCE_FRACTION`), ``views_fitted``, ``nodes_fitted``,
-        ``nodes_seen_once`` (no feature: no υ), ``nodes_added``, ``features_added``.
+        ``nodes_seen_once`` (no υ: a feature only with ``single_views``), ``single_views`` (features
+        added for them), ``nodes_added``, ``features_added``.
     """
     known = known.select(known.node >= 0)
     if views is None:
@@ -298,13 +368,44 @@ def detect_board_nodes(
     ok = good & near
     counts["rejected_fit"] = int((~good).sum())
     counts["rejected_far_from_prediction"] = int((good & ~near).sum())
-    node, idx, corner, fit = node[ok], idx[ok], corner[ok], fit.select(ok)
+    node, idx, corner, fit, chief = node[ok], idx[ok], corner[ok], fit.select(ok), chief[ok]
     per_node = np.bincount(node, minlength=board.n_nodes) if len(node) else np.zeros(board.n_nodes, dtype=np.int64)
     counts.update({"views_fitted": len(node), "nodes_fitted": int((per_node > 0).sum()),
                    "nodes_seen_once": int((per_node == 1).sum())})
     feats = _node_features(dv, micro, idx, corner, fit, node, per_node, pitch_px=pitch_px, fit_rendered=fit_rendered, frame=frame)
+    singles = BapFeatures.empty()
+    if single_views:
+        singles, single_counts = _single_views(camera, cam_from_world, board, micro, idx, corner, node, per_node,
+                                               known=BapFeatures.concatenate([known, feats]), frame=frame)
+        counts.update(single_counts)
+    counts["single_views"] = len(singles)
+    feats = BapFeatures.concatenate([feats, singles])
     counts.update({"nodes_added": len(np.unique(feats.node)), "features_added": len(feats)})
     return NodeDetection(feats, node, idx, corner, offset[ok], counts)
+
+
+def _single_views(
+    camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard, micro: MicroImages, idx: IntArray,
+    corner: FloatArray, node: IntArray, per_node: IntArray, *, known: BapFeatures, frame: int,
+) -> tuple[BapFeatures, dict[str, float]]:
+    """Single-view features of the nodes fitted in exactly one micro-image: (u, v) the fitted
+    corner's chief-ray position, ρ NaN (no υ). The corner less the pupil-vignetting shift of the
+    pose that explains where the corners appear (:func:`pose_from_views`, with the frame's
+    linked features); none when that fit's residual σ̂ exceeds :data:`SINGLE_VIEW_MAX_RMS_PX`: the
+    camera does not explain the frame there."""
+    once = per_node[node] == 1
+    if not once.any():
+        return BapFeatures.empty(), {}
+    node, idx, corner = node[once], idx[once], corner[once]
+    pose, _res, sigma = pose_from_views(camera, cam_from_world, board, micro, node=node, idx=idx, appear=corner, known=known)
+    if not sigma <= SINGLE_VIEW_MAX_RMS_PX:
+        return BapFeatures.empty(), {"single_views_sigma_px": sigma, "single_views_refused": int(once.sum())}
+    chief, appear, _ = _views_of(camera, pose.apply(board.node_points(node)), idx, micro)
+    uv = corner - (appear - chief)
+    n = len(node)
+    assert micro.k is not None and micro.l is not None
+    return BapFeatures(frame=np.full(n, frame), k=micro.k[idx], l=micro.l[idx], u=uv[:, 0], v=uv[:, 1],
+                       rho=np.full(n, np.nan), node=node, cluster=np.full(n, -1)), {"single_views_sigma_px": sigma}
 
 
 def _node_features(dv, micro, idx, corner, fit: CornerFit, node, per_node, *, pitch_px, fit_rendered, frame) -> BapFeatures:
@@ -329,11 +430,13 @@ def _node_features(dv, micro, idx, corner, fit: CornerFit, node, per_node, *, pi
 __all__ = [
     "MAX_BOARD_DISTANCE_FRACTION",
     "RESOLVABLE_BLUR_FRACTION",
+    "SINGLE_VIEW_MAX_RMS_PX",
     "NodeDetection",
     "PredictedViews",
     "board_points",
     "complete_frame",
     "detect_board_nodes",
+    "pose_from_views",
     "predict_node_views",
     "views_to_fit",
 ]
