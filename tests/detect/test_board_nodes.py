@@ -407,3 +407,19 @@ def test_a_frame_calibration_did_not_pose_gets_its_pose_from_its_linked_features
     angle = np.arccos(np.clip((np.trace(got.rotation.T @ pose.rotation) - 1.0) / 2.0, -1.0, 1.0))
     assert angle < 1e-3
     assert frame_pose(cam, feats, BOARD, 201) is None
+
+
+def test_a_frame_linked_in_the_second_pass_is_reported_linked():
+    """detection.json's linking record of a frame the first pass refused and the second linked:
+    marked linked (the report lists frames left out from it), its first reason kept, its single
+    views counted."""
+    from plenocal.cli.detect import _count_second_pass
+
+    rec = {"linking": {"ok": False, "reason": "no features; 26 lone corners ...", "linked_features": 0, "single_views": 0},
+           "second_pass": {"action": "its lone corners' lattice posed with the calibrated camera; predicted"}}
+    added = BapFeatures(frame=np.full(3, 5), k=np.arange(3), l=np.arange(3), u=np.zeros(3), v=np.zeros(3),
+                        rho=np.array([np.nan, np.nan, 1.5]), node=np.arange(3), cluster=np.full(3, -1))
+    _count_second_pass(rec, added, refused=True, typed=True)
+    link = rec["linking"]
+    assert link["ok"] and link["reason"] == "" and link["first_pass_reason"].startswith("no features")
+    assert link["linked_features"] == 3 and link["single_views"] == 2 and "second pass" in link["note"]
