@@ -581,11 +581,12 @@ MIN_CLUSTERS_TO_RELINK = 5
 many clusters (a lattice needs 5 barycentres, :func:`plenocal.calib.linking.lattice_coordinates`;
 with fewer, linking fails whatever the camera, and the frame's detection does not depend on it),
 or if its lone corners made a lattice the image placed but too few nodes were fitted
-(:func:`link_lone_corners`, its completion record's ``single_views_sought``): near the MLA's
-conjugate plane their nodes show in one micro-image each, and only a camera that explains the
-frame there, the calibrated one, turns them into single views (:data:`plenocal.detect.nodes.SINGLE_VIEW_MAX_RMS_PX`:
-the pre-calibration camera leaves the double-Gauss R12-A render's board at 383 mm 2.7 px RMS off,
-the true one 0.54 px on the thin-lens render's board at 0.97 z_c)."""
+(:func:`link_lone_corners`; its completion record's ``lone_links``, which :func:`_repose_lone_lattice`
+poses again without detecting the frame again): near the MLA's conjugate plane their nodes show in
+one micro-image each, and only a camera that explains the frame there, the calibrated one, turns
+them into single views (:data:`plenocal.detect.nodes.SINGLE_VIEW_MAX_RMS_PX`: the pre-calibration
+camera leaves the thin-lens R12-A render's board at 0.97 z_c σ̂ 1.9 px off, the calibrated one
+0.27 px)."""
 
 
 def frame_pose(camera: Any, known: BapFeatures, board: Any, frame: int) -> Any:
@@ -674,8 +675,6 @@ def run_second_pass(args: argparse.Namespace) -> int:
         if linked_ok and first.get("action") == "complete":
             rec["second_pass"] = {"action": "kept (fully linked in the first pass)"}
             continue
-        # a refused frame whose completion ran: its lone corners made a lattice the image placed
-        lone_lattice = bool(first.get("single_views_sought"))
         if (linked_ok and first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0))
                 and not first.get("single_views_refused")):
             # Every view the first pass predicted was fitted: the calibrated camera predicts the same nodes.
@@ -699,7 +698,7 @@ def run_second_pass(args: argparse.Namespace) -> int:
         elif not linked_ok and first.get("lone_links"):
             added, record = _repose_lone_lattice(frame, first["lone_links"], calibrated=calibrated, board=board, micro=micro(),
                                                  devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px, fit_rendered=rendered)
-        elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK and not lone_lattice:
+        elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
             rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners: "
                                             "no camera can link them)"}
             continue

@@ -13,8 +13,9 @@ cluster size. Nodes with two or more fitted views get υ, ρ and chief-ray posit
 detector's clusters do (:func:`plenocal.detect.pipeline.estimate_clusters`); a node seen in one
 micro-image has no υ of its own (its ρ would be the model's, not an observation): it is counted,
 and with ``single_views`` it gives a *single view*, a feature whose (u, v) is its chief-ray
-position (the fitted corner less the pupil-vignetting shift the pose predicts) and whose ρ is
-NaN, which calibration uses by its (u, v) alone.
+position (the fitted corner less the pupil-vignetting shift of the pose that best explains where
+such corners appear, :func:`pose_from_views`) and whose ρ is NaN, which calibration uses by its
+(u, v) alone.
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ SINGLE_VIEW_MAX_RMS_PX = 1.0
 """Largest σ̂ (px) of a frame's single views about where they appear for the pose that best
 explains them and its linked features (:func:`pose_from_views`) for them to become features:
 beyond it the camera does not explain the frame near the MLA's conjugate plane well enough to take
-the pupil-vignetting shift, which ρ sets, off them. Small r12-a at 0.95 z_c: 0.30 px with the true
-camera, 1.3 px with F 0.5 % off, 1.9 px at 1 %; the pre-calibration cameras of the full-scale
-renders: 2.6–2.7 px (the thin-lens R12-A board at 0.97 z_c, whose single views' chief rays it then
-puts 3.8 px off; the double-Gauss board at 383 mm)."""
+the pupil-vignetting shift, which ρ sets, off them. Small r12-a at 0.95 z_c: 0.23 px with the true
+camera, 1.7 px with F 0.5 % off, 2.6 px at 1 %; the pre-calibration cameras of the full-scale
+renders: 1.4–2.8 px (the thin-lens R12-A board at 0.97 z_c among them, whose single views' chief
+rays such a camera put 3.8 px off, median); their calibrated cameras: 0.15–0.27 px."""
 LINE_STEP_FRACTION = 0.25
 """The board's line directions at a node are taken between the node and points this fraction
 of a square away along the board's axes, projected through the same micro-lens."""
@@ -336,7 +337,7 @@ def detect_board_nodes(
     views : :func:`predict_node_views` of the nodes ``known`` lacks, when the caller has it
         already (None: predicted here).
     single_views : a node fitted in one micro-image gives a single-view feature (ρ NaN, (u, v)
-        its chief-ray position by the predicted shift); default: none.
+        its chief-ray position; :func:`_single_views`) when the camera explains it; default: none.
 
     Returns
     -------
