@@ -105,3 +105,63 @@ def test_no_scaling_writes_a_plain_json_document():
     assert doc["kept"] is False and doc["wald"] is None
     back = DepthScaling.from_json(doc)
     assert not back.kept and np.isnan(back.wald)
+
+
+FIELD = (-0.0022, 5.4e-5)
+"""b, c of the real-optics R12-B's calibration frames (mean of 8 frames' fits: each −0.0011 … −0.0030
+and 1.7e-5 … 8.9e-5; w_matched = w · (1 + b·r² + c·r⁴), r in mm)."""
+
+
+def _field_samples(rng: np.random.Generator, field: tuple[float, float], c: tuple[float, float] = BIAS) -> dict:
+    """:func:`_samples` with radii (a tilted board over 0–7 mm of the MLA) and the matcher's w scaled
+    by the field's shape, each frame's own shape scaled by 1 ± 0.3 (the real frames' b and c vary
+    together: the same shape, stronger or weaker)."""
+    out = {}
+    for f, (wm, wt, z) in _samples(rng, c).items():
+        r2 = rng.uniform(0.0, 7.0, len(wm)) ** 2
+        g = 1 + 0.3 * rng.standard_normal()
+        out[f] = (wm * (1 + g * (field[0] * r2 + field[1] * r2 * r2)), wt, z, r2)
+    return out
+
+
+def test_a_field_shape_of_the_matchers_error_is_found_and_taken_off():
+    """The real-optics shape (w −1 % near the axis against 5 mm out, every frame alike) is kept by its
+    T², recovered within its σ, and taken off with c0, c1 after it: the corrected w follow the truth
+    across the field, where the scale alone leaves the shape."""
+    from plenocal.depth.scaling import FieldTerm
+
+    samples = _field_samples(np.random.default_rng(3), FIELD)
+    s = fit_depth_scaling(samples)
+    f = s.field
+    assert f is not None and f.kept and f.t2 > 3 * f.threshold
+    sd = np.sqrt(np.diag(np.asarray(f.covariance)))
+    assert abs(f.coefficients[0] - FIELD[0]) < 3 * sd[0] and abs(f.coefficients[1] - FIELD[1]) < 3 * sd[1]
+    scale_only = DepthScaling(s.coefficients, s.covariance, s.wald, s.threshold, True, s.n_frames, s.n_points, s.reason)
+
+    def gaps(scaling: DepthScaling) -> np.ndarray:  # per frame: median relative w error, centre (< 2 mm) less 4–6 mm
+        out = []
+        for wm, wt, _z, r2 in samples.values():
+            rel = 1.0 / scaling.apply(1.0 / wm, r2) / wt - 1.0
+            out.append(np.median(rel[r2 < 4.0]) - np.median(rel[(r2 > 16.0) & (r2 < 36.0)]))
+        return np.array(out)
+
+    # each frame's shape is 1 ± 0.3 of the mean's: the mean is taken off, each frame keeps its part
+    assert abs(gaps(s).mean()) < 0.002 and abs(gaps(scale_only).mean()) > 0.01
+    # applied: a micro-lens at 5 mm gets its w divided by the field factor, then c0, c1
+    ups, r2 = np.array([3.0, 3.0]), np.array([0.0, 25.0])
+    factor = 1 + f.offset + f.coefficients[0] * r2 + f.coefficients[1] * r2**2
+    c0, c1 = s.coefficients if s.kept else (0.0, 1.0)
+    np.testing.assert_allclose(s.apply(ups, r2), 1.0 / (c0 + c1 * (1.0 / ups) / factor))
+    np.testing.assert_allclose(s.apply(ups), 1.0 / (c0 + c1 / ups))  # without radii: the scale alone
+    again = DepthScaling.from_json(s.to_json())
+    assert isinstance(again.field, FieldTerm) and again.field == f
+    np.testing.assert_allclose(again.apply(ups, r2), s.apply(ups, r2))
+
+
+def test_no_field_shape_is_not_applied():
+    """A matcher whose error does not depend on the field: T² below its threshold, nothing applied there."""
+    s = fit_depth_scaling(_field_samples(np.random.default_rng(4), (0.0, 0.0)))
+    assert s.field is not None and not s.field.kept and s.field.t2 < s.field.threshold
+    ups, r2 = np.array([3.0, 4.0]), np.array([0.0, 25.0])
+    c0, c1 = s.coefficients
+    np.testing.assert_allclose(s.apply(ups, r2), 1.0 / (c0 + c1 / ups))

@@ -83,7 +83,7 @@ from plenocal.depth.pixel import (
     screen_pixels,
 )
 from plenocal.depth.render import render_all_in_focus
-from plenocal.depth.scaling import DepthScaling
+from plenocal.depth.scaling import DepthScaling, lens_radius2_mm2
 from plenocal.depth.sequence import available_cores, map_frames
 from plenocal.detect.corners import devignette
 from plenocal.errors import DataError, InputFileError, PlenocalError, UsageError
@@ -314,8 +314,8 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     allfocus = render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=job.kappa, f_number=e.f_number, scale=MAP_SCALE)
     pixels = _pixel_depths(job, camera, dv, weight, vd) if job.per_pixel else None
     del dv, weight
-    if job.scaling is not None and job.scaling.kept:
-        vd = dataclasses.replace(vd, virtual_depth=job.scaling.apply(vd.virtual_depth))
+    if job.scaling is not None and (job.scaling.kept or job.scaling.field_kept):
+        vd = dataclasses.replace(vd, virtual_depth=job.scaling.apply(vd.virtual_depth, lens_radius2_mm2(camera, vd.k, vd.l)))
     ok = vd.ok
     # each point where its micro-image's texture is (matching.texture_offsets), at its υ
     pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok], offset_px=vd.texture_offset_px[ok])
@@ -371,9 +371,9 @@ def _pixel_depths(
     ups = px.virtual_depth[keep]
     # the pixels' places in the central view are the matched disparity's, before the scaling
     X = central_view_px(px, vd, camera.lambda_)[keep]
-    if job.scaling is not None and job.scaling.kept:
-        ups = job.scaling.apply(ups)
     mi = px.micro_image[keep]
+    if job.scaling is not None and (job.scaling.kept or job.scaling.field_kept):
+        ups = job.scaling.apply(ups, lens_radius2_mm2(camera, vd.k[mi], vd.l[mi]))
     pts = points_from_virtual_depth(camera, vd.k[mi], vd.l[mi], ups, offset_px=px.offset_px[keep])
     H, W = camera.sensor.height_px // MAP_SCALE, camera.sensor.width_px // MAP_SCALE
     png = depth_png(cell_medians(X, pts[:, 2], (H, W), scale=MAP_SCALE))
@@ -481,7 +481,7 @@ def run(args: argparse.Namespace) -> int:
             "search": {"distance_range_mm": list(searched), "default": distance_range is None,
                        "distances_not_searched_mm": None if left_out is None else list(left_out)},
             "model_field": {"radius_mm": camera_file.field_radius_mm, "applied": field_radius_px is not None},
-            "scaling": None if scaling is None else {**scaling.to_json(), "applied": scaling.kept},
+            "scaling": None if scaling is None else {**scaling.to_json(), "applied": scaling.kept, "field_applied": scaling.field_kept},
             "frames": summaries,
             "execution": {"where": "this process" if local else (f"scheduler {scheduler}" if scheduler else f"local Dask cluster of {n_workers} workers")},
             "wall_time_s": time.perf_counter() - t_all,

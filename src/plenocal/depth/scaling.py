@@ -17,6 +17,17 @@ lens types to 0.2 %); applied to the five translation frames it brings the signe
 from −0.61 … +0.38 % to −0.13 … +0.06 % and the displacement errors from 2.2–2.5 % to 0.1–1.2 %.
 A quadratic in w, or the reference's quadratic in z, does no better on those frames
 (docs/depth.md, "Depth scaling").
+
+**The field term** (beyond the reference). Within a frame the matcher's error also varies across
+the field on real optics: on the real-optics R12-B's 8 calibration frames the relative w error,
+each frame's median removed, is +0.7…+1.3 % within 2 mm of the axis, ≈ 0 at 2–4 mm and −0.1…−0.8 %
+at 4–6 mm, the same shape in every frame (the caps' field-dependent disparity scale, which the
+matcher sees through the texture and calibration through the detector's corners,
+docs/model.md "Real micro-lenses"). So w_matched is first divided by 1 + b·r² + c·r⁴ (r the
+micro-lens's distance from the main axis, mm), with (b, c) the mean of each frame's own robust
+fit and their covariance the frames' scatter; kept when Hotelling's T² against zero passes
+:data:`FALSE_ALARM` (T² 258 there; PRISM's thin-lens renders: see docs/depth.md). Then c0, c1 are
+fitted on the corrected frame summaries as above.
 """
 
 from __future__ import annotations
@@ -60,6 +71,10 @@ FALSE_ALARM = 1e-2
 2·F(2, n − 2)'s quantile at this rate (n frames; the covariance is estimated from the same n
 frames, so W/2 follows Fisher's F, not χ²₂/2: 21.8 for 8 frames, 14.4 for 13). Measured: W 33
 on the PRISM R12-B set, 31 on the real-optics R12-B set; unbiased synthetic matchers 0.2–10.8."""
+
+FIELD_OUTLIER_FRACTION = 0.05
+"""Micro-images whose relative w error is further than this from their frame's median are left out
+of the frame's field fit (wrong minima; the field term is a few tenths of a percent)."""
 
 MIN_FRAMES = 4
 """Fewer calibration frames with board depths leave the jackknife covariance too noisy to test
@@ -145,19 +160,30 @@ class DepthScaling:
     reason: str
     per_frame: dict[int, dict[str, float]] = field(default_factory=dict)
     covariance_method: str = "jackknife over frames"
+    field: FieldTerm | None = None
+    """The field term (None: not fitted, no radii in the samples)."""
 
     @staticmethod
     def identity(reason: str) -> DepthScaling:
         return DepthScaling((0.0, 1.0), ((0.0, 0.0), (0.0, 0.0)), float("nan"), float("nan"), False, 0, 0, reason)
 
-    def apply(self, virtual_depth: FloatArray) -> FloatArray:
-        """υ corrected (unchanged when not kept; NaN stays NaN)."""
+    @property
+    def field_kept(self) -> bool:
+        return self.field is not None and self.field.kept
+
+    def apply(self, virtual_depth: FloatArray, radius2_mm2: FloatArray | None = None) -> FloatArray:
+        """υ corrected (unchanged when not kept; NaN stays NaN): the field term first, where kept and
+        ``radius2_mm2`` (the micro-lenses' r², :func:`lens_radius2_mm2`) is given, then c0, c1."""
         ups = np.asarray(virtual_depth, dtype=np.float64)
-        if not self.kept:
-            return ups.copy()
-        c0, c1 = self.coefficients
         with np.errstate(divide="ignore", invalid="ignore"):
-            return 1.0 / (c0 + c1 / ups)
+            w = 1.0 / ups
+            if self.field_kept and radius2_mm2 is not None:
+                assert self.field is not None
+                w = self.field.corrected(w, np.asarray(radius2_mm2, dtype=np.float64))
+            if not self.kept:
+                return 1.0 / w if self.field_kept and radius2_mm2 is not None else ups.copy()
+            c0, c1 = self.coefficients
+            return 1.0 / (c0 + c1 * w)
 
     def to_json(self) -> dict[str, Any]:
         c0, c1 = self.coefficients
@@ -167,7 +193,8 @@ class DepthScaling:
                 "covariance": [list(map(float, r)) for r in C], "covariance_method": self.covariance_method,
                 "wald": _finite_or_none(self.wald), "threshold": _finite_or_none(self.threshold), "false_alarm": FALSE_ALARM,
                 "n_frames": self.n_frames, "n_points": self.n_points, "reason": self.reason,
-                "per_frame": {str(f): v for f, v in sorted(self.per_frame.items())}}
+                "per_frame": {str(f): v for f, v in sorted(self.per_frame.items())},
+                **({"field": self.field.to_json()} if self.field is not None else {})}
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> DepthScaling:
@@ -175,7 +202,115 @@ class DepthScaling:
                             _float_or_nan(doc["wald"]), _float_or_nan(doc["threshold"]), bool(doc["kept"]), int(doc["n_frames"]),
                             int(doc["n_points"]), str(doc["reason"]),
                             {int(f): dict(v) for f, v in dict(doc.get("per_frame", {})).items()},
-                            str(doc.get("covariance_method", "jackknife over frames")))
+                            str(doc.get("covariance_method", "jackknife over frames")),
+                            FieldTerm.from_json(doc["field"]) if doc.get("field") else None)
+
+
+@dataclass(frozen=True)
+class FieldTerm:
+    """w_field = w_matched / (1 + a + b·r² + c·r⁴), r the micro-lens's distance from the main axis (mm).
+
+    Attributes
+    ----------
+    coefficients : (b, c), the mean of the frames' own fits; covariance : their scatter / n.
+    t2, threshold : Hotelling's T² against zero and :func:`hotelling_threshold`; kept : T² > threshold.
+    per_frame : each frame's (b, c).
+    offset : a, minus the median of b·r² + c·r⁴ over the calibration frames' micro-images: the term
+        changes the field's shape, not its scale (which c0, c1 fit, or leave, after it).
+    """
+
+    coefficients: tuple[float, float]
+    covariance: tuple[tuple[float, float], tuple[float, float]]
+    t2: float
+    threshold: float
+    kept: bool
+    per_frame: dict[int, tuple[float, float]] = field(default_factory=dict)
+    offset: float = 0.0
+
+    def corrected(self, w_matched: FloatArray, radius2_mm2: FloatArray) -> FloatArray:
+        b, c = self.coefficients
+        return w_matched / (1.0 + self.offset + b * radius2_mm2 + c * radius2_mm2 * radius2_mm2)
+
+    def to_json(self) -> dict[str, Any]:
+        b, c = self.coefficients
+        C = np.asarray(self.covariance)
+        return {"form": "w_field = w_matched / (1 + b r^2 + c r^4), r: micro-lens distance from the axis (mm)",
+                "b": b, "c": c, "b_std": float(np.sqrt(C[0, 0])), "c_std": float(np.sqrt(C[1, 1])),
+                "covariance": [list(map(float, r)) for r in C], "t2": _finite_or_none(self.t2),
+                "threshold": _finite_or_none(self.threshold), "kept": self.kept, "offset": self.offset,
+                "per_frame": {str(f): list(v) for f, v in sorted(self.per_frame.items())}}
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any]) -> FieldTerm:
+        return FieldTerm((float(doc["b"]), float(doc["c"])), tuple(tuple(float(x) for x in r) for r in doc["covariance"]),  # type: ignore[arg-type]
+                         _float_or_nan(doc["t2"]), _float_or_nan(doc["threshold"]), bool(doc["kept"]),
+                         {int(f): (float(v[0]), float(v[1])) for f, v in dict(doc.get("per_frame", {})).items()},
+                         float(doc.get("offset", 0.0)))
+
+
+def lens_radius2_mm2(camera: PlenopticCamera, k: NDArray[np.int64], l: NDArray[np.int64]) -> FloatArray:
+    """r² (mm²) of micro-lenses (k, l): their centres' distance from the main lens's axis."""
+    from plenocal.model.projection import micro_lens_centres
+
+    C = micro_lens_centres(camera, np.asarray(k, dtype=np.int64), np.asarray(l, dtype=np.int64))
+    return C[:, 0] ** 2 + C[:, 1] ** 2
+
+
+def hotelling_threshold(n_frames: int, p: int = 2, false_alarm: float = FALSE_ALARM) -> float:
+    """T² of a p-vector mean over n frames (its covariance from the same frames) above which it is
+    not zero: p(n − 1)/(n − p)·F(p, n − p)'s upper quantile."""
+    n = max(int(n_frames), p + 1)
+    return float(p * (n - 1) / (n - p) * f_dist.isf(false_alarm, p, n - p))
+
+
+def frame_field_fit(w_matched: FloatArray, w_true: FloatArray, radius2_mm2: FloatArray, *,
+                    outlier_fraction: float = FIELD_OUTLIER_FRACTION) -> tuple[float, float] | None:
+    """One frame's (b, c): iteratively reweighted least squares of its relative w error on
+    [1, r², r⁴] (the constant is the frame's, left to c0, c1); None with fewer than 20 points."""
+    rel = (np.asarray(w_matched) - np.asarray(w_true)) / np.asarray(w_true)
+    r2 = np.asarray(radius2_mm2, dtype=np.float64)
+    m = np.isfinite(rel) & np.isfinite(r2) & (np.abs(rel - np.nanmedian(rel)) < outlier_fraction)
+    if m.sum() < 20:
+        return None
+    A = np.column_stack([np.ones(int(m.sum())), r2[m], r2[m] ** 2])
+    y = rel[m]
+    wt = np.ones(len(y))
+    coef = np.zeros(3)
+    for _ in range(6):
+        coef, *_ = np.linalg.lstsq(A * wt[:, None], y * wt, rcond=None)
+        res = y - A @ coef
+        s = 1.4826 * float(np.median(np.abs(res))) or 1e-12
+        wt = 1.0 / np.maximum(1.0, np.abs(res) / (2.0 * s))
+    return float(coef[1]), float(coef[2])
+
+
+def fit_field_term(samples: Mapping[int, tuple[FloatArray, ...]], *, false_alarm: float = FALSE_ALARM,
+                   min_frames: int = MIN_FRAMES) -> FieldTerm | None:
+    """The field term from the frames' own fits (:func:`frame_field_fit`): their mean, its
+    covariance from their scatter, Hotelling's T² against zero. None when the samples carry no radii
+    or fewer than ``min_frames`` frames give a fit."""
+    fits = {}
+    for f, smp in samples.items():
+        if len(smp) < 4 or len(smp[0]) == 0:
+            continue
+        fit = frame_field_fit(smp[0], smp[1], smp[3])
+        if fit is not None:
+            fits[f] = fit
+    if len(fits) < min_frames:
+        return None
+    B = np.array([fits[f] for f in sorted(fits)])
+    n = len(B)
+    mean = B.mean(axis=0)
+    cov = np.cov(B.T, ddof=1) / n
+    try:
+        t2 = float(mean @ np.linalg.solve(cov, mean))
+    except np.linalg.LinAlgError:
+        t2 = float("nan")
+    threshold = hotelling_threshold(n, 2, false_alarm)
+    r2 = np.concatenate([np.asarray(samples[f][3], dtype=np.float64) for f in fits])
+    offset = -float(np.median(mean[0] * r2 + mean[1] * r2 * r2))
+    return FieldTerm((float(mean[0]), float(mean[1])), ((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
+                     t2, threshold, bool(np.isfinite(t2) and t2 > threshold), dict(sorted(fits.items())), offset)
 
 
 def wald_threshold(n_frames: int, false_alarm: float = FALSE_ALARM) -> float:
@@ -198,15 +333,17 @@ def _fit(w_matched: FloatArray, w_true: FloatArray, robust_scale: float) -> Floa
     return least_squares(residual, np.array([0.0, 1.0]), loss="soft_l1", f_scale=robust_scale, x_scale=[1e-3, 1e-2], method="trf").x
 
 
-def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, FloatArray, FloatArray]], *,
+def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, ...]], *,
                       robust_scale: float = ROBUST_SCALE, false_alarm: float = FALSE_ALARM,
                       min_frames: int = MIN_FRAMES) -> DepthScaling:
-    """Fit w_true = c0 + c1·w_matched over the calibration frames, one summary per frame.
+    """Fit w_true = c0 + c1·w_matched over the calibration frames, one summary per frame, after the
+    field term (:func:`fit_field_term`) where the samples carry radii and the data keep it.
 
     Parameters
     ----------
-    samples : frame → (w_matched, w_true, z_true mm), (n_f,) each: the matcher's aggregated 1/υ
-        and the board plane's, of the micro-images that see the board.
+    samples : frame → (w_matched, w_true, z_true mm[, r² mm²]), (n_f,) each: the matcher's
+        aggregated 1/υ and the board plane's, of the micro-images that see the board, and their
+        lenses' squared distance from the axis.
     robust_scale : :data:`ROBUST_SCALE`; false_alarm : :data:`FALSE_ALARM`; min_frames :
         :data:`MIN_FRAMES`.
 
@@ -219,9 +356,12 @@ def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, FloatArray, FloatA
     on the real-optics R12-B set a fit of every micro-image followed that within-frame trend
     (c1 0.937) and left the far frames 2–4.5 % off, the per-frame fit ±0.4–1.7 %.
     """
-    frames = sorted(f for f, (wm, _, _) in samples.items() if len(wm) > 0)
+    frames = sorted(f for f, smp in samples.items() if len(smp[0]) > 0)
     if len(frames) < min_frames:
         return DepthScaling.identity(f"{len(frames)} calibration frame(s) with board depths (need >= {min_frames}): no depth scaling")
+    field_term = fit_field_term(samples, false_alarm=false_alarm, min_frames=min_frames)
+    if field_term is not None and field_term.kept:
+        samples = {f: (field_term.corrected(np.asarray(samples[f][0]), np.asarray(samples[f][3])), *samples[f][1:]) for f in frames}
     summary = np.array([frame_summary(samples[f][0], samples[f][1]) for f in frames])
     wm, wt = summary[:, 0], summary[:, 1]
     c = _fit(wm, wt, robust_scale)
@@ -258,14 +398,17 @@ def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, FloatArray, FloatA
                      "correction_sigma_percent": float(100 * sigma[i])} for i, f in enumerate(frames)}
     reason = (f"W = {wald:.1f} {'>' if kept else '<='} {threshold:.1f} (2·F(2, {n - 2}), false alarm {false_alarm:g}) over {n} frames; "
               f"frames' w error {100 * np.sqrt(np.mean(((wm - wt) / wt) ** 2)):.2f} % RMS before, {100 * np.sqrt(np.mean(after ** 2)):.2f} % after")
+    if field_term is not None:
+        reason += (f"; field term {'kept' if field_term.kept else 'not applied'}: T² = {field_term.t2:.1f} "
+                   f"{'>' if field_term.kept else '<='} {field_term.threshold:.1f} over {len(field_term.per_frame)} frames")
     return DepthScaling((float(c[0]), float(c[1])), ((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
-                        wald, threshold, kept, n, int(sum(len(samples[f][0]) for f in frames)), reason, per_frame, method)
+                        wald, threshold, kept, n, int(sum(len(samples[f][0]) for f in frames)), reason, per_frame, method, field_term)
 
 
 def board_samples(devignetted: NDArray, weight: NDArray, camera: PlenopticCamera, pose: Pose, board: Checkerboard, *,
                   kappa: float, f_number: float | None = None,
                   distance_range_mm: tuple[float, float] | None = None,
-                  field_radius_px: float | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+                  field_radius_px: float | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """One calibration frame's samples for :func:`fit_depth_scaling`: the micro-images that see the
     board (:func:`board_virtual_depths`) matched and aggregated as ``plenocal depth`` does (only
     those: the others are not matched; none beyond ``field_radius_px``, the model's field), with the
@@ -274,7 +417,7 @@ def board_samples(devignetted: NDArray, weight: NDArray, camera: PlenopticCamera
     Returns
     -------
     w_matched, w_true : (n,) 1/υ of the estimated micro-images; z_true : (n,) mm, the depth of the
-    board point on their line of sight.
+    board point on their line of sight; r2 : (n,) mm², their lenses' :func:`lens_radius2_mm2`.
     """
     from plenocal.depth.matching import depth_map
 
@@ -284,4 +427,4 @@ def board_samples(devignetted: NDArray, weight: NDArray, camera: PlenopticCamera
                    field_radius_px=field_radius_px)
     ok = vd.ok & on
     z = points_from_virtual_depth(camera, k_all[ok], l_all[ok], ups_true[ok])[:, 2]
-    return 1.0 / vd.virtual_depth[ok], 1.0 / ups_true[ok], z
+    return 1.0 / vd.virtual_depth[ok], 1.0 / ups_true[ok], z, lens_radius2_mm2(camera, k_all[ok], l_all[ok])

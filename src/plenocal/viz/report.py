@@ -538,6 +538,13 @@ def _depth_section(c: Collected) -> str:
                      f"calibrated poses): <b>{'applied' if sc.get('kept') else 'not applied'}</b>, 1/υ ← "
                      f"{_fmt(sc.get('c0'), 3)} ± {_fmt(sc.get('c0_std'), 2)} + {_fmt(sc.get('c1'), 5)} ± "
                      f"{_fmt(sc.get('c1_std'), 2)} · 1/υ{_correction_sigma(sc)}; {html.escape(str(sc.get('reason', '')))}.</p>")
+        fld = sc.get("field")
+        if isinstance(fld, dict):
+            parts.append(f"<p>Field term of the depth scaling (the matcher's error across the field, each calibration frame's own "
+                         f"shape averaged): <b>{'applied' if fld.get('kept') else 'not applied'}</b>, 1/υ ÷ (1 {_fmt(fld.get('offset'), 3)} "
+                         f"+ {_fmt(fld.get('b'), 3)} ± {_fmt(fld.get('b_std'), 2)} · r² + {_fmt(fld.get('c'), 3)} ± "
+                         f"{_fmt(fld.get('c_std'), 2)} · r⁴), r the micro-lens's distance from the axis in mm; "
+                         f"T² = {_fmt(fld.get('t2'), 3)} against {_fmt(fld.get('threshold'), 3)}.</p>")
     else:
         parts.append("<p>No depth scaling: the matcher's virtual depths are used as estimated.</p>")
     disp = ev.get("displacements") or {}
