@@ -239,7 +239,7 @@ def depth_summary(ev: dict[str, Any], depth: dict[str, Any] | None) -> dict[str,
     disp = d.get("displacements") or {}
     sc = (depth or {}).get("scaling")
     scaling = None if not isinstance(sc, dict) else {k: sc.get(k) for k in ("kept", "c0", "c0_std", "c1", "c1_std", "wald", "threshold",
-                                                                             "n_frames", "reason")}
+                                                                             "n_frames", "reason", "field")}
     return {"frames": frames, "displacement_by_step": disp.get("by_displacement"),
             "displacement_mean_abs_percent": disp.get("mean_abs_percent"), "depth_scaling": scaling}
 
