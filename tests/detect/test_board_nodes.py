@@ -423,3 +423,17 @@ def test_a_frame_linked_in_the_second_pass_is_reported_linked():
     link = rec["linking"]
     assert link["ok"] and link["reason"] == "" and link["first_pass_reason"].startswith("no features")
     assert link["linked_features"] == 3 and link["single_views"] == 2 and "second pass" in link["note"]
+
+
+def test_a_pose_fit_the_model_cannot_project_leaves_no_single_view(scenes):
+    """pose_from_views from a pose whose views the model cannot project (the board in the main lens's
+    focal plane: its virtual image at infinity, non-finite residuals) gives σ̂ = inf, so no single
+    view, and no exception."""
+    from plenocal.detect.nodes import pose_from_views
+
+    cam, out, _ = scenes
+    _pose, _det, _dv, micro = out[0.95]
+    idx = micro.on_idx[:5]
+    behind = Pose(np.eye(3), np.array([0.0, 0.0, cam.main_lens.focal_length_mm]))
+    pose, res, sigma = pose_from_views(cam, behind, BOARD, micro, node=np.arange(5), idx=idx, appear=micro.centres[idx])
+    assert sigma == float("inf") and pose is behind and res.shape == (5,) and not np.all(np.isfinite(res))

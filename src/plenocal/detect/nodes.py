@@ -237,18 +237,25 @@ def pose_from_views(
 
     def residuals(x: FloatArray) -> FloatArray:
         pose = pose_of(x)
-        _, app, _ = _views_of(camera, pose.apply(world), idx, micro)
-        parts = [(app - appear).ravel()]
-        if len(kn):
-            parts.append((project_bap(camera, pose.apply(kn_world), kn.k, kn.l)[:, :2] - kn_uv).ravel())
+        with np.errstate(all="ignore"):  # a pose the model cannot project gives non-finite residuals, handled below
+            _, app, _ = _views_of(camera, pose.apply(world), idx, micro)
+            parts = [(app - appear).ravel()]
+            if len(kn):
+                parts.append((project_bap(camera, pose.apply(kn_world), kn.k, kn.l)[:, :2] - kn_uv).ravel())
         return np.concatenate(parts)
 
     x0 = np.zeros(6)
     n_res = 2 * (len(node) + len(kn))
-    if n_res <= 6:
-        return cam_from_world, np.hypot(*(residuals(x0)[: 2 * len(node)].reshape(-1, 2)).T), float("inf")
-    sol = least_squares(residuals, x0, method="lm", x_scale=np.array([1e-3, 1e-3, 1e-3, 0.1, 0.1, 0.1]))
+    r0 = residuals(x0)
+    if n_res <= 6 or not np.all(np.isfinite(r0)):
+        return cam_from_world, np.hypot(*(r0[: 2 * len(node)].reshape(-1, 2)).T), float("inf")
+    try:
+        sol = least_squares(residuals, x0, method="lm", x_scale=np.array([1e-3, 1e-3, 1e-3, 0.1, 0.1, 0.1]))
+    except ValueError:  # a trial pose the model cannot project (non-finite residuals)
+        return cam_from_world, np.hypot(*(r0[: 2 * len(node)].reshape(-1, 2)).T), float("inf")
     r_all = residuals(sol.x)
+    if not np.all(np.isfinite(r_all)):
+        return cam_from_world, np.hypot(*(r0[: 2 * len(node)].reshape(-1, 2)).T), float("inf")
     r = r_all[: 2 * len(node)]
     sigma_views = float(np.sqrt(np.sum(r**2) / (r.size * (1.0 - 6.0 / n_res))))
     sigma_all = float(np.sqrt(np.sum(r_all**2) / (n_res - 6)))
