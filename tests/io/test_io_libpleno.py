@@ -491,6 +491,32 @@ def test_observations_bin_and_csv_round_trip(tmp_path: Path, r12a_camera, r12a_p
     assert (tmp_path / "center.csv").read_text().splitlines()[0] == "k,l,u,v"
 
 
+def test_libpleno_exports_leave_single_views_out(tmp_path: Path, r12a_camera, r12a_poses, r12a_board):
+    """libpleno's BAP features always carry an observed ρ: single views (ρ NaN, one micro-image)
+    are left out of its files, every other feature written as it is; plenocal's own file keeps them."""
+    from plenocal.io.observations import read_observations, write_observations
+
+    obs = synthetic(r12a_camera, r12a_poses, r12a_board)
+    cols = obs.bap.columns()
+    single = np.zeros(len(obs.bap), dtype=bool)
+    single[::10] = True
+    cols["rho"] = np.where(single, np.nan, obs.bap.rho)
+    mixed = Observations(BapFeatures(**cols), obs.mic)
+    for back in (
+        lp.read_observations_bin(lp.write_observations_bin(tmp_path / "linked-observations.bin.gz", mixed)),
+        lp.read_observations_csv(*lp.write_observations_csv(tmp_path / "bap.csv", tmp_path / "center.csv", mixed)),
+    ):
+        assert len(back.bap) == int((~single).sum())
+        for c in ("frame", "k", "l", "u", "v", "rho", "node"):
+            assert np.array_equal(getattr(back.bap, c), getattr(obs.bap, c)[~single]), c
+    keys = np.stack([mixed.bap.frame, mixed.bap.k, mixed.bap.l, mixed.bap.node], axis=1)
+    first = np.sort(np.unique(keys, axis=0, return_index=True)[1])  # (the synthetic set repeats some views)
+    unique = Observations(mixed.bap.select(first), mixed.mic)
+    own = read_observations(write_observations(tmp_path / "observations.npz", unique))
+    assert np.array_equal(np.isnan(own.bap.rho), single[first]) and single[first].any()
+    assert np.array_equal(own.bap.rho[~single[first]], unique.bap.rho[~single[first]])
+
+
 def _handmade_stream() -> bytes:
     centers = [(156, 69, 3623.55, 1397.913), (0, 151, -1.5, 3050.25)]
     corners = [(3, 4, 10.5, 20.25, 7, 2)]
