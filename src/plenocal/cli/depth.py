@@ -314,7 +314,7 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     allfocus = render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=job.kappa, f_number=e.f_number, scale=MAP_SCALE)
     pixels = _pixel_depths(job, camera, dv, weight, vd) if job.per_pixel else None
     del dv, weight
-    if job.scaling is not None and (job.scaling.kept or job.scaling.field_kept):
+    if job.scaling is not None and job.scaling.applied:
         vd = dataclasses.replace(vd, virtual_depth=job.scaling.apply(vd.virtual_depth, lens_radius2_mm2(camera, vd.k, vd.l)))
     ok = vd.ok
     # each point where its micro-image's texture is (matching.texture_offsets), at its υ
@@ -372,7 +372,7 @@ def _pixel_depths(
     # the pixels' places in the central view are the matched disparity's, before the scaling
     X = central_view_px(px, vd, camera.lambda_)[keep]
     mi = px.micro_image[keep]
-    if job.scaling is not None and (job.scaling.kept or job.scaling.field_kept):
+    if job.scaling is not None and job.scaling.applied:
         ups = job.scaling.apply(ups, lens_radius2_mm2(camera, vd.k[mi], vd.l[mi]))
     pts = points_from_virtual_depth(camera, vd.k[mi], vd.l[mi], ups, offset_px=px.offset_px[keep])
     H, W = camera.sensor.height_px // MAP_SCALE, camera.sensor.width_px // MAP_SCALE

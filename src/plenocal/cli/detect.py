@@ -251,7 +251,7 @@ def complete_frame_nodes(
     nd = detect_board_nodes(dv, micro, camera=camera, cam_from_world=pose, board=board, known=known, rms_bound=rms_bound,
                             pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered, views=views, single_views=single_views)
     return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
-                         "single_views_sought": single_views, "wall_time_s": time.perf_counter() - t0}
+                         "wall_time_s": time.perf_counter() - t0}
 
 
 MIN_SINGLE_VIEW_NODES = 3
@@ -346,11 +346,8 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
                   f"{n_nodes} nodes predicted from their pose were fitted")
         # the lattice the image placed, for the second pass to pose again with the calibrated
         # camera without detecting the frame again: each linked point's node and position
-        linked_ids = np.array(sorted(node_of), dtype=np.int64)
-        pts = np.stack([np.concatenate([bary[:, 0], centres[:, 0]]), np.concatenate([bary[:, 1], centres[:, 1]])], axis=1)
-        pos = {int(i): j for j, i in enumerate(np.concatenate([cid, lone_ids]))}
-        record["lone_links"] = [[int(node_of[int(i)]), round(float(pts[pos[int(i)], 0]), 3), round(float(pts[pos[int(i)], 1]), 3)]
-                                for i in linked_ids if int(i) in pos]
+        points = zip(np.concatenate([cid, lone_ids]).tolist(), np.concatenate([bary, centres]).tolist(), strict=True)
+        record["lone_links"] = [[int(node_of[i]), round(u, 3), round(v, 3)] for i, (u, v) in sorted(points) if i in node_of]
         refused = int(record.get("single_views_refused", 0))
         why = (f"; {refused} nodes fitted in one micro-image left out: the camera and their best pose leave them "
                f"{record['single_views_sigma_px']:.2f} px off (σ̂, over {SINGLE_VIEW_MAX_RMS_PX:g}), the calibrated camera tries them again"
@@ -486,7 +483,6 @@ def run(args: argparse.Namespace) -> int:
                     "role": entry.role.value,
                     "image": entry.path,
                     "counts": det.counts,
-                    "lone_corners": len(det.lone_index),
                     "rms_bound": det.rms_bound if np.isfinite(det.rms_bound) else None,
                     "virtual_depths": [float(x) for x in det.virtual_depth if np.isfinite(x)],
                     "wall_time_s": t_detect,

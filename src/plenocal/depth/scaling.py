@@ -171,6 +171,11 @@ class DepthScaling:
     def field_kept(self) -> bool:
         return self.field is not None and self.field.kept
 
+    @property
+    def applied(self) -> bool:
+        """Whether :meth:`apply` changes any depth (the scale or the field term kept)."""
+        return self.kept or self.field_kept
+
     def apply(self, virtual_depth: FloatArray, radius2_mm2: FloatArray | None = None) -> FloatArray:
         """υ corrected (unchanged when not kept; NaN stays NaN): the field term first, where kept and
         ``radius2_mm2`` (the micro-lenses' r², :func:`lens_radius2_mm2`) is given, then c0, c1."""
