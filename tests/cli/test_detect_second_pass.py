@@ -55,3 +55,19 @@ def test_a_foreign_or_broken_file_is_one_line(tmp_path, fault):
         _pupil_ellipses_again(path, len(p) + (1 if fault == "grid" else 0), _unmeasured)
     line = str(info.value)
     assert "\n" not in line and "p.npz" in line and "run the first pass again" in line
+
+
+def test_lone_links_read_back_or_one_line(tmp_path):
+    """A first pass's lone_links (node, u, v per linked point of a refused frame's lone lattice):
+    read back as written; a broken one (not triples, a node off the board or not an integer, a
+    non-finite position, none) is one line naming the file."""
+    from plenocal.cli.detect import _lone_links
+
+    where = tmp_path / "detection.json"
+    good = [[3, 101.5, 202.25], [7, 90.0, 80.0]]
+    np.testing.assert_array_equal(_lone_links(good, where, 5, 45), np.array(good))
+    for bad in ([[3, 101.5]], [[45, 1.0, 2.0]], [[-1, 1.0, 2.0]], [[2.5, 1.0, 2.0]], [[3, float("nan"), 2.0]], [], "x", None):
+        with pytest.raises(InputFileError) as info:
+            _lone_links(bad, where, 5, 45)
+        line = str(info.value)
+        assert "\n" not in line and "detection.json" in line and "frame 5's lone_links" in line and "run the first pass again" in line

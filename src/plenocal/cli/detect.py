@@ -692,7 +692,8 @@ def run_second_pass(args: argparse.Namespace) -> int:
                                                  fit_rendered=rendered, single_views=True)
             record["action"] = f"{record['action']} ({how})"
         elif not linked_ok and first.get("lone_links"):
-            added, record = _repose_lone_lattice(frame, first["lone_links"], calibrated=calibrated, board=board, micro=micro(),
+            added, record = _repose_lone_lattice(frame, _lone_links(first["lone_links"], prev / "detection.json", frame, board.n_nodes),
+                                                 calibrated=calibrated, board=board, micro=micro(),
                                                  devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px, fit_rendered=rendered)
         elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
             rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners: "
@@ -785,12 +786,26 @@ def _devignetted(dataset: Dataset, entry: Any, stored: Callable[[], Any], micro:
     return devignette_micro_images(raw, stored()[0], micro(), index, scale=scale, white_scale=stored()[1], threshold=levels()[0])
 
 
-def _repose_lone_lattice(frame: int, links: list[list[float]], *, calibrated: Any, board: Any, micro: Any,
+def _lone_links(links: Any, where: Path, frame: int, n_nodes: int) -> np.ndarray:
+    """A first pass's ``lone_links`` of ``frame`` as an (n, 3) array (node, u, v), or one line naming
+    the file when it is not that."""
+    try:
+        a = np.asarray(links, dtype=np.float64).reshape(-1, 3)
+    except (TypeError, ValueError):
+        a = np.zeros((0, 3))
+    nodes = a[:, 0]
+    if not len(a) or not np.all(np.isfinite(a)) or np.any((nodes < 0) | (nodes >= n_nodes) | (nodes != np.round(nodes))):
+        raise InputFileError(where, f"frame {frame}'s lone_links is not a list of [node, u, v] (node an integer in 0 … "
+                                    f"{n_nodes - 1}, u, v finite); run the first pass again")
+    return a
+
+
+def _repose_lone_lattice(frame: int, links: np.ndarray, *, calibrated: Any, board: Any, micro: Any,
                          devignetted: Callable[[np.ndarray], np.ndarray], rms_bound: float, pitch_px: float,
                          fit_rendered: bool) -> tuple[BapFeatures, dict[str, Any]]:
     """A frame the first pass refused after its lone corners' lattice was linked and placed by the
     image, but too few nodes were fitted (its single views not explained by the pre-calibration
-    camera): posed again from that lattice (``links``: node, u, v of each linked point) with the
+    camera): posed again from that lattice (``links``: (n, 3), node, u, v of each linked point) with the
     calibrated camera's barycentre pinhole, and completed with it (single views included), without
     detecting it again. Returns the features and what happened."""
     from plenocal.calib.extrinsics import initial_extrinsics
