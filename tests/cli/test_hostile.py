@@ -709,9 +709,36 @@ def test_calibrate_initial_camera_of_another_sensor(capfd, r12a_ds, tmp_path):
             match=r"camera.json: sensor 1000 x 3068 px differs from the dataset's 4080 x 3068 px")
 
 
-def test_calibrate_output_not_writable(capfd, r12a_ds):
+def test_calibrate_output_not_writable(capfd, r12a_ds, monkeypatch):
+    """Refused before the work: root passes os.access on /proc, so the output's parent is tried by
+    creating a folder there (the calibration ran 21 s before it said it could not write)."""
+    import plenocal.cli.calibrate as calibrate_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("calibrated before checking that the output can be written")
+
+    monkeypatch.setattr(calibrate_module, "calibrate", never)
     hostile(capfd, ["calibrate", r12a_ds, "-o", "/proc/plenocal-hostile-test"], inputs=[r12a_ds], out=None,
             match=r"^plenocal calibrate: error: /proc.*(cannot|not writable)")
+
+
+def test_output_on_a_read_only_file_system_is_refused_before_the_work(tmp_path, monkeypatch):
+    """A folder whose permission bits allow writing where creating fails (a read-only mount, a
+    full quota): check_writable tries, and says which folder and why; nothing is left there."""
+    import errno
+    import tempfile
+
+    from plenocal.errors import InputFileError
+    from plenocal.io.atomic import check_writable
+
+    assert check_writable(tmp_path / "new" / "out") == tmp_path and list(tmp_path.iterdir()) == []
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    with pytest.raises(InputFileError, match=r"not writable: .*Read-only file system"):
+        check_writable(tmp_path / "out")
 
 
 # --- evaluate ---------------------------------------------------------------------------------

@@ -207,6 +207,15 @@ def check_writable(path: Path) -> Path:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise InputFileError(probe, "folder is not writable: the output cannot be created here "
                                     "(choose another output folder or change its permissions)")
+    # The permission bits do not tell everything (root passes os.access on /proc, a read-only
+    # mount, a full quota): a temporary folder is created there and removed, before the work, so
+    # that the output's failure is not found once everything is computed (a calibration took 21 s
+    # to say it could not write in /proc).
+    try:
+        Path(tempfile.mkdtemp(prefix=f".probe{_TEMP_TAG}{os.getpid()}-", suffix=".tmp", dir=probe)).rmdir()
+    except OSError as exc:
+        raise InputFileError(probe, f"folder is not writable: the output cannot be created here ({exc.strerror or exc}); "
+                                    "choose another output folder") from None
     return probe
 
 
