@@ -65,9 +65,12 @@ def images_ds(tmp_path, tiny) -> Path:
 
 
 @pytest.fixture(scope="session")
-def r12a_template(tmp_path_factory, r12a_camera, r12a_poses, r12a_board) -> Path:
+def r12a_template(tmp_path_factory, r12a_truth, r12a_poses, r12a_board) -> Path:
     """R12-A dataset: manifest (16 calibration frames listed), camera.json, poses.json and
-    noisy synthetic observations of the first frames (every micro-image centre)."""
+    noisy synthetic observations of the first frames (every micro-image centre), made with the
+    ρ form the default calibration models: with the reference's legacy form the ρ mismatch drew
+    every default calibration here along the exit pupil's valley (e 0 → 26 mm, F 49.7 → 41 mm and
+    back, 20 s instead of 9 s each)."""
     from plenocal.calib.synthetic import synthetic_observations
 
     ds = tmp_path_factory.mktemp("hostile-r12a") / "ds"
@@ -75,7 +78,7 @@ def r12a_template(tmp_path_factory, r12a_camera, r12a_poses, r12a_board) -> Path
     for name in ("manifest.json", "camera.json", "poses.json"):
         shutil.copy(R12A_DATA / name, ds / name)
     poses = {f: r12a_poses[f] for f in sorted(r12a_poses)[:N_FRAMES]}
-    noisy, _ = synthetic_observations(r12a_camera, poses, r12a_board, seed=3)
+    noisy, _ = synthetic_observations(r12a_truth, poses, r12a_board, seed=3)
     write_observations(ds / "observations.npz", noisy)
     return ds
 
