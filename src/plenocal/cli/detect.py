@@ -21,11 +21,12 @@ import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
@@ -37,7 +38,7 @@ from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file
-from plenocal.io.dataset import FRAME_ROLES, Dataset, ImageRole, read_dataset
+from plenocal.io.dataset import FRAME_ROLES, Dataset, ImageEntry, ImageRole, read_dataset
 from plenocal.io.images import bit_depth_of
 from plenocal.io.observations import (
     export_observations_csv,
@@ -405,11 +406,23 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     return BapFeatures.concatenate([linked, added]), r, few, record
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.progress import Progress
+@dataclass(frozen=True)
+class _DetectInputs:
+    """What the first pass reads, checked: the dataset, the pre-calibration and the white."""
 
-    if args.previous is not None or args.camera is not None or args.poses is not None:
-        return run_second_pass(args)
+    dataset: Dataset
+    cam_path: Path
+    mic_path: Path | None
+    out: Path
+    camera: Any
+    omega: Any
+    white: np.ndarray
+    frames: list[ImageEntry]
+    mic: MicroImageCentres
+
+
+def _detect_inputs(args: argparse.Namespace) -> _DetectInputs:
+    """The first pass's inputs, each checked with one line naming the file at fault."""
     dataset = read_dataset(args.dataset)
     cam_path, mic_path = _precalibration(dataset, args.precalibration)
     out = Path(args.output)
@@ -432,7 +445,6 @@ def run(args: argparse.Namespace) -> int:
         check_white_images([(whites[0].path, white)], color=m.image_format.color)
     except DataError as exc:
         raise InputFileError(dataset.folder / "manifest.json", f"devignetting {exc}") from None
-    board = m.target
     sensor = (camera.sensor.width_px, camera.sensor.height_px)
     if sensor != (m.camera_spec.width_px, m.camera_spec.height_px):
         raise InputFileError(cam_path, f"sensor {sensor[0]} x {sensor[1]} px differs from the dataset's "
@@ -443,41 +455,54 @@ def run(args: argparse.Namespace) -> int:
         mic_obs = read_observations(mic_path)
         validate_observations(mic_obs, mic_path, lattice=camera.mla.lattice, image_size=sensor)
         mic = mic_obs.mic
-    pupil = pupil_ellipses(args.pupil_shape, white, grid=camera.grid, omega=omega, layout=camera.mla.types, dataset=dataset)
-    parts: list[BapFeatures] = []  # per frame, its features linked (node −1 where not)
-    per_frame: list[dict[str, Any]] = []
-    statuses: list[FramePoseInit] = []
-    too_few: dict[int, int] = {}  # frame -> its linked nodes, too few to keep it (frames_with_too_few_nodes)
-    node_records: dict[int, dict[str, Any]] = {}  # frame -> what predicting its missing nodes did
-    n_detected = 0
-    t_all = time.perf_counter()
-    overlays: list[tuple[int, np.ndarray, BapFeatures]] = []
+    return _DetectInputs(dataset, cam_path, mic_path, out, camera, omega, white, frames, mic)
+
+
+@dataclass
+class _FramesDetected:
+    """The first pass's frames, detected and linked one by one (:func:`_detect_frames`)."""
+
+    parts: list[BapFeatures] = field(default_factory=list)  # per frame, its features linked (node −1 where not)
+    per_frame: list[dict[str, Any]] = field(default_factory=list)
+    statuses: list[FramePoseInit] = field(default_factory=list)
+    too_few: dict[int, int] = field(default_factory=dict)  # frame -> its linked nodes, too few to keep it
+    node_records: dict[int, dict[str, Any]] = field(default_factory=dict)  # frame -> what predicting its missing nodes did
+    overlays: list[tuple[int, np.ndarray, BapFeatures]] = field(default_factory=list)
+    n_detected: int = 0
+
+
+def _detect_frames(inp: _DetectInputs, args: argparse.Namespace, pupil: Any) -> _FramesDetected:
+    """Detect and link every checkerboard frame, the next image read while one is detected."""
+    from rich.progress import Progress
+
+    camera, frames, board = inp.camera, inp.frames, inp.dataset.manifest.target
+    done = _FramesDetected()
     with Progress(transient=True) as progress, ThreadPoolExecutor(max_workers=1) as reader:
         task = progress.add_task("detecting", total=len(frames))
         # The next image is read (PNG decoding releases the GIL) while this one is detected.
-        pending = reader.submit(dataset.read_image, frames[0]) if frames else None
+        pending = reader.submit(inp.dataset.read_image, frames[0]) if frames else None
         for i, entry in enumerate(frames):
             assert entry.frame is not None and pending is not None
             t0 = time.perf_counter()
             image = pending.result()
-            pending = reader.submit(dataset.read_image, frames[i + 1]) if i + 1 < len(frames) else None
+            pending = reader.submit(inp.dataset.read_image, frames[i + 1]) if i + 1 < len(frames) else None
             det = detect_frame(
-                image, white, grid=camera.grid, omega=omega, layout=camera.mla.types, frame=entry.frame,
+                image, inp.white, grid=camera.grid, omega=inp.omega, layout=camera.mla.types, frame=entry.frame,
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator, keep_images=True,
                 pupil=pupil,
             )
             t_detect = time.perf_counter() - t0
             # Linked right away (frames are linked independently), so that the nodes its pose
             # predicts are fitted in the devignetted image still in memory.
-            linked_f, r, few, node_records[entry.frame] = link_frame(det, entry.frame, camera=camera, board=board,
-                                                                     fit_rendered=not args.invert_estimator)
-            n_detected += len(det.features)
-            parts.append(linked_f)
+            linked_f, r, few, done.node_records[entry.frame] = link_frame(det, entry.frame, camera=camera, board=board,
+                                                                          fit_rendered=not args.invert_estimator)
+            done.n_detected += len(det.features)
+            done.parts.append(linked_f)
             if r is not None:
-                statuses.append(r)
+                done.statuses.append(r)
             if few is not None:
-                too_few[entry.frame] = few
-            per_frame.append(
+                done.too_few[entry.frame] = few
+            done.per_frame.append(
                 {
                     "frame": entry.frame,
                     "role": entry.role.value,
@@ -489,26 +514,25 @@ def run(args: argparse.Namespace) -> int:
                     "linking_s": time.perf_counter() - t0 - t_detect,
                 }
             )
-            if len(overlays) < args.overlays:
-                overlays.append((entry.frame, image, det.features))
+            if len(done.overlays) < args.overlays:
+                done.overlays.append((entry.frame, image, det.features))
             del det
             progress.advance(task)
-    linked = BapFeatures.concatenate(parts)
-    config_problem = chief_ray_failure(per_frame, m.camera_spec)
-    if config_problem is not None:
-        raise InputFileError(dataset.folder / "manifest.json", config_problem)
-    if n_detected == 0:
-        raise DataError(f"{dataset.folder}: no corners found in any checkerboard image; check the devignetting white and the f-numbers")
-    status = {r.frame: r for r in statuses}
-    n_added = sum(int(r.get("features_added", 0)) for r in node_records.values())
+    return done
+
+
+def _linking_records(done: _FramesDetected, linked: BapFeatures, *, board: Any, camera: Any) -> NDArray[np.bool_]:
+    """Each frame's ``linking`` and ``predicted_nodes`` records (in ``done.per_frame``); returns
+    which of the ``linked`` features are kept (on a node, in a frame with enough of them)."""
+    status = {r.frame: r for r in done.statuses}
     keep = linked.node >= 0
-    for frame in too_few:
+    for frame in done.too_few:
         keep &= linked.frame != frame
     min_clusters = nodes_needed(board.n_nodes, image_decided=False)
-    for rec in per_frame:
+    for rec in done.per_frame:
         r = status.get(rec["frame"])
         rows = linked.frame == rec["frame"]
-        few = too_few.get(rec["frame"])
+        few = done.too_few.get(rec["frame"])
         rec["linking"] = {
             "ok": bool(r.ok) and few is None if r else False,
             "reason": (f"only {few} linked clusters (need >= {min_clusters} unless the image decides which part of the board they are)"
@@ -524,16 +548,37 @@ def run(args: argparse.Namespace) -> int:
         }
         if r is None or (not r.ok and r.n_clusters < LINK_MIN_CLUSTERS):
             rec["linking"]["reason"] += ": " + too_few_clusters_hint(rec["counts"])
-        rec["predicted_nodes"] = node_records.get(rec["frame"], {"action": "no pose"})
+        rec["predicted_nodes"] = done.node_records.get(rec["frame"], {"action": "no pose"})
+    return keep
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.previous is not None or args.camera is not None or args.poses is not None:
+        return run_second_pass(args)
+    inp = _detect_inputs(args)
+    dataset, camera, frames, m = inp.dataset, inp.camera, inp.frames, inp.dataset.manifest
+    board = m.target
+    pupil = pupil_ellipses(args.pupil_shape, inp.white, grid=camera.grid, omega=inp.omega, layout=camera.mla.types, dataset=dataset)
+    t_all = time.perf_counter()
+    done = _detect_frames(inp, args, pupil)
+    per_frame, n_detected = done.per_frame, done.n_detected
+    linked = BapFeatures.concatenate(done.parts)
+    config_problem = chief_ray_failure(per_frame, m.camera_spec)
+    if config_problem is not None:
+        raise InputFileError(dataset.folder / "manifest.json", config_problem)
+    if n_detected == 0:
+        raise DataError(f"{dataset.folder}: no corners found in any checkerboard image; check the devignetting white and the f-numbers")
+    n_added = sum(int(r.get("features_added", 0)) for r in done.node_records.values())
+    keep = _linking_records(done, linked, board=board, camera=camera)
     if not keep.any():
         raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, n_detected))
-    obs = Observations(linked.select(keep), mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY)
+    obs = Observations(linked.select(keep), inp.mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY)
     doc = {
         "format": "plenocal-detection",
         "version": 1,
         "plenocal_version": __version__,
         "dataset": str(dataset.folder),
-        "precalibration": str(cam_path),
+        "precalibration": str(inp.cam_path),
         "pupil_vignetting": not args.no_pupil_vignetting,
         "positions": obs.positions,
         "fit_rendered": not args.invert_estimator,
@@ -542,10 +587,11 @@ def run(args: argparse.Namespace) -> int:
         "n_bap": len(obs.bap),
         "n_mic": len(obs.mic),
         "n_frames": len(frames),
-        "n_frames_linked": sum(1 for r in statuses if r.ok and r.frame not in too_few),
+        "n_frames_linked": sum(1 for r in done.statuses if r.ok and r.frame not in done.too_few),
         "wall_time_s": time.perf_counter() - t_all,
         "frames": per_frame,
     }
+    out = inp.out
     with atomic_folder(out, owned=OUTPUTS) as tmp:
         write_observations(tmp / "observations.npz", obs)
         if pupil is not None and pupil.elliptical.any():
@@ -553,11 +599,11 @@ def run(args: argparse.Namespace) -> int:
         if args.csv:
             export_observations_csv(tmp, obs)
         write_document(tmp / "detection.json", doc)
-        if overlays:
+        if done.overlays:
             from plenocal.viz import save_figure
             from plenocal.viz.detect import overlay_figure
 
-            for frame, image, feats in overlays:
+            for frame, image, feats in done.overlays:
                 save_figure(overlay_figure(image, feats, camera), tmp / "overlays" / f"frame-{frame:03d}",
                             formats=("png",))
     n_ok = doc["n_frames_linked"]
