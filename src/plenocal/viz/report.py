@@ -185,10 +185,6 @@ def _find_key(doc: Any, key: str) -> Any:
     return None
 
 
-def _finite_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _section(title: str, body: str, anchor: str) -> str:
     return f'<section id="{anchor}"><h2>{html.escape(title)}</h2>{body}</section>'
 
@@ -436,6 +432,7 @@ def _evaluation_parts(c: Collected, figures: list[tuple[str, str]]) -> str:
         c.notes.append("no evaluation report: per-frame RMSE and ε_z omitted")
         return ""
     from plenocal.viz.calibration import per_frame_rmse_figure, translation_error_figure
+    from plenocal.viz.verdict import is_finite_number
 
     path, doc = c.documents["evaluation"]
     body = ""
@@ -469,7 +466,7 @@ def _evaluation_parts(c: Collected, figures: list[tuple[str, str]]) -> str:
             d = [float(g["displacement_mm"]) for g in by_disp]
             e = [float(g["mean_percent"]) for g in by_disp]
             overall = (_find_key(doc, "epsilon_z_percent") or {}).get("mean")
-            figures.append((_figure_uri(translation_error_figure(d, e, mean_percent=overall if _finite_number(overall) else None)),
+            figures.append((_figure_uri(translation_error_figure(d, e, mean_percent=overall if is_finite_number(overall) else None)),
                             "Relative translation error ε_z versus displacement (mean over the pairs of each displacement)"))
         except (KeyError, TypeError, ValueError):
             c.notes.append("ε_z section malformed: figure omitted")

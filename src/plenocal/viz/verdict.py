@@ -107,7 +107,9 @@ STAGES = ("report", "pre-calibration", "detection", "calibration", "evaluation")
 
 
 # --- numbers ----------------------------------------------------------------------------------
-def _finite(x: Any) -> bool:
+def is_finite_number(x: Any) -> bool:
+    """A real, finite number (an int or float, not a bool, not NaN or ±inf): what a figure of a
+    document may be shown as (the report uses it too)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -126,9 +128,9 @@ def round_to_sigma(value: float, sigma: float | None, *, digits: int = 2) -> tup
     >>> round_to_sigma(12.5, None)
     ('12.5', '—')
     """
-    if not _finite(value):
-        return "—", "—" if not _finite(sigma) else f"{sigma:.{digits}g}"
-    if not _finite(sigma) or sigma is None or sigma <= 0:
+    if not is_finite_number(value):
+        return "—", "—" if not is_finite_number(sigma) else f"{sigma:.{digits}g}"
+    if not is_finite_number(sigma) or sigma is None or sigma <= 0:
         return f"{value:.6g}", "—"
     exp = math.floor(math.log10(sigma))
     decimals = digits - 1 - exp
@@ -157,7 +159,7 @@ def display_unit(name: str, value: float) -> tuple[str, str, float]:
     for suffix, unit in (("_mm", "mm"), ("_rad", "rad"), ("_px", "px")):
         if name.endswith(suffix):
             base = GREEK.get(name[: -len(suffix)], name[: -len(suffix)])
-            if unit == "mm" and _finite(value) and abs(value) < 1.0:
+            if unit == "mm" and is_finite_number(value) and abs(value) < 1.0:
                 return base, "µm", 1e3
             if unit == "rad":
                 return base, "µrad", 1e6
@@ -182,13 +184,13 @@ class ParameterSigma:
     @property
     def sigma(self) -> float | None:
         """The larger of the two σ (the honest one when they disagree)."""
-        s = [x for x in (self.std, self.std_frames) if _finite(x) and x > 0]  # type: ignore[operator]
+        s = [x for x in (self.std, self.std_frames) if is_finite_number(x) and x > 0]  # type: ignore[operator]
         return max(s) if s else None
 
     @property
     def disagreement(self) -> float | None:
         """max(σ)/min(σ) when both are known, else None."""
-        if _finite(self.std) and _finite(self.std_frames) and self.std and self.std_frames:  # type: ignore[arg-type]
+        if is_finite_number(self.std) and is_finite_number(self.std_frames) and self.std and self.std_frames:  # type: ignore[arg-type]
             a, b = abs(float(self.std)), abs(float(self.std_frames))  # type: ignore[arg-type]
             return max(a, b) / min(a, b)
         return None
@@ -196,13 +198,13 @@ class ParameterSigma:
     @property
     def relative(self) -> float | None:
         s = self.sigma
-        if s is None or not _finite(self.value) or not self.value:
+        if s is None or not is_finite_number(self.value) or not self.value:
             return None
         return s / abs(float(self.value))  # type: ignore[arg-type]
 
 
 def _number(x: Any) -> float | None:
-    return float(x) if _finite(x) else None
+    return float(x) if is_finite_number(x) else None
 
 
 def parameter_sigmas(calibration: Mapping[str, Any], camera: Mapping[str, Any] | None = None) -> dict[str, ParameterSigma]:
@@ -258,7 +260,7 @@ class Verdict:
 
 
 def _px(x: Any, digits: int = 3) -> str:
-    return f"{x:.{digits}g} px" if _finite(x) else "—"
+    return f"{x:.{digits}g} px" if is_finite_number(x) else "—"
 
 
 def _counted(*parts: tuple[Any, str]) -> str:
@@ -279,27 +281,27 @@ def precalibration_findings(doc: Mapping[str, Any], *, sensor_size_px: tuple[int
     if apertures and len(used) < 2:
         out.append(Finding(st, "error", f"only {len(used)} white aperture(s) used: Ω needs at least 2"))
     conf = doc.get("type_confusion")
-    if _finite(conf):
+    if is_finite_number(conf):
         level = "warning" if conf > TYPE_CONFUSION_WARNING else "info"
         out.append(Finding(st, level, f"joint type confusion {conf:.2g} (probability that a micro-image is given the "
                                       f"wrong lens type{'; above ' + format(TYPE_CONFUSION_WARNING, 'g') if level == 'warning' else ''})"))
     tilt = (doc.get("initial_camera") or {}).get("mla_tilt_xy_rad")
-    if isinstance(tilt, list) and len(tilt) == 2 and all(_finite(x) for x in tilt):
+    if isinstance(tilt, list) and len(tilt) == 2 and all(is_finite_number(x) for x in tilt):
         out.append(Finding(st, "info", f"measured MLA tilt θx, θy = ({tilt[0] * 1e6:.0f}, {tilt[1] * 1e6:.0f}) µrad"))
     field_ = doc.get("radius_law_field")
     m = (doc.get("internal_parameters") or {}).get("m_mm")
     g = (field_ or {}).get("m_gradient_mm_per_px") if isinstance(field_, dict) else None
-    if isinstance(g, list) and len(g) == 2 and all(_finite(x) for x in g):
+    if isinstance(g, list) and len(g) == 2 and all(is_finite_number(x) for x in g):
         text = f"radius law varies over the sensor: ∇m = ({g[0]:.2g}, {g[1]:.2g}) mm/px"
-        if sensor_size_px is not None and _finite(m) and m:
+        if sensor_size_px is not None and is_finite_number(m) and m:
             change = math.hypot(g[0], g[1]) * math.hypot(*sensor_size_px) / abs(m) * 100.0
             text += f", the slope m changing by {change:.2g} % across the sensor diagonal"
         out.append(Finding(st, "info", text))
     pv, uw = doc.get("pixel_variance_px2"), doc.get("unblurred_weight")
-    if _finite(pv) or _finite(uw):
+    if is_finite_number(pv) or is_finite_number(uw):
         out.append(Finding(st, "info", "micro-image profile: pixel term σ² = "
-                           + (f"{pv:.2g} px²" if _finite(pv) else "—") + ", unblurred light weight "
-                           + (f"{uw:.2g}" if _finite(uw) else "—")))
+                           + (f"{pv:.2g} px²" if is_finite_number(pv) else "—") + ", unblurred light weight "
+                           + (f"{uw:.2g}" if is_finite_number(uw) else "—")))
     for w in doc.get("warnings") or []:
         out.append(Finding(st, "warning", str(w)))
     return out
@@ -443,7 +445,7 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
     n_kept = doc.get("n_bap")
     if rej:
         p = ((doc.get("options") or {}).get("reject_probability"))
-        why = f"χ² rule, p = {p:g}" if _finite(p) else "χ² rule"
+        why = f"χ² rule, p = {p:g}" if is_finite_number(p) else "χ² rule"
         rows.append([st, "features", f"{rej.get('bap', 0)} ({rej.get('uv', 0)} (u, v), {rej.get('rho', 0)} ρ)",
                      f"residual beyond the {why}"])
         rows.append([st, "micro-image centres", str(rej.get("mic", 0)), f"residual beyond the {why}"])
@@ -496,7 +498,7 @@ def rejection_findings(n_rejected: int, n_features: int, field: Any) -> list[Fin
     field = field if isinstance(field, Mapping) else {}
     beyond, outside, radius = field.get("rejected_beyond"), field.get("features_beyond"), field.get("radius_mm")
     out: list[Finding] = []
-    named = isinstance(beyond, int) and not isinstance(beyond, bool) and beyond > 0 and _finite(radius)
+    named = isinstance(beyond, int) and not isinstance(beyond, bool) and beyond > 0 and is_finite_number(radius)
     where = (f"beyond the model's field ({radius:.1f} mm from the principal point), where the lens's aberrations "
              "are not in the model") if named else ""
     within = ""
@@ -566,13 +568,13 @@ def _scale_finding(shift: float, text: str) -> list[Finding]:
 def field_findings(field: Any) -> list[Finding]:
     """The calibrated model's field (:mod:`plenocal.evaluate.field`): a warning when it ends inside
     the features' reach."""
-    if not isinstance(field, dict) or not _finite(field.get("radius_mm")):
+    if not isinstance(field, dict) or not is_finite_number(field.get("radius_mm")):
         return []
-    bound = field.get("max_ratio") if _finite(field.get("max_ratio")) else 0.0
-    rings = [r for r in field.get("rings") or [] if isinstance(r, dict) and _finite(r.get("ratio"))
-             and _finite(r.get("outer_mm")) and r["outer_mm"] > field["radius_mm"] and r["ratio"] > bound]
+    bound = field.get("max_ratio") if is_finite_number(field.get("max_ratio")) else 0.0
+    rings = [r for r in field.get("rings") or [] if isinstance(r, dict) and is_finite_number(r.get("ratio"))
+             and is_finite_number(r.get("outer_mm")) and r["outer_mm"] > field["radius_mm"] and r["ratio"] > bound]
     grow = f" grow to {min(r['ratio'] for r in rings):.1f}–{max(r['ratio'] for r in rings):.1f}× the centre's" if rings else " grow"
-    reach = f" (the features reach {field['reach_mm']:.1f} mm)" if _finite(field.get("reach_mm")) else ""
+    reach = f" (the features reach {field['reach_mm']:.1f} mm)" if is_finite_number(field.get("reach_mm")) else ""
     return [Finding("calibration", "warning",
                     f"the model describes the lens to {field['radius_mm']:.1f} mm from the principal point{reach}; "
                     f"beyond, the (u, v) residuals{grow} — the lens's own aberrations, not in the model: no depth is "
@@ -642,7 +644,7 @@ def _prior_conflict(q: Mapping[str, Any]) -> str:
     v, sd = round_to_sigma(float(data.get("value", float("nan"))), s_data or None)
     z = _number(q.get("conflict_sigma"))
     moved = q.get("moved_in_data_sigma") if isinstance(q.get("moved_in_data_sigma"), dict) else {}
-    shift = ", ".join(f"{display_unit(str(n), 1.0)[0]} {float(x):+.1f}σ" for n, x in list(moved.items())[:3] if _finite(x))
+    shift = ", ".join(f"{display_unit(str(n), 1.0)[0]} {float(x):+.1f}σ" for n, x in list(moved.items())[:3] if is_finite_number(x))
     return (f"prior {q.get('name')} = {q.get('mean'):g} ± {q.get('std'):g} conflicts with the data: without it they give "
             f"{v} ± {sd}" + (f" ({z:.1f} combined σ away)" if z is not None else "")
             + (f"; it moved {shift} of the data's σ" if shift else "") + " — check the prior")
@@ -657,9 +659,9 @@ def declaration_findings(doc: Mapping[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     cons = doc.get("consistency") if isinstance(doc.get("consistency"), dict) else {}
     slope = cons.get("radius_slope") if isinstance(cons.get("radius_slope"), dict) else None
-    if slope is not None and _finite(slope.get("relative")):
+    if slope is not None and is_finite_number(slope.get("relative")):
         rel = float(slope["relative"])
-        sig = max((abs(float(v)) for v in (slope.get("std_mm"), slope.get("std_frames_mm")) if _finite(v)), default=0.0)
+        sig = max((abs(float(v)) for v in (slope.get("std_mm"), slope.get("std_frames_mm")) if is_finite_number(v)), default=0.0)
         m = _number(slope.get("calibrated_mm"))
         z = abs(rel) * abs(m) / sig if m and sig > 0 else math.nan  # without its σ: not judged
         if abs(rel) > RADIUS_SLOPE_WARNING and z > RADIUS_SLOPE_WARNING_SIGMA:
@@ -674,7 +676,7 @@ def declaration_findings(doc: Mapping[str, Any]) -> list[Finding]:
     nominal = _number(cons.get("nominal_focal_length_mm"))
     params = doc.get("parameters") if isinstance(doc.get("parameters"), dict) else {}
     F = params.get("F_mm") if isinstance(params.get("F_mm"), dict) else None
-    if nominal and F is not None and _finite(F.get("value")) and not F.get("frozen"):
+    if nominal and F is not None and is_finite_number(F.get("value")) and not F.get("frozen"):
         p = ParameterSigma("F_mm", float(F["value"]), _number(F.get("std")), _number(F.get("std_frames")))
         rel = p.value / nominal - 1.0  # type: ignore[operator]
         determined = p.relative is not None and p.relative < NOMINAL_FOCAL_LENGTH_WARNING
@@ -688,7 +690,7 @@ def declaration_findings(doc: Mapping[str, Any]) -> list[Finding]:
 def field_circle(field: Any) -> tuple[float, float, float] | None:
     """(u, v, radius) px of calibration's ``model_field`` (its ``centre_px``, ``radius_px``) when it
     limits the field, else None."""
-    if not isinstance(field, Mapping) or not _finite(field.get("radius_px")) or not isinstance(field.get("centre_px"), list | tuple):
+    if not isinstance(field, Mapping) or not is_finite_number(field.get("radius_px")) or not isinstance(field.get("centre_px"), list | tuple):
         return None
     try:
         cu, cv = (float(x) for x in field["centre_px"])
@@ -705,7 +707,7 @@ def _beyond_field(features: Any, field: Mapping[str, Any] | None) -> dict[int, i
     cx, cy, radius = circle
     out: dict[int, int] = {}
     for f in features or []:
-        if isinstance(f, dict) and _finite(f.get("u")) and _finite(f.get("v")) and f.get("frame") is not None \
+        if isinstance(f, dict) and is_finite_number(f.get("u")) and is_finite_number(f.get("v")) and f.get("frame") is not None \
                 and math.hypot(f["u"] - cx, f["v"] - cy) > radius:
             out[int(f["frame"])] = out.get(int(f["frame"]), 0) + 1
     return out
@@ -767,10 +769,10 @@ def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | No
                                               f"{c.get('calibration_frame')} ({c.get('how')}): the held-out RMSE is no "
                                               "independent check of the camera"))
         huv = hr.get("uv_px")
-        if _finite(huv):
+        if is_finite_number(huv):
             if huv > HOLDOUT_ERROR_PX:
                 out.append(Finding(st, "error", f"held-out (u, v) RMSE {huv:.3g} px: the camera does not fit new views"))
-            elif _finite(calibration_uv_px) and calibration_uv_px and huv > HOLDOUT_RATIO_WARNING * calibration_uv_px:
+            elif is_finite_number(calibration_uv_px) and calibration_uv_px and huv > HOLDOUT_RATIO_WARNING * calibration_uv_px:
                 out.append(Finding(st, "warning", f"held-out (u, v) RMSE {huv:.3g} px is {huv / calibration_uv_px:.1f}× "
                                                   f"calibration's {calibration_uv_px:.3g} px: the camera generalises poorly"))
     tr = doc.get("translation") if isinstance(doc.get("translation"), dict) else None
@@ -778,7 +780,7 @@ def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | No
         e = tr.get("epsilon_z_percent") or {}
         trm = tr.get("rmse") or {}
         eps = (f"; ε_z = {e['mean']:.2f} ± {e['std']:.2f} % over {e.get('n_pairs', '?')} pairs"
-               if _finite(e.get("mean")) and _finite(e.get("std")) else "")
+               if is_finite_number(e.get("mean")) and is_finite_number(e.get("std")) else "")
         rmse_rows.append([f"evaluation: {len(tr.get('frames_evaluated') or [])} translation frames, poses re-estimated",
                           _px(trm.get("uv_px")), _px(trm.get("rho_px")), "—", _counted((tr.get("n_bap"), "features")) + eps])
         rejected_rows(tr, "translation frames")
@@ -811,7 +813,7 @@ def camera_rows(camera: Mapping[str, Any], calibration: Mapping[str, Any] | None
     if sensor:
         px = sensor.get("pixel_size_mm")
         rows.append(("sensor", f"{sensor.get('width_px', '?')} × {sensor.get('height_px', '?')} px"
-                     + (f", {px * 1e3:.3g} µm pixels" if _finite(px) else "")))
+                     + (f", {px * 1e3:.3g} µm pixels" if is_finite_number(px) else "")))
     if lattice:
         n_types = len(mla.get("focal_lengths_mm") or [])
         rows.append(("micro-lens array", f"{lattice.get('kind', '?')}, {lattice.get('width', '?')} × {lattice.get('height', '?')} lenses, "
@@ -819,7 +821,7 @@ def camera_rows(camera: Mapping[str, Any], calibration: Mapping[str, Any] | None
     if lens:
         n = lens.get("f_number")
         fd = camera.get("focus_distance_mm")
-        rows.append(("main lens", (f"f/{n:g}" if _finite(n) else "") + (f", focused at {fd:g} mm" if _finite(fd) else "")))
+        rows.append(("main lens", (f"f/{n:g}" if is_finite_number(n) else "") + (f", focused at {fd:g} mm" if is_finite_number(fd) else "")))
     if calibration is not None:
         ds = calibration.get("dataset")
         n = len(calibration["frames"]) if isinstance(calibration.get("frames"), list) else calibration.get("n_frames")
@@ -864,7 +866,7 @@ def assemble(documents: Mapping[str, Mapping[str, Any]], *, notes: Sequence[str]
     cal = documents.get("calibration")
     cam = documents.get("camera")
     sensor = (cam or {}).get("sensor") or {}
-    size = (int(sensor["width_px"]), int(sensor["height_px"])) if _finite(sensor.get("width_px")) and _finite(sensor.get("height_px")) else None
+    size = (int(sensor["width_px"]), int(sensor["height_px"])) if is_finite_number(sensor.get("width_px")) and is_finite_number(sensor.get("height_px")) else None
     if "precalibration" in documents:
         findings += precalibration_findings(documents["precalibration"], sensor_size_px=size)
     if "detection" in documents:
@@ -884,7 +886,7 @@ def assemble(documents: Mapping[str, Mapping[str, Any]], *, notes: Sequence[str]
             findings.append(Finding("calibration", "info", "calibrated MLA tilt " + ", ".join(_fmt_param(t) for t in tilt if t)))
         rejections += r
         crm = cal.get("rmse") or {}
-        cal_uv = crm.get("uv_px") if _finite(crm.get("uv_px")) else None
+        cal_uv = crm.get("uv_px") if is_finite_number(crm.get("uv_px")) else None
         rmse.append(["calibration solve", _px(crm.get("uv_px")), _px(crm.get("rho_px")), _px(crm.get("mic_px")),
                      _counted((cal.get("n_bap"), "features"), (cal.get("n_mic"), "centres"), (cal.get("n_frames"), "frames"))])
     if "evaluation" in documents:
@@ -926,14 +928,14 @@ def headline(calibration: Mapping[str, Any] | None, evaluation: Mapping[str, Any
     if calibration is not None:
         rm = calibration.get("rmse") or {}
         n, rej = calibration.get("n_bap"), (calibration.get("rejected") or {}).get("bap")
-        if _finite(rm.get("uv_px")):
+        if is_finite_number(rm.get("uv_px")):
             out.append(f"(u, v) RMSE {rm['uv_px']:.3g} px over {n} calibration features"
                        + (f" ({rej} rejected)" if isinstance(rej, int) else ""))
     held = (evaluation or {}).get("holdout")
-    if isinstance(held, dict) and _finite((held.get("rmse") or {}).get("uv_px")):
+    if isinstance(held, dict) and is_finite_number((held.get("rmse") or {}).get("uv_px")):
         out.append(f"held-out {held['rmse']['uv_px']:.3g} px over {len(held.get('frames_evaluated') or [])} frames")
     tr = (evaluation or {}).get("translation")
-    if isinstance(tr, dict) and _finite((tr.get("epsilon_z_percent") or {}).get("mean")):
+    if isinstance(tr, dict) and is_finite_number((tr.get("epsilon_z_percent") or {}).get("mean")):
         out.append(f"ε_z {tr['epsilon_z_percent']['mean']:.2f} %")
     return out
 
