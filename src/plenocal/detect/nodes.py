@@ -247,15 +247,16 @@ def pose_from_views(
     x0 = np.zeros(6)
     n_res = 2 * (len(node) + len(kn))
     r0 = residuals(x0)
+    unposed = (cam_from_world, np.hypot(*(r0[: 2 * len(node)].reshape(-1, 2)).T), float("inf"))  # no pose to judge by
     if n_res <= 6 or not np.all(np.isfinite(r0)):
-        return cam_from_world, np.hypot(*(r0[: 2 * len(node)].reshape(-1, 2)).T), float("inf")
+        return unposed
     try:
         sol = least_squares(residuals, x0, method="lm", x_scale=np.array([1e-3, 1e-3, 1e-3, 0.1, 0.1, 0.1]))
     except ValueError:  # a trial pose the model cannot project (non-finite residuals)
-        return cam_from_world, np.hypot(*(r0[: 2 * len(node)].reshape(-1, 2)).T), float("inf")
+        return unposed
     r_all = residuals(sol.x)
     if not np.all(np.isfinite(r_all)):
-        return cam_from_world, np.hypot(*(r0[: 2 * len(node)].reshape(-1, 2)).T), float("inf")
+        return unposed
     r = r_all[: 2 * len(node)]
     sigma_views = float(np.sqrt(np.sum(r**2) / (r.size * (1.0 - 6.0 / n_res))))
     sigma_all = float(np.sqrt(np.sum(r_all**2) / (n_res - 6)))
