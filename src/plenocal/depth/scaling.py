@@ -180,15 +180,17 @@ class DepthScaling:
         """υ corrected (unchanged when not kept; NaN stays NaN): the field term first, where kept and
         ``radius2_mm2`` (the micro-lenses' r², :func:`lens_radius2_mm2`) is given, then c0, c1."""
         ups = np.asarray(virtual_depth, dtype=np.float64)
+        field_term = self.field if self.field_kept and radius2_mm2 is not None else None
+        if not self.kept and field_term is None:
+            return ups.copy()
         with np.errstate(divide="ignore", invalid="ignore"):
             w = 1.0 / ups
-            if self.field_kept and radius2_mm2 is not None:
-                assert self.field is not None
-                w = self.field.corrected(w, np.asarray(radius2_mm2, dtype=np.float64))
-            if not self.kept:
-                return 1.0 / w if self.field_kept and radius2_mm2 is not None else ups.copy()
-            c0, c1 = self.coefficients
-            return 1.0 / (c0 + c1 * w)
+            if field_term is not None:
+                w = field_term.corrected(w, np.asarray(radius2_mm2, dtype=np.float64))
+            if self.kept:
+                c0, c1 = self.coefficients
+                w = c0 + c1 * w
+            return 1.0 / w
 
     def to_json(self) -> dict[str, Any]:
         c0, c1 = self.coefficients
@@ -239,7 +241,7 @@ class FieldTerm:
     def to_json(self) -> dict[str, Any]:
         b, c = self.coefficients
         C = np.asarray(self.covariance)
-        return {"form": "w_field = w_matched / (1 + b r^2 + c r^4), r: micro-lens distance from the axis (mm)",
+        return {"form": "w_field = w_matched / (1 + offset + b r^2 + c r^4), r: micro-lens distance from the axis (mm)",
                 "b": b, "c": c, "b_std": float(np.sqrt(C[0, 0])), "c_std": float(np.sqrt(C[1, 1])),
                 "covariance": [list(map(float, r)) for r in C], "t2": _finite_or_none(self.t2),
                 "threshold": _finite_or_none(self.threshold), "kept": self.kept, "offset": self.offset,

@@ -538,7 +538,7 @@ def _depth_section(c: Collected) -> str:
         fld = sc.get("field")
         if isinstance(fld, dict):
             parts.append(f"<p>Field term of the depth scaling (the matcher's error across the field, each calibration frame's own "
-                         f"shape averaged): <b>{'applied' if fld.get('kept') else 'not applied'}</b>, 1/υ ÷ (1 {_fmt(fld.get('offset'), 3)} "
+                         f"shape averaged): <b>{'applied' if fld.get('kept') else 'not applied'}</b>, 1/υ ÷ (1 + {_fmt(fld.get('offset'), 3)} "
                          f"+ {_fmt(fld.get('b'), 3)} ± {_fmt(fld.get('b_std'), 2)} · r² + {_fmt(fld.get('c'), 3)} ± "
                          f"{_fmt(fld.get('c_std'), 2)} · r⁴), r the micro-lens's distance from the axis in mm; "
                          f"T² = {_fmt(fld.get('t2'), 3)} against {_fmt(fld.get('threshold'), 3)}.</p>")
