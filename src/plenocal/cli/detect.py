@@ -412,7 +412,6 @@ class _DetectInputs:
 
     dataset: Dataset
     cam_path: Path
-    mic_path: Path | None
     out: Path
     camera: Any
     omega: Any
@@ -455,7 +454,7 @@ def _detect_inputs(args: argparse.Namespace) -> _DetectInputs:
         mic_obs = read_observations(mic_path)
         validate_observations(mic_obs, mic_path, lattice=camera.mla.lattice, image_size=sensor)
         mic = mic_obs.mic
-    return _DetectInputs(dataset, cam_path, mic_path, out, camera, omega, white, frames, mic)
+    return _DetectInputs(dataset, cam_path, out, camera, omega, white, frames, mic)
 
 
 @dataclass
