@@ -232,6 +232,37 @@ def test_signal_inside_a_numba_kernel_is_one_line(capfd, images_ds, tmp_path, mo
             match=rf"^plenocal run: {word}", code=code)
 
 
+@pytest.mark.parametrize(("signal_exc", "code", "word"), [("KeyboardInterrupt", 130, "interrupted"),
+                                                         ("Terminated", 143, "terminated")])
+def test_signal_dropped_inside_a_c_callback_still_ends_the_command(capfd, images_ds, tmp_path, monkeypatch, signal_exc,
+                                                                   code, word):
+    """A signal whose handler runs inside a callback called from C (numba compiling a kernel calls
+    llvmlite's object-cache callback through ctypes) has its exception dropped by Python ("Exception
+    ignored on calling ctypes callback function"): a fresh clone's `plenocal simulate` Ctrl-C'd 4 s
+    in ran to the end and exited 0. The command must still end there, with its one line."""
+    import ctypes
+
+    import plenocal.cli.precalibrate as pre
+    from plenocal.cli.main import Terminated
+
+    def raiser():
+        raise KeyboardInterrupt if signal_exc == "KeyboardInterrupt" else Terminated()
+
+    callback = ctypes.CFUNCTYPE(None)(raiser)
+
+    def interrupted_in_a_callback(args):
+        callback()  # Python drops the exception here
+        t0 = time.monotonic()
+        while time.monotonic() < t0 + 2.0:  # ... and the command would go on and write its output
+            pass
+        raise AssertionError("went on after the signal")
+
+    monkeypatch.setattr(pre, "run", interrupted_in_a_callback)
+    out = tmp_path / "out"
+    hostile(capfd, ["run", images_ds, "-o", out], inputs=[images_ds], out=out / "precalibration",
+            match=rf"^plenocal run: {word}", code=code)
+
+
 # --- simulate -----------------------------------------------------------------------------
 @pytest.mark.parametrize(("args", "match"), [
     (["--seed", "-1"], r"argument --seed: expected an integer in 0\.\."),

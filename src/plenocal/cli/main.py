@@ -158,6 +158,52 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+SIGNAL_REDELIVERY_S = 0.001
+"""A signal whose exception Python dropped (:func:`_signals_not_swallowed`) is raised again this
+long after, from a timer: by then the C callback it was dropped in has returned."""
+
+
+@contextlib.contextmanager
+def _signals_not_swallowed() -> Iterator[None]:
+    """While the block runs (main thread, POSIX), a Ctrl-C or SIGTERM whose exception Python had
+    to drop is raised again.
+
+    A signal's handler runs in whatever Python code the main thread executes; inside a callback
+    called from C (numba compiling a kernel calls llvmlite's object-cache callback through ctypes)
+    its :class:`KeyboardInterrupt` or :class:`Terminated` cannot propagate: Python reports it as
+    "Exception ignored on calling ctypes callback function" (:data:`sys.unraisablehook`) and goes
+    on. A fresh clone's ``plenocal simulate`` interrupted 4 s in, while compiling, then ran to the
+    end and exited 0 with a traceback on stderr. Here such a dropped exception is not printed and
+    is raised again :data:`SIGNAL_REDELIVERY_S` later from a SIGALRM timer, outside the callback
+    (dropped again, it is re-armed again). Other unraisable exceptions go to the previous hook."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+    pending: list[type[BaseException]] = []
+
+    def hook(unraisable: Any) -> None:
+        exc_type = unraisable.exc_type
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt | Terminated):
+            pending[:] = [exc_type]
+            signal.setitimer(signal.ITIMER_REAL, SIGNAL_REDELIVERY_S)
+            return
+        previous_hook(unraisable)
+
+    def alarm(signum: int, frame: Any) -> None:
+        if pending:
+            raise pending.pop()()
+
+    previous_hook = sys.unraisablehook
+    previous_alarm = signal.signal(signal.SIGALRM, alarm)
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous_hook
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous_alarm)
+
+
 def interruption(exc: BaseException) -> BaseException | None:
     """The Ctrl-C or SIGTERM behind ``exc``, if any.
 
@@ -197,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     try:
-        with _quiet_libraries(), _sigterm_raises():
+        with _quiet_libraries(), _sigterm_raises(), _signals_not_swallowed():
             return _run_with_cache_recovery(args)
     except CommandLineError as exc:
         print(f"{exc.prog}: error: {one_line(str(exc))}", file=sys.stderr)
