@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import chi2
 from threadpoolctl import threadpool_limits
 
+from plenocal._distributions import chi2_isf, chi2_ppf
 from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenoptic_poses
 from plenocal.calib.parameters import OPTIONAL_GROUPS, ParameterLayout, derived_values
 from plenocal.calib.priors import IMAGE_SYSTEMATIC, Prior, PriorTerms, check_priors, exit_pupil_prior, quantity
@@ -860,7 +860,7 @@ def real_lens_evidence(result: CalibrationResult, terms: Iterable[str], *,
             w = float(theta @ np.linalg.solve(cov, theta))
         except np.linalg.LinAlgError:
             w = float("nan")
-        threshold = float(chi2.isf(false_alarm, len(params)))
+        threshold = float(chi2_isf(false_alarm, len(params)))
         kept = bool(np.isfinite(w) and w > threshold)
         out[term] = {"kept": kept, "wald": w, "threshold": threshold, "dof": len(params),
                      "values": {n: float(est[n].value) for n in params}, "std": {n: float(v) for n, v in zip(params, s, strict=True)},
@@ -1168,9 +1168,9 @@ def _robust_stage(res: Residuals, x: FloatArray, *, opt: CalibrationOptions,
     from plenocal.calib.solver import Units
 
     s = Units(res, sig).norms(r)
-    thr = {"uv": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 2))),
-           "rho": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 1))),
-           "mic": float(np.sqrt(chi2.ppf(1 - opt.reject_probability, 2)))}
+    thr = {"uv": float(np.sqrt(chi2_ppf(1 - opt.reject_probability, 2))),
+           "rho": float(np.sqrt(chi2_ppf(1 - opt.reject_probability, 1))),
+           "mic": float(np.sqrt(chi2_ppf(1 - opt.reject_probability, 2)))}
     bad_uv = s["uv"] > thr["uv"]
     bad_rho = s["rho"] > thr["rho"] if "rho" in s else np.zeros_like(bad_uv)
     bad_bap = bad_uv | bad_rho

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import beta, chi2
+
+from plenocal._distributions import beta_cdf, chi2_isf, chi2_sf
 
 FloatArray = NDArray[np.float64]
 
@@ -78,7 +79,7 @@ def lower_median(values: FloatArray, group: NDArray[np.integer], n_groups: int) 
 
 def gross_threshold(probability: float, *, dof: int = 2) -> float:
     """Squared normalised residual that one inlier exceeds with ``probability`` (χ²_dof quantile)."""
-    return float(chi2.isf(probability, dof))
+    return float(chi2_isf(probability, dof))
 
 
 def inlier_group_rejection_probability(n: NDArray[np.integer] | int, threshold: float, *, dof: int = 2) -> FloatArray:
@@ -100,8 +101,8 @@ def inlier_group_rejection_probability(n: NDArray[np.integer] | int, threshold: 
     """
     n = np.asarray(n, dtype=np.int64)
     r = n // 2 + 1
-    q = float(chi2.sf(threshold, dof))
-    return np.asarray(beta.cdf(q, r, n - r + 1), dtype=np.float64)
+    q = float(chi2_sf(threshold, dof))
+    return np.asarray(beta_cdf(q, r, n - r + 1), dtype=np.float64)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import least_squares
-from scipy.stats import f as f_dist
 
+from plenocal._distributions import f_isf
 from plenocal.depth.metric import points_from_virtual_depth, virtual_depth_of_points
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
@@ -267,7 +267,7 @@ def hotelling_threshold(n_frames: int, p: int = 2, false_alarm: float = FALSE_AL
     """T² of a p-vector mean over n frames (its covariance from the same frames) above which it is
     not zero: p(n − 1)/(n − p)·F(p, n − p)'s upper quantile."""
     n = max(int(n_frames), p + 1)
-    return float(p * (n - 1) / (n - p) * f_dist.isf(false_alarm, p, n - p))
+    return float(p * (n - 1) / (n - p) * f_isf(false_alarm, p, n - p))
 
 
 def frame_field_fit(w_matched: FloatArray, w_true: FloatArray, radius2_mm2: FloatArray, *,
@@ -322,7 +322,7 @@ def fit_field_term(samples: Mapping[int, tuple[FloatArray, ...]], *, false_alarm
 
 def wald_threshold(n_frames: int, false_alarm: float = FALSE_ALARM) -> float:
     """W above which the scaling is kept (:data:`FALSE_ALARM`): 2·F(2, n − 2)'s upper quantile."""
-    return float(2.0 * f_dist.isf(false_alarm, 2, max(int(n_frames) - 2, 1)))
+    return float(2.0 * f_isf(false_alarm, 2, max(int(n_frames) - 2, 1)))
 
 
 def frame_summary(w_matched: FloatArray, w_true: FloatArray) -> tuple[float, float]:

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import chi2
 
+from plenocal._distributions import chi2_ppf
 from plenocal.calib.calibrate import CalibrationOptions
 
 if TYPE_CHECKING:
@@ -56,8 +56,8 @@ def chi2_thresholds(probability: float) -> dict[str, float]:
     """
     if not 0.0 < probability < 1.0:
         raise ValueError(f"reject probability must be in (0, 1), got {probability}")
-    two = float(np.sqrt(chi2.ppf(1.0 - probability, 2)))
-    return {"uv": two, "rho": float(np.sqrt(chi2.ppf(1.0 - probability, 1))), "mic": two}
+    two = float(np.sqrt(chi2_ppf(1.0 - probability, 2)))
+    return {"uv": two, "rho": float(np.sqrt(chi2_ppf(1.0 - probability, 1))), "mic": two}
 
 
 SIGMA_FLOOR_PX = 1e-6

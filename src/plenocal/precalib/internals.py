@@ -42,8 +42,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import norm
 
+from plenocal._distributions import norm_cdf
 from plenocal.errors import DataError
 from plenocal.model.camera import Configuration
 from plenocal.model.white import InternalParameters, LensletFieldTrend, RadiusLawField
@@ -227,7 +227,7 @@ def type_confusion(features: FloatArray, types: NDArray[np.int64], n_types: int)
         for j in range(i + 1, n_types):
             d = means[i] - means[j]
             delta = float(np.sqrt(max(d @ inv @ d, 0.0)))
-            worst = max(worst, float(norm.cdf(-delta / 2.0)))
+            worst = max(worst, float(norm_cdf(-delta / 2.0)))
     return worst
 
 
