@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -130,6 +131,38 @@ def test_stage_reuse_sees_content_not_size_and_mtime(tmp_path):
     os.utime(inp, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert inp.stat().st_size == st.st_size and inp.stat().st_mtime_ns == st.st_mtime_ns
     assert not _up_to_date(stage, folder)
+
+
+def test_a_stage_done_by_other_code_is_redone(tmp_path, monkeypatch):
+    """plenocal's version number stays 0.1.0 from commit to commit: a stage done before an upgrade
+    (a fixed bug) or an edit of the code, same inputs and arguments, is not up to date."""
+    import shutil
+
+    import plenocal
+    from plenocal.cli import run
+    from plenocal.cli.run import Stage, _fingerprint, _up_to_date
+
+    inp, folder = tmp_path / "input.bin", tmp_path / "stage"
+    folder.mkdir()
+    inp.write_bytes(b"a" * 10)
+    stage = Stage("x", ["x"], [inp], [folder / "out.json"])
+    (folder / "out.json").write_text("{}")
+    (folder / "stage.json").write_text(json.dumps({"fingerprint": _fingerprint(stage)}))
+    assert _up_to_date(stage, folder)
+
+    package = tmp_path / "site" / "plenocal"  # the same package, one byte of one module changed
+    shutil.copytree(Path(plenocal.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(plenocal, "__file__", str(package / "__init__.py"))
+    run.code_digest.cache_clear()
+    try:
+        assert run.code_digest() == run.code_digest.__wrapped__()
+        assert _up_to_date(stage, folder)  # a copy of the same code: nothing to redo
+        run.code_digest.cache_clear()
+        module = package / "calib" / "solver.py"
+        module.write_bytes(module.read_bytes() + b"#")
+        assert not _up_to_date(stage, folder)
+    finally:
+        run.code_digest.cache_clear()
 
 
 def test_a_second_run_on_the_same_folder_is_refused(demo, tmp_path, capsys):

@@ -7,7 +7,7 @@ second pass added nothing) → blur → depth-scaling (the matcher's bias fitted
 frames) → depth → evaluate → profile → report, each stage writing to
 ``OUT/<stage>/`` through its own subcommand. A stage is skipped when its outputs exist and its
 fingerprint (its arguments, a hash of the bytes of every input file, including the outputs of the
-stages it reads, and plenocal's version) is the one recorded in ``OUT/<stage>/stage.json``; ``--force``
+stages it reads, plenocal's version and a hash of its code, :func:`code_digest`) is the one recorded in ``OUT/<stage>/stage.json``; ``--force``
 redoes everything. (Size and modification time alone missed an input replaced by a same-size file
 with the same mtime: ``cp -p``, ``rsync -a``, an archive restore.) One run at a time per output
 folder: a second one is refused with the first one's process id (:func:`lock_folder`). A dataset that already carries observations and no white images (e.g. made by
@@ -17,6 +17,7 @@ folder: a second one is refused with the first one's process id (:func:`lock_fol
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import itertools
 import json
@@ -137,10 +138,40 @@ def copy_stage_outputs(source: Path, folder: Path) -> None:
             (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp / name)
 
 
+FINGERPRINTED_DEPENDENCIES = ("numpy", "scipy", "numba", "opencv-python-headless", "scikit-learn")
+"""Distributions whose version is part of every stage's fingerprint: their numerics are in the
+stages' results."""
+
+
+@functools.cache
+def code_digest() -> str:
+    """A hash of the bytes of every file of the installed plenocal package (its code and bundled
+    data) and of the versions of :data:`FINGERPRINTED_DEPENDENCIES`.
+
+    plenocal's version number stays the same between releases' commits; a stage done by other
+    code (an upgrade that fixes a bug, a developer's edit) is not up to date. 12 ms."""
+    import importlib.metadata
+
+    import plenocal
+
+    root = Path(plenocal.__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(q for q in root.rglob("*") if q.is_file() and "__pycache__" not in q.parts and q.suffix != ".pyc"):
+        data = p.read_bytes()
+        h.update(f"{p.relative_to(root).as_posix()}:{len(data)}:".encode())
+        h.update(data)
+    for name in FINGERPRINTED_DEPENDENCIES:
+        try:
+            h.update(f"{name}=={importlib.metadata.version(name)};".encode())
+        except importlib.metadata.PackageNotFoundError:
+            h.update(f"{name} absent;".encode())
+    return h.hexdigest()
+
+
 def _fingerprint(stage: Stage, cache: dict[Path, str] | None = None) -> str:
     from plenocal import __version__
 
-    h = hashlib.sha256(json.dumps([__version__, *stage.argv]).encode())
+    h = hashlib.sha256(json.dumps([__version__, code_digest(), *stage.argv]).encode())
     for p in sorted(stage.inputs, key=str):
         h.update(f"{p}:{content_digest(p, cache)}".encode())
     return h.hexdigest()
