@@ -23,8 +23,10 @@ Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import importlib
+import importlib.util
 import logging
 import signal
 import sys
@@ -87,15 +89,16 @@ class OneLineParser(argparse.ArgumentParser):
         raise CommandLineError(self.prog, f"{message} (see '{self.prog} --help')")
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The command line's parser: every subcommand's, or only ``command``'s (a name of
-    :data:`SUBCOMMANDS`) when given.
+def build_parser(command: str | None = None, *, listing: bool = False) -> argparse.ArgumentParser:
+    """The command line's parser: every subcommand's; only ``command``'s (a name of
+    :data:`SUBCOMMANDS`) when given; with ``listing``, none (each by its name and help line only).
 
     A subcommand's module imports what it runs, so building every parser imported the whole
     library (scipy, scikit-learn, numba kernels): 3.4–4 s before any command started, 2 s more
-    than ``plenocal calibrate`` needs. :func:`dispatch` builds only the parser of the command its
-    arguments name; the others are registered by name only (argparse's list of choices), and all
-    of them when none is named (``plenocal --help``, a mistyped command)."""
+    than ``plenocal calibrate`` needs, and 4 s for ``plenocal --help``. :func:`dispatch` builds only
+    the parser of the command its arguments name, the others registered by name (argparse's list of
+    choices); when they name none (``plenocal --help``, ``--version``, a mistyped command), the
+    listing, whose help lines :func:`_help_line` reads from the modules' sources."""
     parser = OneLineParser(
         prog="plenocal",
         description="Blur Aware Plenoptic calibration of plenoptic cameras from raw images.",
@@ -103,11 +106,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"plenocal {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        if command is None or name == command:
+        if name == command or (command is None and not listing):
             importlib.import_module(f"plenocal.cli.{name}").register(sub)
+        elif listing:
+            sub.add_parser(name.replace("_", "-"), help=_help_line(name))
         else:
             sub.add_parser(name.replace("_", "-"))
     return parser
+
+
+def _help_line(name: str) -> str | None:
+    """Subcommand ``name``'s ``HELP`` string (the help line its ``register`` gives its parser), read
+    from its module's source without importing the module; None when it is not a literal."""
+    spec = importlib.util.find_spec(f"plenocal.cli.{name}")
+    if spec is None or spec.origin is None:
+        return None
+    for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "HELP" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            return value if isinstance(value, str) else None
+    return None
 
 
 def _named_command(argv: Sequence[str]) -> str | None:
@@ -123,7 +144,8 @@ def _named_command(argv: Sequence[str]) -> str | None:
 def dispatch(argv: Sequence[str]) -> int:
     """Parse ``argv`` and run the subcommand; errors propagate (for :func:`main` or a caller
     such as ``plenocal run`` to report as one line)."""
-    parser = build_parser(_named_command(argv))
+    command = _named_command(argv)
+    parser = build_parser(command, listing=command is None)
     args = parser.parse_args(list(argv))
     if getattr(args, "func", None) is None:
         raise CommandLineError("plenocal", "no command given (see 'plenocal --help')")
