@@ -646,17 +646,29 @@ def frame_pose(camera: Any, known: BapFeatures, board: Any, frame: int) -> Any:
         return None
 
 
-def run_second_pass(args: argparse.Namespace) -> int:
-    """``detect --previous DIR --camera CAM --poses POSES``: the first pass's frames again, with the
-    calibrated camera (issue 24). Frames it linked fully are kept untouched; frames it linked
-    partly get their missing nodes predicted with the calibrated camera and pose (for evaluation
-    and translation frames, which calibration does not pose, the pose their linked features give
-    with that camera: :func:`frame_pose`) and fitted; frames
-    it refused are detected again and linked with the calibrated camera (its barycentre pinhole),
-    then completed the same way. Writes the first pass's features plus the added ones, and in
-    detection.json per frame what the second pass did (``second_pass``) and in total
-    (``second_pass.added_features``; ``added_calibration_features``, in calibration frames: 0 means
-    calibration need not run again)."""
+@dataclass(frozen=True)
+class _SecondPassInputs:
+    """What the second pass reads, checked: the dataset, the pre-calibration, the first pass's
+    outputs and the calibrated camera and poses."""
+
+    dataset: Dataset
+    cam_path: Path
+    previous: Path
+    out: Path
+    pre: Any
+    omega: Any
+    calibrated: Any
+    poses: dict[int, Any]
+    observations: Observations
+    doc: dict[str, Any]
+    entries: dict[int, ImageEntry]
+    pupil_vignetting: bool
+    fit_rendered: bool
+    pupil_shape: str
+
+
+def _second_pass_inputs(args: argparse.Namespace) -> _SecondPassInputs:
+    """The second pass's inputs, each checked with one line naming the file at fault."""
     import json
 
     from plenocal.io.poses import read_poses
@@ -669,10 +681,8 @@ def run_second_pass(args: argparse.Namespace) -> int:
     out = Path(args.output)
     check_output_folder(out, inputs=[dataset.folder, *dataset.files(), cam_path, prev / "observations.npz", prev / "detection.json",
                                      prev / PUPIL_FILE, args.camera, args.poses], owned=OUTPUTS)
-    t_all = time.perf_counter()
     pre = read_camera_file(cam_path)
-    omega = pre.internal_parameters
-    if omega is None:
+    if pre.internal_parameters is None:
         raise InputFileError(cam_path, "has no internal_parameters (Ω); use the camera.json written by 'plenocal precalibrate'")
     calibrated = read_camera_file(args.camera).camera
     poses = read_poses(args.poses)
@@ -681,97 +691,155 @@ def run_second_pass(args: argparse.Namespace) -> int:
         doc = json.loads((prev / "detection.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise InputFileError(prev / "detection.json", f"cannot be read ({exc}); run the first pass again") from None
-    m = dataset.manifest
-    board = m.target
-    entries = {e.frame: e for e in m.images if e.role in FRAME_ROLES}
-    vig, rendered = bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True))
     shape = str(doc.get("pupil_shape", "disc"))
     if shape not in PUPIL_SHAPES:
         raise InputFileError(prev / "detection.json", f"pupil_shape {shape!r} is none of {', '.join(PUPIL_SHAPES)}; run the first pass again")
-    # The white, its pupil shapes and micro-images are set up once, when a frame first needs them
-    # (a set whose frames the first pass linked fully needs none: PRISM r12-b, 0.39 s of nothing).
-    # (stored: a grey white's integers and their scale, converted where used, not whole; white:
-    # the grey white, as detection reads it, for the pupil measurement and frames detected again)
-    stored = functools.cache(lambda: _raw_image(dataset, m.with_role(ImageRole.DEVIGNETTING)[0]))
-    white = functools.cache(lambda: stored()[0] / stored()[1] if stored()[1] != 1.0 else stored()[0])
-    levels = functools.cache(lambda: white_levels(stored()[0], scale=stored()[1]))
-    # the first pass measured the same white: where it found no micro-image off the disc model the
-    # disc is what detection used (0.66 s of a full-scale R12-A second pass not measured again)
-    measured_none = shape != "disc" and doc.get("pupil_ellipses") == 0
-    handed = prev / PUPIL_FILE if Path(str(doc.get("precalibration", ""))).resolve() == cam_path.resolve() else None
-    pupil = functools.cache(lambda: None if measured_none else _pupil_ellipses_again(
-        handed, len(pre.camera.grid.lattice.all_indices()[0]),
-        lambda: pupil_ellipses(shape, white(), grid=pre.camera.grid, omega=omega, layout=pre.camera.mla.types, dataset=dataset)))
-    # the micro-images are the white's (its weight alone, not the white divided by itself): each
-    # frame then devignettes only the micro-images its predicted nodes are fitted in
-    micro = functools.cache(lambda: micro_images(white_weight(stored()[0], levels=levels(), scale=stored()[1]), grid=pre.camera.grid, omega=omega,
-                                                 layout=pre.camera.mla.types, pupil_vignetting=vig, pupil=pupil()))
+    entries = {e.frame: e for e in dataset.manifest.images if e.role in FRAME_ROLES and e.frame is not None}
+    return _SecondPassInputs(dataset, cam_path, prev, out, pre, pre.internal_parameters, calibrated, poses, prev_obs, doc, entries,
+                             bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True)), shape)
+
+
+class _WhiteOnDemand:
+    """The white, its pupil shapes and micro-images, set up once, when a frame first needs them (a
+    set whose frames the first pass linked fully needs none: PRISM r12-b, 0.39 s of nothing)."""
+
+    def __init__(self, inp: _SecondPassInputs) -> None:
+        self.inp = inp
+
+    @functools.cached_property
+    def stored(self) -> tuple[np.ndarray, float]:
+        """A grey white's integers and their scale, converted where used, not whole."""
+        m = self.inp.dataset.manifest
+        return _raw_image(self.inp.dataset, m.with_role(ImageRole.DEVIGNETTING)[0])
+
+    @functools.cached_property
+    def white(self) -> np.ndarray:
+        """The grey white, as detection reads it (the pupil measurement, frames detected again)."""
+        raw, scale = self.stored
+        return raw / scale if scale != 1.0 else raw
+
+    @functools.cached_property
+    def levels(self) -> Any:
+        return white_levels(self.stored[0], scale=self.stored[1])
+
+    @functools.cached_property
+    def pupil(self) -> Any:
+        """The first pass's pupil shapes: where it found no micro-image off the disc model the disc is
+        what detection used (0.66 s of a full-scale R12-A second pass not measured again)."""
+        inp = self.inp
+        if inp.pupil_shape != "disc" and inp.doc.get("pupil_ellipses") == 0:
+            return None
+        same_precalibration = Path(str(inp.doc.get("precalibration", ""))).resolve() == inp.cam_path.resolve()
+        handed = inp.previous / PUPIL_FILE if same_precalibration else None
+        camera = inp.pre.camera
+        return _pupil_ellipses_again(handed, len(camera.grid.lattice.all_indices()[0]), lambda: pupil_ellipses(
+            inp.pupil_shape, self.white, grid=camera.grid, omega=inp.omega, layout=camera.mla.types, dataset=inp.dataset))
+
+    @functools.cached_property
+    def micro(self) -> Any:
+        """The white's micro-images (its weight alone, not the white divided by itself): each frame
+        then devignettes only the micro-images its predicted nodes are fitted in."""
+        camera = self.inp.pre.camera
+        return micro_images(white_weight(self.stored[0], levels=self.levels, scale=self.stored[1]), grid=camera.grid,
+                            omega=self.inp.omega, layout=camera.mla.types, pupil_vignetting=self.inp.pupil_vignetting,
+                            pupil=self.pupil)
+
+
+def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _WhiteOnDemand) -> BapFeatures | None:
+    """What the second pass does with the first pass's frame ``rec`` (its detection.json record):
+    the features it adds (None: the frame is kept as it was), its account in ``rec["second_pass"]``."""
+    frame = int(rec["frame"])
+    first = rec.get("predicted_nodes") or {}
+    linked_ok = bool((rec.get("linking") or {}).get("ok"))
+    if linked_ok and first.get("action") == "complete":
+        rec["second_pass"] = {"action": "kept (fully linked in the first pass)"}
+        return None
+    if (linked_ok and first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0))
+            and not first.get("single_views_refused")):
+        # Every view the first pass predicted was fitted: the calibrated camera predicts the same nodes.
+        rec["second_pass"] = {"action": "kept (every view its pose predicted was fitted in the first pass)"}
+        return None
+    if frame not in inp.entries:
+        return None
+    board = inp.dataset.manifest.target
+    known = inp.observations.bap.select(inp.observations.bap.frame == frame)
+    bound = rec.get("rms_bound")
+    rms = float(bound) if bound is not None else float("inf")
+    pitch = inp.pre.camera.grid.diameter_px
+    pose, how = (inp.poses[frame], "calibrated camera and pose") if frame in inp.poses else (None, "")
+    if linked_ok and pose is None:  # an evaluation or translation frame: its pose from its own features
+        pose, how = frame_pose(inp.calibrated, known, board, frame), "calibrated camera, pose from its linked features"
+    devignetted = functools.partial(_devignetted, inp.dataset, inp.entries[frame], lambda: white.stored, lambda: white.micro,
+                                    lambda: white.levels)
+    record: dict[str, Any]
+    if linked_ok and pose is not None:
+        added, record = complete_frame_nodes(frame, pose, known, camera=inp.calibrated, board=board, micro=white.micro,
+                                             devignetted=devignetted, rms_bound=rms, pitch_px=pitch,
+                                             fit_rendered=inp.fit_rendered, single_views=True)
+        record["action"] = f"{record['action']} ({how})"
+    elif not linked_ok and first.get("lone_links"):
+        links = _lone_links(first["lone_links"], inp.previous / "detection.json", frame, board.n_nodes)
+        added, record = _repose_lone_lattice(frame, links, calibrated=inp.calibrated, board=board, micro=white.micro,
+                                             devignetted=devignetted, rms_bound=rms, pitch_px=pitch, fit_rendered=inp.fit_rendered)
+    elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
+        rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners: "
+                                        "no camera can link them)"}
+        return None
+    elif not linked_ok:
+        added, record = _relink_refused(inp.dataset, inp.entries[frame], white.white, pre=inp.pre, calibrated=inp.calibrated,
+                                        board=board, pupil_vignetting=inp.pupil_vignetting, fit_rendered=inp.fit_rendered,
+                                        pupil=white.pupil)
+    else:
+        rec["second_pass"] = {"action": "kept (its linked features give no pose)"}
+        return None
+    record["added_features"] = len(added)
+    rec["second_pass"] = record
+    if len(added):
+        _count_second_pass(rec, added, refused=not linked_ok, typed=bool(inp.calibrated.n_types))
+    return added
+
+
+def run_second_pass(args: argparse.Namespace) -> int:
+    """``detect --previous DIR --camera CAM --poses POSES``: the first pass's frames again, with the
+    calibrated camera (issue 24). Frames it linked fully are kept untouched; frames it linked
+    partly get their missing nodes predicted with the calibrated camera and pose (for evaluation
+    and translation frames, which calibration does not pose, the pose their linked features give
+    with that camera: :func:`frame_pose`) and fitted; frames
+    it refused are detected again and linked with the calibrated camera (its barycentre pinhole),
+    then completed the same way (:func:`_second_pass_frame`). Writes the first pass's features plus
+    the added ones, and in detection.json per frame what the second pass did (``second_pass``) and
+    in total (``second_pass.added_features``; ``added_calibration_features``, in calibration
+    frames: 0 means calibration need not run again)."""
+    t_all = time.perf_counter()
+    inp = _second_pass_inputs(args)
+    white = _WhiteOnDemand(inp)
+    doc, prev_obs = inp.doc, inp.observations
     parts = [prev_obs.bap]
     n_added_frames = n_added_calibration = 0
     for rec in doc.get("frames", []):
-        frame = int(rec["frame"])
         t0 = time.perf_counter()
-        first = rec.get("predicted_nodes") or {}
-        linked_ok = bool((rec.get("linking") or {}).get("ok"))
-        if linked_ok and first.get("action") == "complete":
-            rec["second_pass"] = {"action": "kept (fully linked in the first pass)"}
+        added = _second_pass_frame(rec, inp, white)
+        if added is None:
             continue
-        if (linked_ok and first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0))
-                and not first.get("single_views_refused")):
-            # Every view the first pass predicted was fitted: the calibrated camera predicts the same nodes.
-            rec["second_pass"] = {"action": "kept (every view its pose predicted was fitted in the first pass)"}
-            continue
-        if frame not in entries:
-            continue
-        known = prev_obs.bap.select(prev_obs.bap.frame == frame)
-        bound = rec.get("rms_bound")
-        rms = float(bound) if bound is not None else float("inf")
-        record: dict[str, Any]
-        pose, how = (poses[frame], "calibrated camera and pose") if frame in poses else (None, "")
-        if linked_ok and pose is None:  # an evaluation or translation frame: its pose from its own features
-            pose, how = frame_pose(calibrated, known, board, frame), "calibrated camera, pose from its linked features"
-        devignetted = functools.partial(_devignetted, dataset, entries[frame], stored, micro, levels)
-        if linked_ok and pose is not None:
-            added, record = complete_frame_nodes(frame, pose, known, camera=calibrated, board=board, micro=micro(),
-                                                 devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px,
-                                                 fit_rendered=rendered, single_views=True)
-            record["action"] = f"{record['action']} ({how})"
-        elif not linked_ok and first.get("lone_links"):
-            added, record = _repose_lone_lattice(frame, _lone_links(first["lone_links"], prev / "detection.json", frame, board.n_nodes),
-                                                 calibrated=calibrated, board=board, micro=micro(),
-                                                 devignetted=devignetted, rms_bound=rms, pitch_px=pre.camera.grid.diameter_px, fit_rendered=rendered)
-        elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
-            rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners: "
-                                            "no camera can link them)"}
-            continue
-        elif not linked_ok:
-            added, record = _relink_refused(dataset, entries[frame], white(), pre=pre, calibrated=calibrated, board=board,
-                                            pupil_vignetting=vig, fit_rendered=rendered, pupil=pupil())
-        else:
-            rec["second_pass"] = {"action": "kept (its linked features give no pose)"}
-            continue
-        record["added_features"] = len(added)
-        record["wall_time_s"] = time.perf_counter() - t0
-        rec["second_pass"] = record
+        rec["second_pass"]["wall_time_s"] = time.perf_counter() - t0
         if len(added):
             parts.append(added)
             n_added_frames += 1
-            n_added_calibration += len(added) if entries[frame].role is ImageRole.CALIBRATION else 0
-            _count_second_pass(rec, added, refused=not linked_ok, typed=bool(calibrated.n_types))
+            n_added_calibration += len(added) if inp.entries[int(rec["frame"])].role is ImageRole.CALIBRATION else 0
     bap = BapFeatures.concatenate(parts)
     n_added = len(bap) - len(prev_obs.bap)
     obs = Observations(bap, prev_obs.mic, prev_obs.positions)
     doc["n_bap"] = len(bap)
     doc["n_frames_linked"] = len({int(f) for f in np.unique(bap.frame)})
-    doc["second_pass"] = {"camera": str(args.camera), "poses": str(args.poses), "previous": str(prev),
+    doc["second_pass"] = {"camera": str(args.camera), "poses": str(args.poses), "previous": str(inp.previous),
                           "added_features": n_added, "added_calibration_features": n_added_calibration,
                           "frames_with_added_features": n_added_frames,
                           "wall_time_s": time.perf_counter() - t_all}
-    with atomic_folder(out, owned=OUTPUTS) as tmp:
+    with atomic_folder(inp.out, owned=OUTPUTS) as tmp:
         write_observations(tmp / "observations.npz", obs)
         write_document(tmp / "detection.json", doc)
     print(f"second pass: {n_added} BAP features added in {n_added_frames} frames ({len(bap)} in "
-          f"{doc['n_frames_linked']} frames); {doc['second_pass']['wall_time_s']:.1f} s; wrote {out}")
+          f"{doc['n_frames_linked']} frames); {doc['second_pass']['wall_time_s']:.1f} s; wrote {inp.out}")
     return 0
 
 
