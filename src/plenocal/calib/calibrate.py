@@ -992,19 +992,7 @@ def _calibrate(
     timings["final"] = time.perf_counter() - t0
 
     active = rob.active
-    t0 = time.perf_counter()
-    cov, sigma_hat, icc = covariance(res, x, sigma=sig, active=active, clustered=opt.clustered_covariance,
-                                     **_weights(opt, sig))
-    timings["covariance"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    resampling = frame_jackknife(res, x, sigma=sig, active=active, mu0=mu, **_weights(opt, sig)) \
-        if opt.frame_resampling else None
-    timings["frame_resampling"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    data_only = data_only_solution(res, x, sigma=sig, active=active, mu=mu, opt=opt,
-                                   frame_resampling=opt.frame_resampling)
-    if data_only is not None:
-        timings["data_only"] = time.perf_counter() - t0
+    unc = _uncertainty_stage(res, x, active, sigma=sig, mu=mu, opt=opt, timings=timings)
     r = res.residuals(x)
     rmse, ssq = _rmse(res, r, active)
     keep_bap, keep_mic = _unit_active(res, active)
@@ -1015,8 +1003,8 @@ def _calibrate(
         poses=poses,
         layout=layout,
         x=x,
-        covariance=cov,
-        sigma=sigma_hat,
+        covariance=unc.covariance,
+        sigma=unc.sigma_hat,
         rmse=rmse,
         sum_squared_residuals=ssq,
         n_bap=int(keep_bap.sum()),
@@ -1032,12 +1020,44 @@ def _calibrate(
         timings_s=timings,
         extrinsics=ext,
         options=opt,
-        intra_cluster_correlation=icc,
-        frame_resampling=resampling,
-        data_only=data_only,
+        intra_cluster_correlation=unc.intra_cluster_correlation,
+        frame_resampling=unc.frame_resampling,
+        data_only=unc.data_only,
         pupil={"vignetting": res.pupil_vignetting} | ({"radii": "camera radius law" if pupil_radii is None
                                                          else "white images (Ω)"} if res.pupil_vignetting else {}),
     )
+
+
+@dataclass(frozen=True)
+class _Uncertainty:
+    """What :func:`_uncertainty_stage` estimates of the solution."""
+
+    covariance: Any
+    sigma_hat: Any
+    intra_cluster_correlation: Any
+    frame_resampling: Any
+    data_only: Any
+
+
+def _uncertainty_stage(res: Residuals, x: FloatArray, active: Any, *, sigma: Any, mu: float | None, opt: CalibrationOptions,
+                       timings: dict[str, float]) -> _Uncertainty:
+    """The solution's uncertainty: the covariance (:func:`covariance`), the frame jackknife
+    (``opt.frame_resampling``, :func:`frame_jackknife`) and the data-only re-solve of the priors
+    (:func:`data_only_solution`); each one's wall time into ``timings``."""
+    t0 = time.perf_counter()
+    cov, sigma_hat, icc = covariance(res, x, sigma=sigma, active=active, clustered=opt.clustered_covariance,
+                                     **_weights(opt, sigma))
+    timings["covariance"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    resampling = frame_jackknife(res, x, sigma=sigma, active=active, mu0=mu, **_weights(opt, sigma)) \
+        if opt.frame_resampling else None
+    timings["frame_resampling"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    data_only = data_only_solution(res, x, sigma=sigma, active=active, mu=mu, opt=opt,
+                                   frame_resampling=opt.frame_resampling)
+    if data_only is not None:
+        timings["data_only"] = time.perf_counter() - t0
+    return _Uncertainty(cov, sigma_hat, icc, resampling, data_only)
 
 
 def _initial_poses(camera: PlenopticCamera, bap: BapFeatures, board: Checkerboard,
