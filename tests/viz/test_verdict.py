@@ -136,6 +136,20 @@ def test_precalibration_findings():
     assert precalibration_findings({"apertures": [{"f_number": 8.0, "used": True}]})[0].level == "error"
 
 
+def test_linking_notes_that_differ_in_their_numbers_are_one_line_with_ranges():
+    """The real-optics R12-B's report listed 16 near-identical lines, one per frame ("rules out 556
+    of 560 placements (log-likelihood ratio ≥ 2475 over 79 cells) …"): one line, each number that
+    differs as its range."""
+    note = ("the board's printed extent in the image rules out {} of {} placements (log-likelihood ratio ≥ {} over {} cells); "
+            "upright convention: node 0 top-left chosen among 2 labellings fitting equally")
+    values = [(556, 560, 2475, 79), (532, 536, 146, 43), (620, 624, 4233, 81)]
+    frames = [{"frame": i, "role": "calibration", "linking": {"ok": True, "note": note.format(*v)}} for i, v in enumerate(values)]
+    frames.append({"frame": 9, "role": "calibration", "linking": {"ok": True, "note": "upright convention: node 0 top-left chosen"}})
+    texts = [x.text for x in detection_findings({"frames": frames})[0]]
+    assert texts == ["linking: " + note.format("532–620", "536–624", "146–4233", "43–81") + " — 3 frames",
+                     "linking: upright convention: node 0 top-left chosen — 1 frame"]
+
+
 def test_detection_findings_count_frames_skipped_and_rejections_per_reason():
     frames = [{"frame": i, "role": "calibration", "counts": {"rejected_border": 3, "clusters_noise": 1, "corners": 20},
                "linking": {"ok": i != 2, "reason": "4 barycentres" if i == 2 else "", "unlinked_features": 7 if i == 2 else 0,

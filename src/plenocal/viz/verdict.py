@@ -308,6 +308,23 @@ def precalibration_findings(doc: Mapping[str, Any], *, sensor_size_px: tuple[int
 
 
 _NOTE_GROUP = re.compile(r"\s*\([^)]*\)\s*$")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def numbers_as_ranges(texts: Sequence[str]) -> str:
+    """One text for several that differ only in their numbers (one per frame), each number that
+    differs written as its range: "rules out 556 of 560 placements" and "rules out 532 of 536
+    placements" → "rules out 532–556 of 536–560 placements". The texts must be the same once each
+    number is replaced by one mark (:data:`_NUMBER`)."""
+    first = texts[0]
+    columns = list(zip(*(_NUMBER.findall(t) for t in texts), strict=True))
+    parts = _NUMBER.split(first)
+    out = [parts[0]]
+    for values, tail in zip(columns, parts[1:], strict=True):
+        lo, hi = min(values, key=float), max(values, key=float)
+        out.append(lo if float(lo) == float(hi) else f"{lo}–{hi}")
+        out.append(tail)
+    return "".join(out)
 DETECTION_REJECTIONS = {
     "rejected_not_converged": ("micro-image corners", "corner fit did not converge"),
     "rejected_border": ("micro-image corners", "too close to the micro-image border"),
@@ -343,9 +360,10 @@ def detection_findings(doc: Mapping[str, Any], *, calibration_frames: Sequence[i
     for f in frames:
         note = (f.get("linking") or {}).get("note")
         if note:
-            notes.setdefault(_NOTE_GROUP.sub("", str(note)), []).append(str(f.get("frame")))
-    for text, fr in notes.items():
-        out.append(Finding(st, "info", f"linking: {text} — {len(fr)} frame{'s' if len(fr) > 1 else ''}"))
+            text = _NOTE_GROUP.sub("", str(note))
+            notes.setdefault(_NUMBER.sub("#", text), []).append(text)
+    for texts in notes.values():
+        out.append(Finding(st, "info", f"linking: {numbers_as_ranges(texts)} — {len(texts)} frame{'s' if len(texts) > 1 else ''}"))
     totals: dict[str, int] = {}
     for f in frames:
         for k, v in (f.get("counts") or {}).items():
