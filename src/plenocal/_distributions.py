@@ -40,3 +40,18 @@ def f_isf(probability: float, dfn: float, dfd: float) -> float:
 def norm_cdf(x: float) -> float:
     """The standard normal distribution function (``norm.cdf``)."""
     return float(special.ndtr(x))
+
+
+MAD_TO_SIGMA = 1.4826
+"""σ of a zero-mean Gaussian per median absolute value (1/Φ⁻¹(3/4))."""
+
+
+def robust_scale(values: NDArray[np.float64]) -> float:
+    """1.4826 × median |value| (about zero: a Gaussian's σ when the values are its draws); NaN for
+    no values.
+
+    >>> robust_scale(np.array([-1.0, 1.0, 100.0]))
+    1.4826
+    """
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    return float(MAD_TO_SIGMA * np.median(np.abs(v))) if v.size else float("nan")

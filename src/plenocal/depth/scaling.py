@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import least_squares
 
-from plenocal._distributions import f_isf
+from plenocal._distributions import MAD_TO_SIGMA, f_isf
 from plenocal.depth.metric import points_from_virtual_depth, virtual_depth_of_points
 from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose
@@ -286,7 +286,7 @@ def frame_field_fit(w_matched: FloatArray, w_true: FloatArray, radius2_mm2: Floa
     for _ in range(6):
         coef, *_ = np.linalg.lstsq(A * wt[:, None], y * wt, rcond=None)
         res = y - A @ coef
-        s = 1.4826 * float(np.median(np.abs(res))) or 1e-12
+        s = MAD_TO_SIGMA * float(np.median(np.abs(res))) or 1e-12
         wt = 1.0 / np.maximum(1.0, np.abs(res) / (2.0 * s))
     return float(coef[1]), float(coef[2])
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from plenocal._distributions import chi2_ppf
+from plenocal._distributions import MAD_TO_SIGMA, chi2_ppf, robust_scale
 from plenocal.calib.calibrate import CalibrationOptions
 
 if TYPE_CHECKING:
@@ -62,20 +62,6 @@ def chi2_thresholds(probability: float) -> dict[str, float]:
 
 SIGMA_FLOOR_PX = 1e-6
 """σ̂ below this (a noise-free fit) is raised to it, as calibration does: rounding errors are not outliers."""
-
-MAD_TO_SIGMA = 1.4826
-"""σ of a zero-mean Gaussian per median absolute value (1/Φ⁻¹(3/4))."""
-
-
-def robust_scale(values: FloatArray) -> float:
-    """1.4826 × median |value| (about zero, see the module docstring); NaN for no values.
-
-    >>> robust_scale(np.array([-1.0, 1.0, 100.0]))
-    1.4826
-    """
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
-    return float(MAD_TO_SIGMA * np.median(np.abs(v))) if v.size else float("nan")
-
 
 def term_sigma(residuals: Residuals) -> dict[str, float]:
     """Robust σ̂ per term (1.4826·median |e|, components pooled); terms without data are left out."""
@@ -223,6 +209,7 @@ def split_outliers(
 
 __all__ = [
     "DEFAULT_REJECT_PROBABILITY",
+    "MAD_TO_SIGMA",
     "RULE",
     "OutlierSplit",
     "chi2_thresholds",
