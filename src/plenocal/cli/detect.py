@@ -541,8 +541,7 @@ def _linking_records(done: _FramesDetected, linked: BapFeatures, *, board: Any, 
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
             "n_clusters": int(r.n_clusters) if r else 0,
             "linked_features": int((rows & keep).sum()),
-            # (a camera without micro-lens types has no ρ at all: no feature is a single view)
-            "single_views": int((rows & keep & ~linked.has_rho).sum()) if camera.n_types else 0,
+            "single_views": single_views(linked.select(rows & keep), typed=bool(camera.n_types)),
             "unlinked_features": int((rows & ~keep).sum()),
         }
         if r is None or (not r.ok and r.n_clusters < LINK_MIN_CLUSTERS):
@@ -880,13 +879,19 @@ def _raw_image(dataset: Dataset, entry: Any) -> tuple[np.ndarray, float]:
     return dataset.read_image(entry), 1.0
 
 
+def single_views(features: BapFeatures, *, typed: bool) -> int:
+    """How many of ``features`` are single views (a node seen in one micro-image: (u, v), no ρ); a
+    camera without micro-lens types (``typed`` False) has no ρ at all, so none of its features is."""
+    return int(np.count_nonzero(~features.has_rho)) if typed else 0
+
+
 def _count_second_pass(rec: dict[str, Any], added: BapFeatures, *, refused: bool, typed: bool) -> None:
     """A frame's ``linking`` record with the second pass's features counted in, and, for a frame the
     first pass refused, marked linked (its first reason kept as ``first_pass_reason``): the report
     lists the frames left out from it."""
     link = rec.setdefault("linking", {})
     link["linked_features"] = int(link.get("linked_features", 0)) + len(added)
-    link["single_views"] = int(link.get("single_views", 0)) + (int(np.count_nonzero(~added.has_rho)) if typed else 0)
+    link["single_views"] = int(link.get("single_views", 0)) + single_views(added, typed=typed)
     if refused:
         link["first_pass_reason"] = link.get("reason", "")
         link.update(ok=True, reason="", note=f"linked in the second pass (calibrated camera): {rec['second_pass'].get('action', '')}")
