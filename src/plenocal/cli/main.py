@@ -119,9 +119,13 @@ def _help_line(name: str) -> str | None:
     """Subcommand ``name``'s ``HELP`` string (the help line its ``register`` gives its parser), read
     from its module's source without importing the module; None when it is not a literal."""
     spec = importlib.util.find_spec(f"plenocal.cli.{name}")
-    if spec is None or spec.origin is None:
+    try:
+        tree = ast.parse(Path(str(spec.origin)).read_text(encoding="utf-8")) if spec is not None else None
+    except (OSError, SyntaxError, ValueError):  # no source beside the code (a frozen or compiled install)
+        tree = None
+    if tree is None:
         return None
-    for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+    for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "HELP" for t in node.targets):
             try:
                 value = ast.literal_eval(node.value)
