@@ -315,6 +315,19 @@ def test_a_frame_whose_rejections_lie_beyond_the_model_field_is_not_called_misli
     assert "probably linked to the wrong nodes" in f[0].text
 
 
+def test_a_frame_rejected_by_its_blur_alone_is_not_called_mislinked():
+    """plenocal's double-Gauss render: its calibration frame 0 at 372 mm (0.92 z_c) lost 42 of 74 features,
+    31 by ρ alone; with the true camera and pose its kept features fit to 1.05 px (0.6 px on the
+    other frames): the thin-lens blur model fails there, the links are right."""
+    doc = copy.deepcopy(_evaluation())
+    doc["rejected"]["features"] = ([{"frame": 15, "u": 2040.0, "v": 1530.0, "reason": "rho"} for _ in range(9)]
+                                   + [{"frame": 15, "u": 2040.0, "v": 1530.0, "reason": r} for r in ("uv", "uv+rho", "uv+rho")]
+                                   + [{"frame": 15, "u": 2040.0, "v": 1530.0, "reason": "uv"} for _ in range(3)])
+    f, _, _ = evaluation_findings(doc, calibration_uv_px=0.05, model_field={"radius_mm": None})
+    assert "frame 15 lost 15 of 25 features to rejection — 9 of them by their blur radius ρ alone" in f[0].text
+    assert "wrong nodes" not in f[0].text
+
+
 def test_a_scale_that_rests_on_a_data_chosen_exit_pupil_is_flagged():
     """F's regression on e (ρ·σ_F/σ_e) times the exit pupil's systematic 10 mm: the Tessar render's
     numbers (6.5 %: not trustworthy), the double-Gauss's (2.0 %: a warning); nothing when the user

@@ -731,6 +731,16 @@ def _beyond_field(features: Any, field: Mapping[str, Any] | None) -> dict[int, i
     return out
 
 
+def _rejected_by_blur_alone(features: Any) -> dict[int, int]:
+    """Rejected features per frame whose reason is their ρ alone (``reason`` "rho"): a cluster
+    linked to the wrong node is off in (u, v) by the node spacing's image, so these are not that."""
+    out: dict[int, int] = {}
+    for f in features or []:
+        if isinstance(f, dict) and f.get("reason") == "rho" and f.get("frame") is not None:
+            out[int(f["frame"])] = out.get(int(f["frame"]), 0) + 1
+    return out
+
+
 def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | None,
                         model_field: Mapping[str, Any] | None = None) -> tuple[list[Finding], list[list[str]], list[list[str]]]:
     """RMSE rows (kept observations), rejection rows and findings of an evaluation ``report.json``
@@ -757,15 +767,22 @@ def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | No
             out.append(Finding(st, "info", f"{what}: the rule at the final optimum rejects {c.get('bap')} features, "
                                            f"calibration (at its robust stage) rejected {cal.get('bap')}"))
         beyond = _beyond_field(r.get("features"), model_field)
+        by_blur = _rejected_by_blur_alone(r.get("features"))
         for f, n in (r.get("per_frame") or {}).items():
             pf = (section.get("per_frame") or {}).get(str(f))
             if not isinstance(pf, dict):
                 continue
             total = int(pf.get("n_bap") or 0) + int(n)
             if total and n / total > FRAME_REJECTED_FRACTION:
-                out_of_field = beyond.get(int(f), 0)
-                why = (f"{out_of_field} of them beyond the model's field, where the lens's aberrations are not in the model"
-                       if out_of_field > n / 2 else "probably linked to the wrong nodes")
+                out_of_field, blur = beyond.get(int(f), 0), by_blur.get(int(f), 0)
+                if out_of_field > n / 2:
+                    why = f"{out_of_field} of them beyond the model's field, where the lens's aberrations are not in the model"
+                elif blur > n / 2:
+                    why = (f"{blur} of them by their blur radius ρ alone, their (u, v) fitting: not a wrong link, the blur "
+                           "model does not hold for this frame (a board near the plane conjugate to the MLA, where a real "
+                           "lens's blur departs most from it)")
+                else:
+                    why = "probably linked to the wrong nodes"
                 out.append(Finding(st, "warning", f"{what}: frame {f} lost {n} of {total} features to rejection — {why}"))
 
     rm = doc.get("rmse") if isinstance(doc.get("rmse"), dict) else None
