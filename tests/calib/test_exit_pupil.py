@@ -17,6 +17,7 @@ import pytest
 
 from plenocal.calib.calibrate import CalibrationOptions, calibrate
 from plenocal.calib.priors import Prior
+from plenocal.calib.pupil_systematic import whites_pupil_range
 from plenocal.calib.synthetic import NoiseLevels, perturbed_camera, synthetic_observations
 from plenocal.model.camera import MainLens
 from plenocal.model.observations import POSITIONS_TEMPLATE_FIT
@@ -168,8 +169,14 @@ def test_a_pupil_the_images_cannot_place_is_probed(offset_pupil, r12a_board, mon
         return res
 
     monkeypatch.setattr(C, "_calibrate", stubborn)
-    res = calibrate(noisy, start, r12a_board, options=CalibrationOptions(frame_resampling=False))
+    ml = truth.main_lens  # the whites' slope of the true camera: m = ∓d·(F − e)/(2(D − e))
+    m_true = truth.configuration.radius_sign * truth.d_mm * (ml.focal_length_mm - ml.exit_pupil_mm) / (2.0 * (truth.D_mm - ml.exit_pupil_mm))
+    res = calibrate(noisy, start, r12a_board, options=CalibrationOptions(frame_resampling=False, white_radius_slope_mm=m_true))
     sel = res.model_selection
+    # the whites measured the true pupil, 9.35 mm behind H′: they favour the probe's, not e = 0
+    ws = sel["exit_pupil"]["white_slope"]
+    assert ws["exit_pupil_mm"] == C.EXIT_PUPIL_PROBE_MM and abs(ws["with"]) < abs(ws["without"])
+    assert whites_pupil_range(sel["exit_pupil"]) is None
     assert not sel["exit_pupil"]["kept"] and "do not determine it" in sel["exit_pupil"]["reason"]
     assert not sel["depth_distortion"]["kept"] and sel["depth_distortion"]["wald"] < sel["depth_distortion"]["threshold"]
     probe = sel["exit_pupil"]["scale_probe"]

@@ -52,6 +52,26 @@ def test_a_pupil_left_out_gives_the_probe_within_the_whites_range():
     assert exit_pupil_systematic({"model_selection": {"exit_pupil": pupil}}) is None
 
 
+def test_the_whites_judge_the_probes_pupil_too():
+    """When the images could not place e at all (the camera with it free did not converge), the
+    whites judge the probe's pupil 10 mm behind H′ against e = 0: when they favour e = 0 by more
+    than their margin, F's systematic is the probe's change within their range of e; when they
+    favour the probe's pupil (the telephoto render: e truly 13.2 mm, its e = 0 camera +4.5 % from
+    the whites' slope) the probe's whole change stays."""
+    probe = {"exit_pupil_mm": 10.0, "F_change_percent": -3.22, "D_change_percent": -3.24, "converged": True}
+    thin = {"kept": False, "reason": "the camera with the exit pupil free did not converge: these images do not determine it",
+            "scale_probe": probe, "white_slope": {"with": -0.031, "without": 0.002, "margin": 0.01, "exit_pupil_mm": 10.0}}
+    assert whites_pupil_range(thin) == pytest.approx(0.01 / (0.033 / 10.0))
+    s = exit_pupil_systematic({"model_selection": {"exit_pupil": thin}})
+    assert s is not None and s.kind == "whites" and s.relative["F_mm"] == pytest.approx(0.0322 * 0.01 / 0.033)
+    tele = {**thin, "white_slope": {"with": 0.011, "without": 0.0452, "margin": 0.01, "exit_pupil_mm": 10.0}}
+    assert whites_pupil_range(tele) is None
+    s = exit_pupil_systematic({"model_selection": {"exit_pupil": tele}})
+    assert s is not None and s.kind == "probe" and s.relative["F_mm"] == pytest.approx(0.0322)
+    near = {**thin, "white_slope": {"with": -0.0199, "without": 0.0132, "margin": 0.01, "exit_pupil_mm": 10.0}}
+    assert whites_pupil_range(near) is None  # the quick demo: e = 0 not favoured by more than the margin
+
+
 def test_the_report_shows_it_beside_the_data_sigma():
     from plenocal.viz.verdict import headline, intrinsic_rows, parameter_sigmas
 

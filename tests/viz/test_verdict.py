@@ -416,3 +416,10 @@ def test_a_pupil_the_white_images_left_out_is_judged_within_their_range():
     del pupil["white_slope"]
     (f,) = exit_pupil_scale_findings({"model_selection": {"exit_pupil": pupil}})
     assert f.level == "error" and "these images cannot place" in f.text
+    # the images could not place e at all; the whites judged the probe's pupil instead of theirs
+    pupil = {"kept": False, "reason": "the camera with the exit pupil free did not converge",
+             "white_slope": {"with": -0.021, "without": 0.002, "margin": 0.01, "exit_pupil_mm": 10.0},
+             "scale_probe": {"exit_pupil_mm": 10.0, "F_change_percent": -3.22, "converged": True}}
+    (f,) = exit_pupil_scale_findings({"model_selection": {"exit_pupil": pupil}})
+    assert f.level == "warning" and "the camera with e = 10.0 mm was -2.1 % from it" in f.text and "±4.3 mm" in f.text
+    assert "F is known to about ±1.4 %" in f.text

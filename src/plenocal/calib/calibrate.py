@@ -721,6 +721,10 @@ def _choose_model(observations: Observations, initial: PlenopticCamera, board: C
         evidence["exit_pupil"] = evidence["exit_pupil"] | {"scale_probe": {
             "exit_pupil_mm": EXIT_PUPIL_PROBE_MM, "F_mm": F1, "D_mm": D1, "converged": probe.converged,
             "F_change_percent": 100.0 * (F1 / F0 - 1.0), "D_change_percent": 100.0 * (D1 / D0 - 1.0)}}
+        if probe.converged and opt.white_radius_slope_mm:
+            # what the whites say of the probe's pupil (pupil_systematic.whites_pupil_range)
+            evidence["exit_pupil"]["white_slope"] = white_slope_record(
+                probe, chosen, white_slope_mm=opt.white_radius_slope_mm) | {"exit_pupil_mm": EXIT_PUPIL_PROBE_MM}
     chosen.model_selection = evidence
     chosen.timings_s["model_selection"] = extra_s
     chosen.timings_s["total"] += extra_s
@@ -745,16 +749,25 @@ def whites_judge_the_pupil(pupil: dict[str, object], with_e: CalibrationResult, 
     (:data:`WHITE_SLOPE_PUPIL_MARGIN`): ``white_slope`` {``with``, ``without``: the relative
     distance of each camera's radius-law slope from the whites'}, and ``kept`` False when the camera
     with e is the further by more than ``margin``."""
-    from plenocal.calib.plausibility import radius_slope
-
-    rel_with = radius_slope(with_e.layout, with_e.x)[0] / white_slope_mm - 1.0
-    rel_without = radius_slope(without_e.layout, without_e.x)[0] / white_slope_mm - 1.0
-    out = pupil | {"white_slope": {"with": float(rel_with), "without": float(rel_without), "margin": margin}}
+    ws = white_slope_record(with_e, without_e, white_slope_mm=white_slope_mm, margin=margin)
+    rel_with, rel_without = ws["with"], ws["without"]
+    out = pupil | {"white_slope": ws}
     if abs(rel_with) > abs(rel_without) + margin:
         out |= {"kept": False, "reason": f"{pupil.get('reason', 'kept')}, but the white images' radius-law slope is "
                                          f"{100 * rel_with:+.1f} % from the camera with it and {100 * rel_without:+.1f} % "
                                          "without: the checkerboards took something else for a pupil"}
     return out
+
+
+def white_slope_record(with_e: CalibrationResult, without_e: CalibrationResult, *, white_slope_mm: float,
+                       margin: float = WHITE_SLOPE_PUPIL_MARGIN) -> dict[str, float]:
+    """{``with``, ``without``: the relative distance of the radius-law slope of the camera with an
+    exit pupil off its principal plane and of the one without from the white images' slope,
+    ``margin``}."""
+    from plenocal.calib.plausibility import radius_slope
+
+    return {"with": float(radius_slope(with_e.layout, with_e.x)[0] / white_slope_mm - 1.0),
+            "without": float(radius_slope(without_e.layout, without_e.x)[0] / white_slope_mm - 1.0), "margin": float(margin)}
 
 
 def prior_terms(options: CalibrationOptions) -> set[str]:

@@ -9,8 +9,8 @@ or not at all. Three cases, from a calibration ``report.json`` (its ``model_sele
   the calibration's covariance (ρ_qe·σ_q/σ_e mm per mm of e) times :data:`EXIT_PUPIL_SYSTEMATIC_MM`;
 - **e left out of a lens the data show not to be thin**, where calibration moved e to
   :data:`plenocal.calib.calibrate.EXIT_PUPIL_PROBE_MM` behind H′ to see (``scale_probe``): F's and
-  D's changes there, scaled to the range of e the white images allow when they left it out
-  (:func:`whites_pupil_range`);
+  D's changes there, scaled to the range of e the white images allow when they favour e = 0 over
+  the pupil the images chose or the probe's (:func:`whites_pupil_range`);
 - otherwise (a thin lens, e given by the user): none.
 
 The verdict words it (:func:`plenocal.viz.verdict.exit_pupil_scale_findings`); the calibration
@@ -51,20 +51,34 @@ def _finite(x: Any) -> bool:
         return False
 
 
+def whites_pupil_exit_mm(pupil: Any) -> float | None:
+    """The exit pupil of the camera the white images judged against e = 0 (calibration's
+    ``white_slope``): the one the images chose (``values``), or the scale probe's (``white_slope``'s
+    own ``exit_pupil_mm``)."""
+    ws = pupil.get("white_slope") if isinstance(pupil, Mapping) else None
+    if not isinstance(ws, Mapping):
+        return None
+    values = pupil.get("values") if isinstance(pupil.get("values"), Mapping) else {}
+    e = ws.get("exit_pupil_mm", values.get("exit_pupil_mm"))
+    return float(e) if e is not None and _finite(e) else None
+
+
 def whites_pupil_range(pupil: Any) -> float | None:
     """How far from e = 0 the white images' radius-law slope lets the exit pupil be (mm), when they
-    left it out (calibration's ``white_slope``, :data:`plenocal.calib.calibrate.WHITE_SLOPE_PUPIL_MARGIN`):
-    the margin over the slope's change per mm of e between the two cameras; else None."""
+    favour e = 0 by more than their margin (calibration's ``white_slope``,
+    :data:`plenocal.calib.calibrate.WHITE_SLOPE_PUPIL_MARGIN`) over a pupil the images chose or the
+    scale probe put 10 mm behind H′: the margin over the slope's change per mm of e between the two
+    cameras; else None (the whites do not support e = 0: the telephoto render's, e 13.2 mm)."""
     if not isinstance(pupil, Mapping) or pupil.get("kept"):
         return None
-    ws, values = pupil.get("white_slope"), pupil.get("values")
-    if not isinstance(ws, Mapping) or not isinstance(values, Mapping):
+    ws, e = pupil.get("white_slope"), whites_pupil_exit_mm(pupil)
+    if not isinstance(ws, Mapping) or e is None:
         return None
-    nums = [values.get("exit_pupil_mm"), ws.get("with"), ws.get("without"), ws.get("margin")]
+    nums = [ws.get("with"), ws.get("without"), ws.get("margin")]
     if not all(_finite(x) for x in nums):
         return None
-    e, w, wo, margin = (float(x) for x in nums)
-    if e == 0.0 or w == wo:
+    w, wo, margin = (float(x) for x in nums)
+    if e == 0.0 or not abs(w) > abs(wo) + margin:
         return None
     return margin / (abs(w - wo) / abs(e))
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plenocal.calib.plausibility import MIN_CALIBRATION_FRAMES, RADIUS_SLOPE_TOLERANCE
-from plenocal.calib.pupil_systematic import EXIT_PUPIL_SYSTEMATIC_MM, exit_pupil_systematic
+from plenocal.calib.pupil_systematic import EXIT_PUPIL_SYSTEMATIC_MM, exit_pupil_systematic, whites_pupil_exit_mm
 
 LEVELS = ("info", "warning", "error")
 
@@ -553,7 +553,7 @@ def exit_pupil_scale_findings(doc: Mapping[str, Any]) -> list[Finding]:
         ws = pupil["white_slope"]
         return _scale_finding(shift, f"the scale rests on the exit pupil lying in the main lens's principal plane (e = 0), "
                                      f"where the white images' radius-law slope puts it (the camera with e = "
-                                     f"{float(pupil['values']['exit_pupil_mm']):.1f} mm was {100 * float(ws['with']):+.1f} % "
+                                     f"{whites_pupil_exit_mm(pupil):.1f} mm was {100 * float(ws['with']):+.1f} % "
                                      f"from it, without {100 * float(ws['without']):+.1f} %), within about "
                                      f"±{sysm.whites_range_mm:.1f} mm: with it {probe.get('exit_pupil_mm'):g} mm behind H′ "
                                      f"F comes out {float(probe['F_change_percent']):+.1f} %, so F is known to about "
