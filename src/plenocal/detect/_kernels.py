@@ -116,7 +116,7 @@ def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles
         cu = int(round(centres[i, 0]))
         cv = int(round(centres[i, 1]))
         r = int(math.ceil(radii[i])) + 1
-        P = 0
+        P = np.int64(0)  # np.int64, np.bool_: not literals, so _xj_eval compiles once, not six times
         for y in range(cv - r, cv + r + 1):
             for x in range(cu - r, cu + r + 1):
                 if x < 0 or x >= W or y < 0 or y >= H:
@@ -170,7 +170,7 @@ def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles
         resn = np.empty(P)
         # The table's erf while the corner moves by more than TABLE_STEP_PX, then the exact one: the
         # LM's accept test compares costs, which a piecewise-linear erf blurs near the optimum.
-        exact = False
+        exact = np.bool_(False)
         cost = _xj_eval(p, X, Y, I, Wt, P, J, res, exact)
         lam = 1e-2
         converged = False
@@ -213,7 +213,7 @@ def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles
                 lam *= 0.3
                 small = max(abs(step[0]), abs(step[1]))
                 if not exact and small < _XJ_TABLE_STEP_PX:
-                    exact = True
+                    exact = np.bool_(True)
                     cost = _xj_eval(p, X, Y, I, Wt, P, J, res, exact)
                 elif exact and small < step_tolerance:
                     converged = True
@@ -221,7 +221,7 @@ def xjunction_fit_kernel(image, weight, centres, radii, init_corner, init_angles
                 if math.hypot(p[0] - centres[i, 0], p[1] - centres[i, 1]) > radii[i] + 1.0:
                     break  # the corner left the micro-image: no corner here (not converged)
             elif not exact:
-                exact = True  # no progress on the table: go on with the exact erf
+                exact = np.bool_(True)  # no progress on the table: go on with the exact erf
                 cost = _xj_eval(p, X, Y, I, Wt, P, J, res, exact)
             else:
                 lam *= 10.0
@@ -796,9 +796,11 @@ def devignette_boxes_stored_kernel(out, raw, white, threshold, raw_scale, white_
 @nb.njit(cache=True)
 def pair_virtual_depth_medians(uv, mic, order, starts, counts, lambda_, min_baseline):  # pragma: no cover - compiled
     """Per cluster g (observations ``order[starts[g] : starts[g] + counts[g]]``): the upper median
-    (element n // 2 of the sorted estimates, by partition) of υ = b / (b − d) over its pairs of observations
+    (element n // 2 of the sorted estimates) of υ = b / (b − d) over its pairs of observations
     whose baseline b = λ·|c_i − c_j| (``mic``) exceeds ``min_baseline``, d = |uv_i − uv_j| the
-    disparity (eq:virtdepth); NaN without such a pair. NaNs sort last, as in numpy."""
+    disparity (eq:virtdepth); NaN without such a pair. NaNs sort last, as in numpy. (Sorted, not
+    partitioned: the same element, and numba's ``np.partition`` took 10 of this kernel's 12.5 s of
+    compilation on a fresh install, for a few hundred pairs a cluster.)"""
     out = np.full(starts.shape[0], np.nan)
     for g in range(starts.shape[0]):
         n = counts[g]
@@ -815,7 +817,7 @@ def pair_virtual_depth_medians(uv, mic, order, starts, counts, lambda_, min_base
                     buf[m] = base / (base - disp)
                     m += 1
         if m:
-            out[g] = np.partition(buf[:m], m // 2)[m // 2]
+            out[g] = np.sort(buf[:m])[m // 2]
     return out
 
 
