@@ -541,7 +541,7 @@ def _linking_records(done: _FramesDetected, linked: BapFeatures, *, board: Any, 
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
             "n_clusters": int(r.n_clusters) if r else 0,
             "linked_features": int((rows & keep).sum()),
-            "single_views": single_views(linked.select(rows & keep), typed=bool(camera.n_types)),
+            "single_views": single_views(linked.has_rho[rows & keep], typed=bool(camera.n_types)),
             "unlinked_features": int((rows & ~keep).sum()),
         }
         if r is None or (not r.ok and r.n_clusters < LINK_MIN_CLUSTERS):
@@ -768,8 +768,7 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
     pose, how = (inp.poses[frame], "calibrated camera and pose") if frame in inp.poses else (None, "")
     if linked_ok and pose is None:  # an evaluation or translation frame: its pose from its own features
         pose, how = frame_pose(inp.calibrated, known, board, frame), "calibrated camera, pose from its linked features"
-    devignetted = functools.partial(_devignetted, inp.dataset, inp.entries[frame], lambda: white.stored, lambda: white.micro,
-                                    lambda: white.levels)
+    devignetted = functools.partial(_devignetted, inp.dataset, inp.entries[frame], white)
     record: dict[str, Any]
     if linked_ok and pose is not None:
         added, record = complete_frame_nodes(frame, pose, known, camera=inp.calibrated, board=board, micro=white.micro,
@@ -879,10 +878,11 @@ def _raw_image(dataset: Dataset, entry: Any) -> tuple[np.ndarray, float]:
     return dataset.read_image(entry), 1.0
 
 
-def single_views(features: BapFeatures, *, typed: bool) -> int:
-    """How many of ``features`` are single views (a node seen in one micro-image: (u, v), no ρ); a
-    camera without micro-lens types (``typed`` False) has no ρ at all, so none of its features is."""
-    return int(np.count_nonzero(~features.has_rho)) if typed else 0
+def single_views(has_rho: NDArray[np.bool_], *, typed: bool) -> int:
+    """How many of the features whose ``has_rho`` is given are single views (a node seen in one
+    micro-image: (u, v), no ρ); a camera without micro-lens types (``typed`` False) has no ρ at all,
+    so none of its features is."""
+    return int(np.count_nonzero(~has_rho)) if typed else 0
 
 
 def _count_second_pass(rec: dict[str, Any], added: BapFeatures, *, refused: bool, typed: bool) -> None:
@@ -891,17 +891,17 @@ def _count_second_pass(rec: dict[str, Any], added: BapFeatures, *, refused: bool
     lists the frames left out from it."""
     link = rec.setdefault("linking", {})
     link["linked_features"] = int(link.get("linked_features", 0)) + len(added)
-    link["single_views"] = int(link.get("single_views", 0)) + single_views(added, typed=typed)
+    link["single_views"] = int(link.get("single_views", 0)) + single_views(added.has_rho, typed=typed)
     if refused:
         link["first_pass_reason"] = link.get("reason", "")
         link.update(ok=True, reason="", note=f"linked in the second pass (calibrated camera): {rec['second_pass'].get('action', '')}")
 
 
-def _devignetted(dataset: Dataset, entry: Any, stored: Callable[[], Any], micro: Callable[[], Any], levels: Callable[[], Any],
-                 index: np.ndarray) -> np.ndarray:
+def _devignetted(dataset: Dataset, entry: Any, white: _WhiteOnDemand, index: np.ndarray) -> np.ndarray:
     """A frame devignetted in the micro-images ``index`` only (the second pass's fits read no others)."""
     raw, scale = _raw_image(dataset, entry)
-    return devignette_micro_images(raw, stored()[0], micro(), index, scale=scale, white_scale=stored()[1], threshold=levels()[0])
+    stored, white_scale = white.stored
+    return devignette_micro_images(raw, stored, white.micro, index, scale=scale, white_scale=white_scale, threshold=white.levels[0])
 
 
 def _lone_links(links: Any, where: Path, frame: int, n_nodes: int) -> np.ndarray:
