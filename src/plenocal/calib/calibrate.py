@@ -42,13 +42,13 @@ import numpy as np
 from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
-from plenocal._distributions import chi2_isf, chi2_ppf
+from plenocal._distributions import chi2_isf
 from plenocal.calib.extrinsics import ExtrinsicsInit, initial_extrinsics, plenoptic_poses
 from plenocal.calib.parameters import OPTIONAL_GROUPS, ParameterLayout, derived_values
 from plenocal.calib.priors import IMAGE_SYSTEMATIC, Prior, PriorTerms, check_priors, exit_pupil_prior, quantity
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import MeasuredPupilRadii, Residuals
-from plenocal.calib.robust import GroupRejection, reject_groups, robust_sigma
+from plenocal.calib.robust import GroupRejection, chi2_thresholds, reject_groups, robust_sigma
 from plenocal.calib.solver import SolverReport, covariance, levenberg_marquardt
 from plenocal.errors import DataError
 from plenocal.model.camera import MicroLensArray, PlenopticCamera, RhoForm
@@ -1201,9 +1201,7 @@ def _robust_stage(res: Residuals, x: FloatArray, *, opt: CalibrationOptions,
     from plenocal.calib.solver import Units
 
     s = Units(res, sig).norms(r)
-    thr = {"uv": float(np.sqrt(chi2_ppf(1 - opt.reject_probability, 2))),
-           "rho": float(np.sqrt(chi2_ppf(1 - opt.reject_probability, 1))),
-           "mic": float(np.sqrt(chi2_ppf(1 - opt.reject_probability, 2)))}
+    thr = chi2_thresholds(opt.reject_probability)
     bad_uv = s["uv"] > thr["uv"]
     bad_rho = s["rho"] > thr["rho"] if "rho" in s else np.zeros_like(bad_uv)
     bad_bap = bad_uv | bad_rho

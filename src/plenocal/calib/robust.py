@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from plenocal._distributions import beta_cdf, chi2_isf, chi2_sf
+from plenocal._distributions import beta_cdf, chi2_isf, chi2_ppf, chi2_sf
 
 FloatArray = NDArray[np.float64]
 
@@ -75,6 +75,14 @@ def lower_median(values: FloatArray, group: NDArray[np.integer], n_groups: int) 
     pos = start[has] + (count[has] + 1) // 2 - 1
     out[has] = values[order][pos]
     return out, count
+
+
+def chi2_thresholds(probability: float) -> dict[str, float]:
+    """Thresholds on the normalised residual norm ‖e‖/σ̂ per term (uv, rho, mic) that one inlier
+    exceeds with ``probability``: √χ²₂(1 − p), √χ²₁(1 − p), √χ²₂(1 − p). Calibration's rejection
+    rule, which evaluation re-applies (:func:`plenocal.evaluate.outliers.chi2_thresholds`)."""
+    two = float(np.sqrt(chi2_ppf(1.0 - probability, 2)))
+    return {"uv": two, "rho": float(np.sqrt(chi2_ppf(1.0 - probability, 1))), "mic": two}
 
 
 def gross_threshold(probability: float, *, dof: int = 2) -> float:

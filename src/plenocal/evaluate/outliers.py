@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from plenocal._distributions import MAD_TO_SIGMA, chi2_ppf, robust_scale
+from plenocal._distributions import MAD_TO_SIGMA, robust_scale
 from plenocal.calib.calibrate import CalibrationOptions
+from plenocal.calib.robust import chi2_thresholds as calibration_thresholds
 
 if TYPE_CHECKING:
     from plenocal.evaluate.metrics import Residuals
@@ -49,15 +50,15 @@ RULE = ("calibration's χ² rule: σ̂_t = 1.4826·median|e| per term (u, v pool
 
 
 def chi2_thresholds(probability: float) -> dict[str, float]:
-    """Thresholds on the normalised residual norm ‖e‖/σ̂ per term for a rejection probability p.
+    """Thresholds on the normalised residual norm ‖e‖/σ̂ per term for a rejection probability p
+    (calibration's, :func:`plenocal.calib.robust.chi2_thresholds`), p checked.
 
     >>> {k: round(v, 3) for k, v in chi2_thresholds(1e-4).items()}
     {'uv': 4.292, 'rho': 3.891, 'mic': 4.292}
     """
     if not 0.0 < probability < 1.0:
         raise ValueError(f"reject probability must be in (0, 1), got {probability}")
-    two = float(np.sqrt(chi2_ppf(1.0 - probability, 2)))
-    return {"uv": two, "rho": float(np.sqrt(chi2_ppf(1.0 - probability, 1))), "mic": two}
+    return calibration_thresholds(probability)
 
 
 SIGMA_FLOOR_PX = 1e-6
