@@ -157,9 +157,7 @@ def code_digest() -> str:
     root = Path(plenocal.__file__).resolve().parent
     h = hashlib.sha256()
     for p in sorted(q for q in root.rglob("*") if q.is_file() and "__pycache__" not in q.parts and q.suffix != ".pyc"):
-        data = p.read_bytes()
-        h.update(f"{p.relative_to(root).as_posix()}:{len(data)}:".encode())
-        h.update(data)
+        h.update(f"{p.relative_to(root).as_posix()}:{content_digest(p)};".encode())
     for name in FINGERPRINTED_DEPENDENCIES:
         try:
             h.update(f"{name}=={importlib.metadata.version(name)};".encode())

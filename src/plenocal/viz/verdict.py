@@ -325,6 +325,8 @@ def numbers_as_ranges(texts: Sequence[str]) -> str:
         out.append(lo if float(lo) == float(hi) else f"{lo}–{hi}")
         out.append(tail)
     return "".join(out)
+
+
 DETECTION_REJECTIONS = {
     "rejected_not_converged": ("micro-image corners", "corner fit did not converge"),
     "rejected_border": ("micro-image corners", "too close to the micro-image border"),
