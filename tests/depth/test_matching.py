@@ -468,3 +468,33 @@ def test_smoothed_centroid_tables_keep_a_linear_field():
     np.testing.assert_allclose(out[0], np.broadcast_to(0.3 * r, (3, n)), atol=1e-9)
     assert np.all(np.abs(out[1, :, 0]) < 1e-9) and np.all(out[1, :, 1:8] < 2.0)
     np.testing.assert_allclose(out[1, :, -20:], 2.0, rtol=0.03)
+
+
+@pytest.mark.parametrize("shape", [(61, 83), (40, 7), (64, 96)])
+def test_blur_stack_is_the_image_and_its_mask_blurred_apart(shape):
+    """The image and its mask of lit pixels, blurred as the two channels of one image, give the
+    numbers of two separate blurs (each level's ratio where the blurred mask is above its floor, 0
+    elsewhere; the unblurred level the masked image on lit pixels): within a float32 rounding or
+    two (OpenCV's vector code sums a row's last, partial vector otherwise; here, on rows a whole
+    number of AVX2 vectors long, such as 4080 px, the same bytes)."""
+    import cv2
+
+    from plenocal.depth.matching import MIN_BLURRED_MASK, blur_stack
+
+    rng = np.random.default_rng(4)
+    image = rng.random(shape)
+    weight = np.where(rng.random(shape) < 0.3, 0.0, rng.random(shape))
+    variances = (0.0, 0.5, 1.25, 2.0, 4.5, 9.0, 16.0)  # more than one pass of levels
+    stack = blur_stack(image, weight, variances=variances)
+    img = image.astype(np.float32)
+    mask = (weight > 0).astype(np.float32)
+    for g, var in enumerate(variances):
+        if var == 0.0:
+            expected = np.where(mask > 0.5, img * mask, np.float32(0.0))
+        else:
+            num = cv2.GaussianBlur(img * mask, (0, 0), float(np.sqrt(var)), borderType=cv2.BORDER_REPLICATE)
+            den = cv2.GaussianBlur(mask, (0, 0), float(np.sqrt(var)), borderType=cv2.BORDER_REPLICATE)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                expected = np.where(den > np.float32(MIN_BLURRED_MASK), num / den, np.float32(0.0))
+        assert stack[..., g].dtype == np.float32
+        np.testing.assert_allclose(stack[..., g], expected, rtol=1e-6, atol=1e-7, err_msg=str(var))

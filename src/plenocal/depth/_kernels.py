@@ -595,18 +595,18 @@ def _costs_at(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, P, Q, k
 
 
 @nb.njit(parallel=True, cache=True)
-def normalised_levels_kernel(nums, dens, min_dens, out, k0):  # pragma: no cover - compiled
-    """``out[y, x, k0 + g]`` = nums[g]/dens[g] where dens[g] > ``min_dens[g]``, else 0, for the G
-    levels of the tuples ``nums``, ``dens`` of (H, W) images: G consecutive levels of the
-    (H, W, L) blur stack, written in place in one pass (each pass moves all of the stack through
-    the cache)."""
-    G = len(nums)
-    H, W = nums[0].shape
+def normalised_levels_kernel(blurred, min_dens, out, k0):  # pragma: no cover - compiled
+    """``out[y, x, k0 + g]`` = blurred[g][y, x, 0] / blurred[g][y, x, 1] where the latter is above
+    ``min_dens[g]``, else 0, for the G levels of the tuple ``blurred`` of (H, W, 2) images (the
+    blurred masked image and the blurred mask): G consecutive levels of the (H, W, L) blur stack,
+    written in place in one pass (each pass moves all of the stack through the cache)."""
+    G = len(blurred)
+    H, W = blurred[0].shape[:2]
     for y in nb.prange(H):
         for x in range(W):
             for g in range(G):
-                d = dens[g][y, x]
-                out[y, x, k0 + g] = nums[g][y, x] / d if d > min_dens[g] else np.float32(0.0)
+                d = blurred[g][y, x, 1]
+                out[y, x, k0 + g] = blurred[g][y, x, 0] / d if d > min_dens[g] else np.float32(0.0)
 
 
 @nb.njit(parallel=True, cache=True)

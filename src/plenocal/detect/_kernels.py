@@ -735,24 +735,6 @@ def devignette_kernel(raw, white, threshold, bright):  # pragma: no cover - comp
     return out, weight
 
 
-@nb.njit(parallel=True, cache=True)
-def white_weight_kernel(white, threshold, bright, scale):  # pragma: no cover - compiled
-    """:func:`devignette_kernel`'s weight alone (the same numbers), without the divided image, of
-    the white divided by ``scale`` first (its stored integers and 2^bits − 1; 1 for a grey white:
-    x / 1 is x, and the weight is computed in float64 either way)."""
-    H, W = white.shape
-    weight = np.empty((H, W))
-    inv_bright = 1.0 / bright
-    for y in nb.prange(H):
-        for x in range(W):
-            w = float(white[y, x]) / scale
-            if w >= threshold and w > 0.0:
-                weight[y, x] = min(w * inv_bright, 1.0)
-            else:
-                weight[y, x] = 0.0
-    return weight
-
-
 @nb.njit(cache=True)
 def devignette_boxes_kernel(out, raw, white, threshold, origins, half):  # pragma: no cover - compiled
     """:func:`devignette_kernel`'s divided image written into ``out`` (H, W) on the square boxes
