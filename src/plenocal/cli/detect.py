@@ -702,14 +702,14 @@ class _WhiteOnDemand:
     """The white, its pupil shapes and micro-images, set up once, when a frame first needs them (a
     set whose frames the first pass linked fully needs none: PRISM r12-b, 0.39 s of nothing)."""
 
-    def __init__(self, inp: _SecondPassInputs) -> None:
+    def __init__(self, inp: _SecondPassInputs, images: _ImagesAhead) -> None:
         self.inp = inp
+        self.images = images
 
     @functools.cached_property
     def stored(self) -> tuple[np.ndarray, float]:
         """A grey white's integers and their scale, converted where used, not whole."""
-        m = self.inp.dataset.manifest
-        return _raw_image(self.inp.dataset, m.with_role(ImageRole.DEVIGNETTING)[0])
+        return self.images.image("stored", white_entry(self.inp.dataset))
 
     @functools.cached_property
     def white(self) -> np.ndarray:
@@ -744,19 +744,86 @@ class _WhiteOnDemand:
                             pupil=self.pupil)
 
 
+def _kept_as_linked(rec: dict[str, Any]) -> str | None:
+    """Why the second pass keeps the first pass's frame ``rec`` as it was linked, without reading its
+    image: fully linked, or every view its pose predicted fitted (the calibrated camera predicts the
+    same nodes); None when the frame is worked on again."""
+    first = rec.get("predicted_nodes") or {}
+    if not (rec.get("linking") or {}).get("ok"):
+        return None
+    if first.get("action") == "complete":
+        return "kept (fully linked in the first pass)"
+    if (first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0))
+            and not first.get("single_views_refused")):
+        return "kept (every view its pose predicted was fitted in the first pass)"
+    return None
+
+
+def _image_read(rec: dict[str, Any], inp: _SecondPassInputs) -> str | None:
+    """Which form of its image the second pass reads for the first pass's frame ``rec``
+    (:class:`_ImagesAhead`): ``"stored"`` (:func:`_raw_image`, completed where its nodes are
+    predicted), ``"grey"`` (detected again), None (kept as it was: no image)."""
+    if _kept_as_linked(rec) is not None or int(rec["frame"]) not in inp.entries:
+        return None
+    linking = rec.get("linking") or {}
+    if linking.get("ok") or (rec.get("predicted_nodes") or {}).get("lone_links"):
+        return "stored"
+    return "grey" if int(linking.get("n_clusters", 0)) >= MIN_CLUSTERS_TO_RELINK else None
+
+
+IMAGES_AHEAD = 2
+"""Images the second pass reads ahead, on as many threads (PNG decoding releases the GIL), while it
+fits the frame before: decoding a full-scale R12 frame takes ~0.15 s, most of a frame's work there."""
+
+
+class _ImagesAhead:
+    """The second pass's image reads, in the order it needs them (``plan``: (form, entry), form as
+    :func:`_image_read` says), :data:`IMAGES_AHEAD` in flight at a time on ``pool``. A read asked
+    for and not planned next (a frame that ended up reading nothing skips its planned read) is
+    done then; the last image taken is kept for a second request."""
+
+    def __init__(self, dataset: Dataset, plan: list[tuple[str, ImageEntry]], pool: ThreadPoolExecutor) -> None:
+        self.dataset = dataset
+        self.plan = list(plan)
+        self.pool = pool
+        self.pending: list[tuple[tuple[str, str], Any]] = []
+        self.last: tuple[tuple[str, str], Any] | None = None
+        self._fill()
+
+    def _read(self, form: str, entry: ImageEntry) -> Any:
+        return _raw_image(self.dataset, entry) if form == "stored" else self.dataset.read_image(entry)
+
+    def _fill(self) -> None:
+        while self.plan and len(self.pending) < IMAGES_AHEAD:
+            form, entry = self.plan.pop(0)
+            self.pending.append(((form, entry.path), self.pool.submit(self._read, form, entry)))
+
+    def image(self, form: str, entry: ImageEntry) -> Any:
+        key = (form, entry.path)
+        if self.last is not None and self.last[0] == key:
+            return self.last[1]
+        planned = [k for k, _ in self.pending] + [(f, e.path) for f, e in self.plan]
+        if key in planned:
+            while self.pending[0][0] != key:  # planned reads before it that nothing asked for
+                self.pending.pop(0)
+                self._fill()
+            value = self.pending.pop(0)[1].result()
+            self._fill()
+        else:
+            value = self._read(form, entry)
+        self.last = (key, value)
+        return value
+
+
 def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _WhiteOnDemand) -> BapFeatures | None:
     """What the second pass does with the first pass's frame ``rec`` (its detection.json record):
     the features it adds (None: the frame is kept as it was), its account in ``rec["second_pass"]``."""
     frame = int(rec["frame"])
     first = rec.get("predicted_nodes") or {}
     linked_ok = bool((rec.get("linking") or {}).get("ok"))
-    if linked_ok and first.get("action") == "complete":
-        rec["second_pass"] = {"action": "kept (fully linked in the first pass)"}
-        return None
-    if (linked_ok and first.get("action") == "predicted" and not (first.get("rejected_fit", 0) + first.get("rejected_far_from_prediction", 0))
-            and not first.get("single_views_refused")):
-        # Every view the first pass predicted was fitted: the calibrated camera predicts the same nodes.
-        rec["second_pass"] = {"action": "kept (every view its pose predicted was fitted in the first pass)"}
+    kept = _kept_as_linked(rec)
+    if kept is not None:
+        rec["second_pass"] = {"action": kept}
         return None
     if frame not in inp.entries:
         return None
@@ -768,7 +835,7 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
     pose, how = (inp.poses[frame], "calibrated camera and pose") if frame in inp.poses else (None, "")
     if linked_ok and pose is None:  # an evaluation or translation frame: its pose from its own features
         pose, how = frame_pose(inp.calibrated, known, board, frame), "calibrated camera, pose from its linked features"
-    devignetted = functools.partial(_devignetted, inp.dataset, inp.entries[frame], white)
+    devignetted = functools.partial(_devignetted, inp.entries[frame], white)
     record: dict[str, Any]
     if linked_ok and pose is not None:
         added, record = complete_frame_nodes(frame, pose, known, camera=inp.calibrated, board=board, micro=white.micro,
@@ -784,7 +851,9 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
                                         "no camera can link them)"}
         return None
     elif not linked_ok:
-        added, record = _relink_refused(inp.dataset, inp.entries[frame], white.white, pre=inp.pre, calibrated=inp.calibrated,
+        grey_white = white.white  # read first, as planned
+        added, record = _relink_refused(white.images.image("grey", inp.entries[frame]), inp.entries[frame], grey_white,
+                                        pre=inp.pre, calibrated=inp.calibrated,
                                         board=board, pupil_vignetting=inp.pupil_vignetting, fit_rendered=inp.fit_rendered,
                                         pupil=white.pupil)
     else:
@@ -810,20 +879,24 @@ def run_second_pass(args: argparse.Namespace) -> int:
     frames: 0 means calibration need not run again)."""
     t_all = time.perf_counter()
     inp = _second_pass_inputs(args)
-    white = _WhiteOnDemand(inp)
     doc, prev_obs = inp.doc, inp.observations
+    frames = doc.get("frames", [])
+    reads = [(form, inp.entries[int(rec["frame"])]) for rec in frames if (form := _image_read(rec, inp)) is not None]
     parts = [prev_obs.bap]
     n_added_frames = n_added_calibration = 0
-    for rec in doc.get("frames", []):
-        t0 = time.perf_counter()
-        added = _second_pass_frame(rec, inp, white)
-        if added is None:
-            continue
-        rec["second_pass"]["wall_time_s"] = time.perf_counter() - t0
-        if len(added):
-            parts.append(added)
-            n_added_frames += 1
-            n_added_calibration += len(added) if inp.entries[int(rec["frame"])].role is ImageRole.CALIBRATION else 0
+    with ThreadPoolExecutor(max_workers=IMAGES_AHEAD) as pool:
+        images = _ImagesAhead(inp.dataset, [("stored", white_entry(inp.dataset)), *reads] if reads else [], pool)
+        white = _WhiteOnDemand(inp, images)
+        for rec in frames:
+            t0 = time.perf_counter()
+            added = _second_pass_frame(rec, inp, white)
+            if added is None:
+                continue
+            rec["second_pass"]["wall_time_s"] = time.perf_counter() - t0
+            if len(added):
+                parts.append(added)
+                n_added_frames += 1
+                n_added_calibration += len(added) if inp.entries[int(rec["frame"])].role is ImageRole.CALIBRATION else 0
     bap = BapFeatures.concatenate(parts)
     n_added = len(bap) - len(prev_obs.bap)
     obs = Observations(bap, prev_obs.mic, prev_obs.positions)
@@ -867,6 +940,11 @@ def _pupil_ellipses_again(path: Path | None, n: int, measure: Callable[[], Any])
     return pupil
 
 
+def white_entry(dataset: Dataset) -> ImageEntry:
+    """The dataset's devignetting white (its first)."""
+    return dataset.manifest.with_role(ImageRole.DEVIGNETTING)[0]
+
+
 def _raw_image(dataset: Dataset, entry: Any) -> tuple[np.ndarray, float]:
     """An image and the scale that makes it grey in [0, 1]: a grey image's stored integers and
     2^bits − 1 (:func:`plenocal.io.images.read_raw_image`'s rule, ``stored / scale`` in float64,
@@ -897,9 +975,9 @@ def _count_second_pass(rec: dict[str, Any], added: BapFeatures, *, refused: bool
         link.update(ok=True, reason="", note=f"linked in the second pass (calibrated camera): {rec['second_pass'].get('action', '')}")
 
 
-def _devignetted(dataset: Dataset, entry: Any, white: _WhiteOnDemand, index: np.ndarray) -> np.ndarray:
+def _devignetted(entry: Any, white: _WhiteOnDemand, index: np.ndarray) -> np.ndarray:
     """A frame devignetted in the micro-images ``index`` only (the second pass's fits read no others)."""
-    raw, scale = _raw_image(dataset, entry)
+    raw, scale = white.images.image("stored", entry)
     stored, white_scale = white.stored
     return devignette_micro_images(raw, stored, white.micro, index, scale=scale, white_scale=white_scale, threshold=white.levels[0])
 
@@ -946,12 +1024,12 @@ def _repose_lone_lattice(frame: int, links: np.ndarray, *, calibrated: Any, boar
     return added, {**record, "action": f"its lone corners' lattice posed with the calibrated camera; {record['action']}"}
 
 
-def _relink_refused(dataset: Dataset, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,
+def _relink_refused(image: np.ndarray, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,
                     pupil_vignetting: bool, fit_rendered: bool, pupil: Any = None) -> tuple[BapFeatures, dict[str, Any]]:
-    """A frame the first pass refused: detected again, linked with the calibrated camera (its
-    barycentre pinhole; :func:`link_frame`, as the first pass links) and completed with its pose.
-    Returns the linked features and what happened."""
-    det = detect_frame(dataset.read_image(entry), white, grid=pre.camera.grid, omega=pre.internal_parameters,
+    """A frame the first pass refused (``image``: its grey image): detected again, linked with the
+    calibrated camera (its barycentre pinhole; :func:`link_frame`, as the first pass links) and
+    completed with its pose. Returns the linked features and what happened."""
+    det = detect_frame(image, white, grid=pre.camera.grid, omega=pre.internal_parameters,
                        layout=pre.camera.mla.types, frame=entry.frame, pupil_vignetting=pupil_vignetting,
                        fit_rendered=fit_rendered, keep_images=True, pupil=pupil)
     linked, r, few, record = link_frame(det, entry.frame, camera=calibrated, board=board, fit_rendered=fit_rendered,
