@@ -506,6 +506,22 @@ class VignettingRows:
         return cls(coef, d_ra, d_rb)
 
 
+def jacobian_block(rows: int, n_columns: int) -> FloatArray:
+    """An empty block for :func:`bap_jacobian`'s outputs side by side, (rows, n_columns + 6) plus
+    one spare leading column when ``n_columns`` is 0; :func:`block_views` splits it. The kernel is
+    compiled for one memory layout: the two outputs as strided views of one block, whichever
+    caller (a pose-only solve's 0 intrinsic columns would otherwise be an empty, contiguous view:
+    a second compilation of 5–7 s on a fresh install)."""
+    return np.empty((rows, (0 if n_columns else 1) + n_columns + 6))
+
+
+def block_views(block: FloatArray, n_columns: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(out_int, out_pose, both) of a :func:`jacobian_block` (or of its first rows): the views
+    :func:`bap_jacobian` writes, and the n_columns + 6 columns they make together."""
+    pad = 0 if n_columns else 1
+    return block[:, : pad + n_columns], block[:, pad + n_columns :], block[:, pad:]
+
+
 def _vignetted_bap_rows(
     cam: CameraState, vp: VirtualPointPartials, rows: BapRows, n_terms: int, columns: ColumnMap,
     pose_scale: FloatArray, vig: VignettingRows, out_int: FloatArray, out_pose: FloatArray, start: int, stop: int,
@@ -515,8 +531,7 @@ def _vignetted_bap_rows(
     ρ rows and the MIC rows of the rows' lenses, combined by ``vig.coef`` (module docstring)."""
     n = stop - start
     p = columns.kind_a.size
-    chief = np.empty((3 * n, p))
-    chief_pose = np.empty((3 * n, 6))
+    chief, chief_pose, _ = block_views(jacobian_block(3 * n, p), p)
     kernels.bap_jacobian_kernel(
         vp.points, vp.d_params, rows.point_of_row, rows.frame_index, rows.ax, rows.ay, rows.types, cam.R, cam.dR,
         cam.origin, cam.pitch, cam.S, cam.s, cam.aperture, cam.dA_dS, cam.dA_dD, cam.dA_de, cam.d_ref, cam.focal,

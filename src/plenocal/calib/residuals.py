@@ -39,6 +39,8 @@ from plenocal.calib.jacobian import (
     VignettingRows,
     VirtualPointPartials,
     bap_jacobian,
+    block_views,
+    jacobian_block,
     lens_offsets,
     mic_jacobian,
     radius_law_partials,
@@ -446,12 +448,16 @@ class Residuals:
         """
         st = self.analytic_state(x)
         N, M, nt = self.n_bap, self.n_mic, self.n_terms_bap
-        J = np.empty((self.n_rows, st.columns.kind_a.size))
+        p_i = st.columns.kind_a.size
+        J = np.empty((self.n_rows, p_i))
         J_pose = np.empty((nt, N, 6))
         if N:
             assert st.points is not None
-            bap_jacobian(st.camera, st.points, self.bap_rows, nt, st.columns, st.pose_scale, J[: nt * N],
-                         J_pose.reshape(nt * N, 6), vignetting=st.vignetting)
+            out_int, out_pose, _ = block_views(jacobian_block(nt * N, p_i), p_i)
+            bap_jacobian(st.camera, st.points, self.bap_rows, nt, st.columns, st.pose_scale, out_int, out_pose,
+                         vignetting=st.vignetting)
+            J[: nt * N] = out_int[:, :p_i]  # without the spare column of a pose-only block
+            J_pose[...] = out_pose.reshape(nt, N, 6)
         if M:
             mic_jacobian(st.camera, self.mic_offsets, st.columns, J[nt * N :])
         return self._unobserved_rows_zeroed(JacobianBlocks(J, J_pose, st.pose_free, st.mic_columns))

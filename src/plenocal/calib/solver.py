@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
-from plenocal.calib.jacobian import bap_jacobian, mic_jacobian
+from plenocal.calib.jacobian import bap_jacobian, block_views, jacobian_block, mic_jacobian
 from plenocal.calib.priors import PriorTerms
 from plenocal.calib.residuals import JacobianBlocks, Residuals
 from plenocal.errors import ModelError
@@ -263,15 +263,15 @@ def analytic_normal_equations(
     starts = residuals.frame_start
     if N:
         assert st.points is not None
-        buf = np.empty((nt * int(np.diff(starts).max()), p_i + 6))
+        buf = jacobian_block(nt * int(np.diff(starts).max()), p_i)
         for f in range(n_frames):
             a, b = int(starts[f]), int(starts[f + 1])
             if a == b:
                 continue
-            A = buf[: nt * (b - a)]
+            out_int, out_pose, A = block_views(buf[: nt * (b - a)], p_i)
             idx = (np.arange(nt)[:, None] * N + np.arange(a, b)[None, :]).reshape(-1)
-            bap_jacobian(st.camera, st.points, residuals.bap_rows, nt, st.columns, st.pose_scale, A[:, :p_i],
-                         A[:, p_i:], start=a, stop=b, row_weight=sw[idx], vignetting=st.vignetting)
+            bap_jacobian(st.camera, st.points, residuals.bap_rows, nt, st.columns, st.pose_scale, out_int,
+                         out_pose, start=a, stop=b, row_weight=sw[idx], vignetting=st.vignetting)
             blocks.add_frame_gram(f, A.T @ A, A.T @ swr[idx])
     if M:
         mc = st.mic_columns

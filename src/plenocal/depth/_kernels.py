@@ -595,12 +595,13 @@ def _costs_at(stack, levels, centres, types, neigh, n_neigh, i, ws, lam, P, Q, k
 
 
 @nb.njit(parallel=True, cache=True)
-def normalised_levels_kernel(blurred, min_dens, out, k0):  # pragma: no cover - compiled
+def normalised_levels_kernel(blurred, count, min_dens, out, k0):  # pragma: no cover - compiled
     """``out[y, x, k0 + g]`` = blurred[g][y, x, 0] / blurred[g][y, x, 1] where the latter is above
-    ``min_dens[g]``, else 0, for the G levels of the tuple ``blurred`` of (H, W, 2) images (the
-    blurred masked image and the blurred mask): G consecutive levels of the (H, W, L) blur stack,
-    written in place in one pass (each pass moves all of the stack through the cache)."""
-    G = len(blurred)
+    ``min_dens[g]``, else 0, for the first ``count`` levels of the tuple ``blurred`` of (H, W, 2)
+    images (the blurred masked image and the blurred mask; the rest pads it to one length):
+    consecutive levels of the (H, W, L) blur stack, written in place in one pass (each pass moves
+    all of the stack through the cache)."""
+    G = count
     H, W = blurred[0].shape[:2]
     for y in nb.prange(H):
         for x in range(W):

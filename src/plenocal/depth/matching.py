@@ -262,7 +262,10 @@ def blur_stack(devignetted: NDArray, weight: NDArray, *, variances: tuple[float,
                 continue
             blurred.append(cv2.GaussianBlur(pair, (0, 0), float(np.sqrt(var)), borderType=cv2.BORDER_REPLICATE))
             min_dens.append(MIN_BLURRED_MASK)
-        normalised_levels_kernel(tuple(blurred), np.asarray(min_dens, dtype=np.float32), out, k0)
+        count = len(blurred)  # the tuple padded to LEVELS_PER_PASS: one tuple type, one compilation
+        blurred += [blurred[0]] * (LEVELS_PER_PASS - count)
+        min_dens += [0.0] * (LEVELS_PER_PASS - count)
+        normalised_levels_kernel(tuple(blurred), np.int64(count), np.asarray(min_dens, dtype=np.float32), out, k0)
     return out
 
 

@@ -100,8 +100,9 @@ def windowed_moments(
     """:func:`micro_image_moments` in disc windows of given centres (M, 2) and radii (scalar or (M,))."""
     img = np.asarray(image, dtype=np.float32)
     c = np.asarray(centres_uv, dtype=np.float64)
-    radii = np.broadcast_to(np.asarray(window_radius_px, dtype=np.float64), (len(c),))
-    out, npx = moments_kernel(np.ascontiguousarray(img), np.ascontiguousarray(c), np.ascontiguousarray(radii))
+    radii = np.empty(len(c))  # writable whatever was given: a read-only array is another type, compiled again
+    radii[:] = np.asarray(window_radius_px, dtype=np.float64)
+    out, npx = moments_kernel(np.ascontiguousarray(img), np.ascontiguousarray(c), radii)
     kk, ll = np.asarray(k), np.asarray(l)
     m00, mx, my, sxx, syy, sxy = out.T
     out_var = 0.5 * (sxx + syy)
