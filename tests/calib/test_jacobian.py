@@ -347,3 +347,21 @@ def test_radius_law_partials_match_finite_differences(r12a_camera, exit_pupil_mm
         fd = -(radii(xp) - radii(xm)) / (2e-2)  # e = obs − pred, per solver unit
         got = np.concatenate([[d_ra[j]], d_rb[:, j]])
         np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9, err_msg=name)
+
+
+@pytest.mark.parametrize("n_columns", [0, 1, 17])
+def test_jacobian_block_views_have_one_numba_type_for_any_column_count(n_columns):
+    """The BAP kernel's two outputs are strided views of one block whatever the number of intrinsic
+    columns (a pose-only solve has none): numba compiles a function once per argument type, and an
+    empty contiguous view made it compile a second time (5–7 s on a fresh install)."""
+    import numba
+
+    from plenocal.calib.jacobian import block_views, jacobian_block
+
+    for rows in (2, 9):
+        block = jacobian_block(rows, n_columns)
+        out_int, out_pose, both = block_views(block, n_columns)
+        assert numba.typeof(out_int) == numba.typeof(out_pose) == numba.types.Array(numba.float64, 2, "A")
+        assert out_pose.shape == (rows, 6) and both.shape == (rows, n_columns + 6)
+        both[...] = np.arange(both.size).reshape(both.shape)
+        assert np.array_equal(np.hstack([out_int[:, : n_columns], out_pose]), both)
