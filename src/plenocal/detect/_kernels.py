@@ -447,7 +447,7 @@ def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab, ell, a11, a12, a
     1 − ``unblurred`` (into ``tab``, one row per point); with ``unblurred`` > 0 a last row for the
     chief ray, z = 0, of weight unblurred × the points' number. Returns the number of rows.
     (One row set and one loop over it in :func:`_render_pixel`: the chief ray as a second
-    inlined :func:`_lens_sample` made render_grad_kernel's compilation 23 s instead of 17.)"""
+    inlined :func:`_lens_sample` made render_grad_kernel's compilation 23 s instead of 11–16.)"""
     n = s1 - s0
     for s in range(s0, s1):
         zx = pts[s, 0]
