@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from plenocal._distributions import beta_cdf, chi2_isf, chi2_ppf, chi2_sf
+from plenocal._distributions import MAD_TO_SIGMA, beta_cdf, chi2_isf, chi2_ppf, chi2_sf
 
 FloatArray = NDArray[np.float64]
 
@@ -265,4 +265,4 @@ def robust_sigma(values: NDArray[np.float64]) -> float:
     """1.4826 × median absolute deviation from the median (σ of the inliers of a Gaussian)."""
     if values.size == 0:
         return float("nan")
-    return float(1.4826 * np.median(np.abs(values - np.median(values))))
+    return float(MAD_TO_SIGMA * np.median(np.abs(values - np.median(values))))

@@ -761,8 +761,10 @@ def _kept_as_linked(rec: dict[str, Any]) -> str | None:
 
 def _image_read(rec: dict[str, Any], inp: _SecondPassInputs) -> str | None:
     """Which form of its image the second pass reads for the first pass's frame ``rec``
-    (:class:`_ImagesAhead`): ``"stored"`` (:func:`_raw_image`, completed where its nodes are
-    predicted), ``"grey"`` (detected again), None (kept as it was: no image)."""
+    (:class:`_ImagesAhead`), which is what it does there (:func:`_second_pass_frame`): ``"stored"``
+    (:func:`_raw_image`: a linked frame, or a refused one whose lone corners' lattice was linked,
+    completed where its nodes are predicted), ``"grey"`` (refused with enough clusters: detected
+    again), None (kept as it was: no image)."""
     if _kept_as_linked(rec) is not None or int(rec["frame"]) not in inp.entries:
         return None
     linking = rec.get("linking") or {}
@@ -827,6 +829,11 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
         return None
     if frame not in inp.entries:
         return None
+    form = _image_read(rec, inp)  # the one place that decides which frames are worked on, and how
+    if form is None:
+        rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners: "
+                                        "no camera can link them)"}
+        return None
     board = inp.dataset.manifest.target
     known = inp.observations.bap.select(inp.observations.bap.frame == frame)
     bound = rec.get("rms_bound")
@@ -842,15 +849,11 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
                                              devignetted=devignetted, rms_bound=rms, pitch_px=pitch,
                                              fit_rendered=inp.fit_rendered, single_views=True)
         record["action"] = f"{record['action']} ({how})"
-    elif not linked_ok and first.get("lone_links"):
+    elif not linked_ok and form == "stored":  # refused, its lone corners' lattice linked
         links = _lone_links(first["lone_links"], inp.previous / "detection.json", frame, board.n_nodes)
         added, record = _repose_lone_lattice(frame, links, calibrated=inp.calibrated, board=board, micro=white.micro,
                                              devignetted=devignetted, rms_bound=rms, pitch_px=pitch, fit_rendered=inp.fit_rendered)
-    elif not linked_ok and int((rec.get("linking") or {}).get("n_clusters", 0)) < MIN_CLUSTERS_TO_RELINK:
-        rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners: "
-                                        "no camera can link them)"}
-        return None
-    elif not linked_ok:
+    elif not linked_ok:  # form "grey": detected again
         grey_white = white.white  # read first, as planned
         added, record = _relink_refused(white.images.image("grey", inp.entries[frame]), inp.entries[frame], grey_white,
                                         pre=inp.pre, calibrated=inp.calibrated,
