@@ -69,6 +69,10 @@ the pupil-vignetting shift, which ρ sets, off them. Small r12-a at 0.95 z_c: 0.
 camera, 1.7 px with F 0.5 % off, 2.6 px at 1 %; the pre-calibration cameras of the full-scale
 renders: 1.4–2.8 px (the thin-lens R12-A board at 0.97 z_c among them, whose single views' chief
 rays such a camera put 3.8 px off, median); their calibrated cameras: 0.15–0.27 px."""
+FD_RELATIVE_STEP = float(np.sqrt(np.finfo(np.float64).eps))
+"""Forward-difference step of :func:`pose_from_views`'s Jacobian, relative to max(|x_j|, 1) of
+the pose update (rad, mm): √ε, scipy's ``approx_derivative`` default for two points, which halves
+the digits of the residuals (≈ 1e-8 of a pixel-sized residual) and no more."""
 LINE_STEP_FRACTION = 0.25
 """The board's line directions at a node are taken between the node and points this fraction
 of a square away along the board's axes, projected through the same micro-lens."""
@@ -235,14 +239,32 @@ def pose_from_views(
     def pose_of(x: FloatArray) -> Pose:
         return Pose(rodrigues(x[:3]) @ R0, t0 + x[3:])
 
-    def residuals(x: FloatArray) -> FloatArray:
-        pose = pose_of(x)
+    def residuals_of(X: FloatArray) -> FloatArray:
+        """The residuals of every pose update in ``X`` (m, 6) at once, (m, n_res): one projection
+        of the m poses' points, not m."""
+        R = rodrigues(X[:, :3]) @ R0
+        t = t0 + X[:, 3:]
+        m = len(X)
         with np.errstate(all="ignore"):  # a pose the model cannot project gives non-finite residuals, handled below
-            _, app, _ = _views_of(camera, pose.apply(world), idx, micro)
-            parts = [(app - appear).ravel()]
+            pts = np.einsum("mij,nj->mni", R, world) + t[:, None, :]
+            _, app, _ = _views_of(camera, pts.reshape(-1, 3), np.tile(idx, m), micro)
+            parts = [(app.reshape(m, -1, 2) - appear).reshape(m, -1)]
             if len(kn):
-                parts.append((project_bap(camera, pose.apply(kn_world), kn.k, kn.l)[:, :2] - kn_uv).ravel())
-        return np.concatenate(parts)
+                kpts = np.einsum("mij,nj->mni", R, kn_world) + t[:, None, :]
+                uv = project_bap(camera, kpts.reshape(-1, 3), np.tile(kn.k, m), np.tile(kn.l, m))[:, :2]
+                parts.append((uv.reshape(m, -1, 2) - kn_uv).reshape(m, -1))
+        return np.concatenate(parts, axis=1)
+
+    def residuals(x: FloatArray) -> FloatArray:
+        return residuals_of(x[None, :])[0]
+
+    def jacobian(x: FloatArray) -> FloatArray:
+        """Forward differences (:data:`FD_RELATIVE_STEP`), the 7 poses in one projection: a
+        seventh of the projections, and the same Jacobian whatever scipy's own differences do."""
+        h = FD_RELATIVE_STEP * np.maximum(np.abs(x), 1.0)
+        step = (x + h) - x
+        r = residuals_of(np.vstack([x, x + np.diag(step)]))
+        return ((r[1:] - r[0]) / step[:, None]).T
 
     x0 = np.zeros(6)
     n_res = 2 * (len(node) + len(kn))
@@ -251,7 +273,7 @@ def pose_from_views(
     if n_res <= 6 or not np.all(np.isfinite(r0)):
         return unposed
     try:
-        sol = least_squares(residuals, x0, method="lm", x_scale=np.array([1e-3, 1e-3, 1e-3, 0.1, 0.1, 0.1]))
+        sol = least_squares(residuals, x0, jac=jacobian, method="lm", x_scale=np.array([1e-3, 1e-3, 1e-3, 0.1, 0.1, 0.1]))
     except ValueError:  # a trial pose the model cannot project (non-finite residuals)
         return unposed
     r_all = residuals(sol.x)
