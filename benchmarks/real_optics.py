@@ -23,8 +23,10 @@ case and model:
   held-out RMSE over it, what extrapolating costs;
 - the stages' wall times.
 
-Cases (:data:`CASES`): the thin lens (the paper's camera, as plenocal's thin tracer draws it), each
-real effect alone — the stop behind / in front of an aberration-free lens (exit pupil off H′), an
+Cases (:data:`CASES`): the thin lens (the paper's camera, with the renderer's natural vignetting:
+each sample weighs cos θ_X·cos θ_P/r²), the same weighed by ray fractions as plenocal's thin tracer
+draws it (``thin-ray-fractions``: natural vignetting alone is the difference), each real effect
+alone — the stop behind / in front of an aberration-free lens (exit pupil off H′), an
 aberration-free thick lens, lenslets whose clear aperture is smaller than the pitch, refractive
 caps on their substrate, caps without substrate, the double-Gauss with thin lenslets (its
 aberrations and pupil without the lenslets') — and every bundled design with real lenslets.
@@ -48,6 +50,8 @@ from independent import load, pct, sh  # noqa: E402
 
 CASES: dict[str, dict[str, Any]] = {
     "thin": {"lens": "thin", "lenslets": "thin", "what": "the paper's idealisation (thin lens, stop in its plane, thin lenslets)"},
+    "thin-ray-fractions": {"lens": "thin", "lenslets": "thin", "natural_vignetting": False,
+                           "what": "the paper's idealisation weighed by ray fractions (the thin tracer's bytes): 'thin' less natural vignetting"},
     "pupil-behind": {"lens": "ideal-stop-behind", "lenslets": "thin", "what": "exit pupil behind H′, no aberration"},
     "pupil-front": {"lens": "ideal-stop-front", "lenslets": "thin", "what": "exit pupil in front of H′, no aberration"},
     "thick-lens": {"lens": "thick-ideal", "lenslets": "thin", "what": "H and H′ apart, no aberration"},
@@ -91,6 +95,8 @@ def simulate(case: dict[str, Any], ds: Path, *, preset: str, rays: int, tilt_sca
         args += ["--substrate-mm", str(case["substrate_mm"])]
     if "f_number" in case:
         args += ["--f-number", str(case["f_number"])]
+    if not case.get("natural_vignetting", True):
+        args += ["--no-natural-vignetting"]
     if "clear_fraction" in case:
         from plenocal.sim.presets import preset as get_preset
 
