@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES, bounded_int
-from plenocal.detect.corners import white_levels, white_weight
+from plenocal.detect.corners import NaturalVignetting, white_levels, white_weight
 from plenocal.detect.nodes import RESOLVABLE_BLUR_FRACTION, SINGLE_VIEW_MAX_RMS_PX
 from plenocal.detect.pipeline import detect_frame, devignette_micro_images, micro_images
 from plenocal.errors import DataError, InputFileError
@@ -116,6 +116,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the main aperture's preimage in each micro-image: 'disc' (the paper's, radius R_a about the grid node), "
                         "'white' (an ellipse measured from the devignetting white where it departs from the disc model) or "
                         f"'white-centre' (the disc at the white's measured centre there); default {DEFAULT_PUPIL_SHAPE}")
+    p.add_argument("--natural-vignetting", action="store_true",
+                   help="weigh the rendered corners' lens points by natural vignetting (cos·cos/r² of each ray; physical images "
+                        "have it, the paper's model and PRISM's renders do not), with the pre-calibration camera's d and "
+                        "principal point; first pass only (experimental, off by default: see docs/model.md)")
     second = p.add_argument_group("second pass (after calibration; 'plenocal run' does it)")
     second.add_argument("--previous", type=Path, default=None, metavar="DIR",
                         help="a first pass's output: frames it refused or linked partly are detected again with the camera "
@@ -470,6 +474,12 @@ class _FramesDetected:
     n_detected: int = 0
 
 
+def _natural_vignetting(camera: Any) -> NaturalVignetting:
+    """The natural vignetting's inputs from a camera (pre-calibration's: its d and principal point)."""
+    s = camera.sensor.pixel_size_mm
+    return NaturalVignetting(principal_point_px=tuple(camera.sensor.principal_point_px), d_px=camera.d_mm / s)
+
+
 def _detect_frames(inp: _DetectInputs, args: argparse.Namespace, pupil: Any) -> _FramesDetected:
     """Detect and link every checkerboard frame, the next image read while one is detected."""
     from rich.progress import Progress
@@ -488,7 +498,7 @@ def _detect_frames(inp: _DetectInputs, args: argparse.Namespace, pupil: Any) -> 
             det = detect_frame(
                 image, inp.white, grid=camera.grid, omega=inp.omega, layout=camera.mla.types, frame=entry.frame,
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator, keep_images=True,
-                pupil=pupil,
+                pupil=pupil, natural=_natural_vignetting(camera) if getattr(args, "natural_vignetting", False) else None,
             )
             t_detect = time.perf_counter() - t0
             # Linked right away (frames are linked independently), so that the nodes its pose

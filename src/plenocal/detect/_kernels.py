@@ -441,11 +441,13 @@ def _lens_sample(wzx, wzy, pa1, pa2, pb1, pb2, ex, ey, qa1, qa2, qb1, qb2, ra, c
 
 
 @nb.njit(cache=True, inline="always")
-def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab, ell, a11, a12, a22, unblurred):  # pragma: no cover - compiled
+def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab, ell, a11, a12, a22, unblurred, lens_px):  # pragma: no cover - compiled
     """Per lens point z of pts[s0:s1] the corner-independent-of-pixel terms of :func:`_lens_sample`:
-    R_b·z (A·R_b·z with ``ell``), ρ·(c_i, n_i)·z and ρ·(−n_i, c_i)·z, and the sample's weight
-    1 − ``unblurred`` (into ``tab``, one row per point); with ``unblurred`` > 0 a last row for the
-    chief ray, z = 0, of weight unblurred × the points' number. Returns the number of rows.
+    R_b·z (A·R_b·z with ``ell``), ρ·(c_i, n_i)·z and ρ·(−n_i, c_i)·z, the sample's weight
+    1 − ``unblurred`` and the lens point's offset from the lens centre, ``lens_px``·z (px; for the
+    natural vignetting, :func:`_render_pixel`) (into ``tab``, one row per point); with
+    ``unblurred`` > 0 a last row for the chief ray, z = 0, of weight unblurred × the points'
+    number. Returns the number of rows.
     (One row set and one loop over it in :func:`_render_pixel`: the chief ray as a second
     inlined :func:`_lens_sample` made render_grad_kernel's compilation 23 s instead of 11–16.)"""
     n = s1 - s0
@@ -464,8 +466,10 @@ def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab, ell, a11, a12, a
         tab[j, 4] = rho_i * (-n1 * zx + c1 * zy)
         tab[j, 5] = rho_i * (-n2 * zx + c2 * zy)
         tab[j, 6] = 1.0 - unblurred
+        tab[j, 7] = lens_px * zx
+        tab[j, 8] = lens_px * zy
     if unblurred > 0.0:
-        for q in range(6):
+        for q in range(9):
             tab[n, q] = 0.0
         tab[n, 6] = unblurred * n
         return n + 1
@@ -473,7 +477,7 @@ def _sample_table(pts, s0, s1, rbi, rho_i, c1, n1, c2, n2, tab, ell, a11, a12, a
 
 
 @nb.njit(cache=True, inline="always", fastmath=True)
-def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, n_rows, tab, grad, g, ell, pup):  # pragma: no cover
+def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk, n_rows, tab, grad, g, ell, pup, nat):  # pragma: no cover
     """Σ_z over lens samples of the pixel-integrated devignetted corner at pixel (x, y), and its
     derivatives when ``grad`` (into ``g``: ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 of the returned mean).
 
@@ -488,7 +492,11 @@ def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk,
     0 for a real lens, 1/31 for PRISM's chief ray) reaches the pixel along its chief ray, z = 0,
     unblurred but through the same aperture mask: the ``n_rows`` rows of ``tab``
     (:func:`_sample_table`) hold the samples' weights and that ray.
-    The devignetted value is Σ E[M·S] / Σ m, the white being Σ m.
+    The devignetted value is Σ E[M·S] / Σ m, the white being Σ m. With natural vignetting
+    (``nat`` = (f_x, f_y, L, (s/d)²), (s/d)² > 0) each lens point z weighs (1 + |L·z − ξ|²·(s/d)²)⁻²
+    in both sums: cos θ_X·cos θ_P/r² of the ray from the pixel to the lens point, ξ the pixel's
+    offset from the foot f of the lens's axis on the sensor, L the lens radius (px), d the MLA–sensor
+    distance (``docs/model.md``, "Natural vignetting").
     With ``ell`` the pupil's preimage is an ellipse: ``pup`` = (o_x, o_y, a11, a12, a22, s_max), the
     mask |A·(x + δ − c − o − R_b z)| ≤ R_a (``tab`` holds A·R_b·z), s_max A's largest eigenvalue
     (the mask's edge band in A's frame is s_max times the pixel's).
@@ -525,9 +533,18 @@ def _render_pixel(x, y, mx, my, ra, kx, ky, c1, n1, c2, n2, reach, sigma, k, dk,
         inner = ra - _SMOOTH_HALF * sigma
     acc = 0.0
     wsum = 0.0
+    nv = nat[3]
+    fx = x - nat[0]
+    fy = y - nat[1]
     for j in range(n_rows):
+        scale = tab[j, 6]
+        if nv > 0.0:
+            dx = tab[j, 7] - fx
+            dy = tab[j, 8] - fy
+            q = 1.0 + (dx * dx + dy * dy) * nv
+            scale = scale / (q * q)
         a, w = _lens_sample(tab[j, 0], tab[j, 1], tab[j, 2], tab[j, 3], tab[j, 4], tab[j, 5], ex, ey, qa1, qa2, qb1, qb2,
-                            ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, tab[j, 6], ell, a11, a12, a22)
+                            ra, c1, n1, c2, n2, sigma, k, dk, lim, inner, grad, g, scale, ell, a11, a12, a22)
         acc += a
         wsum += w
     return acc, wsum
@@ -550,7 +567,7 @@ def _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density,
 
 
 @nb.njit(parallel=True, cache=True)
-def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap, ell, pupil):  # pragma: no cover
+def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap, ell, pupil, nat):  # pragma: no cover
     """Write into ``out`` the devignetted image of corners seen through pupil-vignetted micro-lenses.
 
     Pixel x of micro-image i sees the sharp (chief-ray) image S at x + ρ·z for the lens-disc
@@ -560,7 +577,8 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     mask (:func:`_render_pixel`). ``pts`` holds equal-area disc point sets of increasing size,
     ``offsets`` their bounds; the first set with at least ``density``·ρ² points is used
     (spacing ≈ √(π/density) px). Where ``ell[i]`` the pupil's preimage is the ellipse ``pupil[i]``
-    (:func:`_render_pixel`), elsewhere the disc of radius R_a about c_i.
+    (:func:`_render_pixel`), elsewhere the disc of radius R_a about c_i. ``nat[i]`` = (f_x, f_y, L,
+    (s/d)²): the natural vignetting's weights (:func:`_render_pixel`; (s/d)² = 0: none).
     """
     M = mic.shape[0]
     H, W = out.shape
@@ -569,8 +587,9 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
     for i in nb.prange(M):
         s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap)
         g = np.empty(4)
-        tab = np.empty((s1 - s0 + 1, 7))
-        n_rows = _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab, ell[i], pupil[i, 2], pupil[i, 3], pupil[i, 4], unblurred)
+        tab = np.empty((s1 - s0 + 1, 9))
+        n_rows = _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab, ell[i], pupil[i, 2], pupil[i, 3], pupil[i, 4], unblurred,
+                               nat[i, 2])
         r = radius[i]
         for y in range(max(y0, 0), min(y1 + 1, H)):
             for x in range(max(x0, 0), min(x1 + 1, W)):
@@ -579,12 +598,12 @@ def render_kernel(out, mic, radius, rb, ra, rho, corner, angles, sign, sigma, de
                 if ex * ex + ey * ey > r * r:
                     continue
                 acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], ra[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, reach, sigma, k, dk, n_rows, tab, False, g, ell[i], pupil[i])
+                                          c1, n1, c2, n2, reach, sigma, k, dk, n_rows, tab, False, g, ell[i], pupil[i], nat[i])
                 out[y, x] = 0.5 + 0.5 * sign[i] * acc / wsum if wsum > 1e-9 else 0.0
 
 
 @nb.njit(parallel=True, cache=True, fastmath=True)
-def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap, ell, pupil):  # pragma: no cover
+def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, corner, angles, sign, sigma, density, mask_density, pts, offsets, unblurred, cap, ell, pupil, nat):  # pragma: no cover
     """:func:`render_kernel` and its derivatives in one pass, on a square stencil per micro-image:
     ``out[q, i, (y − oy + h)·(2h + 1) + (x − ox + h)]`` for the pixels (x, y) of micro-image i,
     (ox, oy) = ``origin[i]``, h = ``half_size``; q = 0 the devignetted value, 1–2 ∂/∂K (u, v),
@@ -597,8 +616,9 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
     for i in nb.prange(M):
         s0, s1, c1, n1, c2, n2, reach, x0, x1, y0, y1 = _corner_setup(i, mic, radius, rb, rho, angles, sigma, density, mask_density, offsets, cap)
         g = np.empty(4)
-        tab = np.empty((s1 - s0 + 1, 7))
-        n_rows = _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab, ell[i], pupil[i, 2], pupil[i, 3], pupil[i, 4], unblurred)
+        tab = np.empty((s1 - s0 + 1, 9))
+        n_rows = _sample_table(pts, s0, s1, rb[i], rho[i], c1, n1, c2, n2, tab, ell[i], pupil[i, 2], pupil[i, 3], pupil[i, 4], unblurred,
+                               nat[i, 2])
         r = radius[i]
         half = 0.5 * sign[i]
         y0 = max(y0, origin[i, 1] - half_size)
@@ -613,7 +633,7 @@ def render_grad_kernel(out, origin, half_size, H, W, mic, radius, rb, ra, rho, c
                     continue
                 o = (y - origin[i, 1] + half_size) * side + (x - origin[i, 0] + half_size)
                 acc, wsum = _render_pixel(x, y, mic[i, 0], mic[i, 1], ra[i], corner[i, 0], corner[i, 1],
-                                          c1, n1, c2, n2, reach, sigma, k, dk, n_rows, tab, True, g, ell[i], pupil[i])
+                                          c1, n1, c2, n2, reach, sigma, k, dk, n_rows, tab, True, g, ell[i], pupil[i], nat[i])
                 if wsum > 1e-9:
                     inv = half / wsum
                     out[0, i, o] = 0.5 + acc * inv

@@ -426,6 +426,46 @@ def _pupil_arrays(pupil: PupilEllipses | None, n: int) -> tuple[NDArray[np.bool_
     return p.kernel_arrays()
 
 
+@dataclass(frozen=True)
+class NaturalVignetting:
+    """What weighing the rendered corner's lens points by natural vignetting needs beyond Ω: the
+    principal point and the MLA–sensor distance d, in px (a camera's, e.g. pre-calibration's).
+
+    A pixel sees each point of its micro-lens's aperture along a ray of length r at angles θ_X
+    (at the pixel) and θ_P (at the lens) to the axis; a physical image weighs that ray by
+    cos θ_X·cos θ_P/r² = d²/r⁴ (per unit area), so the near side of the aperture counts more than
+    the far side, the more so the farther the pixel is from the lens's axis: a blurred corner's
+    kernel is lopsided towards the pixel's own side, and blurred corners appear farther from
+    their micro-image centre (``docs/model.md``, "Natural vignetting moves d and f_i")."""
+
+    principal_point_px: tuple[float, float]
+    d_px: float
+
+    def rows(self, centres: FloatArray, *, lambda_: float, lens_radius_px: float) -> FloatArray:
+        """(M, 4) rows (f_x, f_y, L, (s/d)²) of the micro-images centred at ``centres`` (M, 2):
+        f the foot of the lens's axis on the sensor, c − (1 − λ)(c − pp) (the micro-image centre
+        is the pupil centre's image through the lens centre, λ = D/(D + d) of Ω), L the lens
+        radius."""
+        c = np.asarray(centres, dtype=np.float64).reshape(-1, 2)
+        pp = np.asarray(self.principal_point_px, dtype=np.float64)
+        out = np.empty((len(c), 4))
+        out[:, :2] = c - (1.0 - lambda_) * (c - pp)
+        out[:, 2] = lens_radius_px
+        out[:, 3] = 1.0 / (self.d_px * self.d_px)
+        return out
+
+
+def _natural_array(natural: FloatArray | None, n: int) -> FloatArray:
+    """The render kernels' (n, 4) natural-vignetting rows (f_x, f_y, L, (s/d)²) for ``n`` corners:
+    zeros (none) when ``natural`` is None."""
+    if natural is None:
+        return np.zeros((n, 4))
+    a = np.ascontiguousarray(natural, dtype=np.float64)
+    if a.shape != (n, 4):
+        raise ValueError(f"natural vignetting rows of shape {a.shape} for {n} corners")
+    return a
+
+
 def _per_corner(value: float | FloatArray, n: int) -> FloatArray:
     """One value per corner (C-contiguous float64), from a scalar or an (n,) array."""
     return np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)))
@@ -445,6 +485,7 @@ def render_corners(
     sigma_px: float = RENDER_SIGMA_PX,
     unblurred_weight: float = 0.0,
     pupil: PupilEllipses | None = None,
+    natural: FloatArray | None = None,
 ) -> FloatArray:
     """Render, in place in ``out``, devignetted micro-images of checkerboard corners whose
     chief-ray projection is ``corner`` (model.projection.project_bap), blurred by ρ through the
@@ -467,6 +508,9 @@ def render_corners(
     pupil : (M,) the main aperture's preimage per corner as an ellipse
         (:class:`~plenocal.model.pupil_ellipse.PupilEllipses`: |A·(x − c − o − R_b z)| ≤ R_a);
         None: the disc of radius R_a about c.
+    natural : (M, 4) per corner (f_x, f_y, L, (s/d)²): each lens point weighed by the natural
+        vignetting of its ray to the pixel (:func:`plenocal.detect._kernels._render_pixel`;
+        :func:`natural_vignetting_rows`); None: every lens point alike (the paper's image).
     """
     ell, pup = _pupil_arrays(pupil, len(centres))
     render_kernel(
@@ -475,7 +519,7 @@ def render_corners(
         np.ascontiguousarray(rho, dtype=np.float64), np.ascontiguousarray(corner, dtype=np.float64),
         np.ascontiguousarray(angles, dtype=np.float64), np.ascontiguousarray(sign, dtype=np.float64),
         float(sigma_px), float(RENDER_DENSITY), float(RENDER_MASK_DENSITY), _DISC_POINTS, _DISC_OFFSETS,
-        float(unblurred_weight), np.full(len(centres), _NO_CAP), ell, pup,
+        float(unblurred_weight), np.full(len(centres), _NO_CAP), ell, pup, _natural_array(natural, len(centres)),
     )
     return out
 
@@ -505,6 +549,7 @@ def chief_ray_corners(
     buffer: FloatArray | None = None,
     unblurred_weight: float = 0.0,
     pupil: PupilEllipses | None = None,
+    natural: FloatArray | None = None,
 ) -> tuple[FloatArray, NDArray[np.bool_]]:
     """Chief-ray corners from observed ones, by inverting the image formation.
 
@@ -520,7 +565,8 @@ def chief_ray_corners(
 
     With ``pupil`` (M,) the main aperture's preimage is an ellipse per corner (rendered exactly;
     the first-order model that starts the inversion and gives J uses its stand-in disc,
-    :meth:`~plenocal.model.pupil_ellipse.PupilEllipses.first_order`).
+    :meth:`~plenocal.model.pupil_ellipse.PupilEllipses.first_order`). ``natural``: as
+    :func:`render_corners`'.
 
     Returns
     -------
@@ -557,7 +603,8 @@ def chief_ray_corners(
         # Only the corners not converged yet are rendered and re-estimated.
         t = todo
         render_corners(out, centres[t], radii_px[t] + 1.5, K[t], fit.angles[t], sign[t], rho[t], ra[t], rb[t],
-                       unblurred_weight=unblurred_weight, pupil=None if pupil is None else pupil.take(t))
+                       unblurred_weight=unblurred_weight, pupil=None if pupil is None else pupil.take(t),
+                       natural=None if natural is None else natural[t])
         e, _ = locate_corners(out, weight, centres[t], radii_px[t], observed[t], fit.angles[t])
         s = np.clip(np.einsum("mij,mj->mi", Jinv[t], observed[t] - e), -1.0, 1.0)
         K[t] += s
@@ -615,6 +662,7 @@ def refine_rendered(
     sigma_start: FloatArray | None = None,
     lens_points_start: FloatArray | None = None,
     pupil: PupilEllipses | None = None,
+    natural: FloatArray | None = None,
 ) -> RenderedFit:
     """Chief-ray corners by fitting the rendered corner (:func:`render_corners`) to the pixels.
 
@@ -638,7 +686,8 @@ def refine_rendered(
     never reported converged from a coarse iteration.
 
     ``pupil`` (M,): the main aperture's preimage per micro-image as an ellipse
-    (:func:`render_corners`); None: the disc of radius R_a about the centre.
+    (:func:`render_corners`); None: the disc of radius R_a about the centre. ``natural``: as
+    :func:`render_corners`'.
 
     Returns
     -------
@@ -667,6 +716,7 @@ def refine_rendered(
     rho = np.asarray(rho, dtype=np.float64)
     sign = np.asarray(sign, dtype=np.float64)
     ell, pup = _pupil_arrays(pupil, M)
+    nat = _natural_array(natural, M)
     th = np.array(angles, dtype=np.float64, copy=True)
     step = np.full((M, 2), np.inf)
     det_ok = np.ones(M, dtype=bool)
@@ -691,7 +741,7 @@ def refine_rendered(
             G, origin[t], r, H, W, np.ascontiguousarray(centres[t], dtype=np.float64), rad[t], rb[t], ra[t],
             rho[t], np.ascontiguousarray(K[t]), np.ascontiguousarray(th[t]), sign[t], float(RENDER_SIGMA_PX), float(density),
             float(RENDER_MASK_DENSITY), _DISC_POINTS, _DISC_OFFSETS, float(unblurred_weight), np.ascontiguousarray(cap[t]),
-            ell[t], np.ascontiguousarray(pup[t]),
+            ell[t], np.ascontiguousarray(pup[t]), np.ascontiguousarray(nat[t]),
         )
         # G: value, ∂/∂Kx, ∂/∂Ky, ∂/∂θ1, ∂/∂θ2 at the stencil pixels (0 where w = 0 is unused).
         # Linear in (a, b, b·dKx, b·dKy, b·dθ1, b·dθ2): obs = a + b·r0 + Σ (b·d_j)·J_j.

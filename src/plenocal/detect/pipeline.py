@@ -26,6 +26,7 @@ from plenocal.detect.clusters import (
 )
 from plenocal.detect.corners import (
     CornerFit,
+    NaturalVignetting,
     chief_ray_corners,
     classify,
     devignette,
@@ -111,6 +112,7 @@ def detect_frame(
     fit_rendered: bool = True,
     keep_images: bool = False,
     pupil: PupilEllipses | None = None,
+    natural: NaturalVignetting | None = None,
 ) -> FrameDetection:
     """BAP features of one raw checkerboard image.
 
@@ -134,9 +136,11 @@ def detect_frame(
         devignetting it again (:func:`plenocal.detect.nodes.detect_board_nodes`).
     pupil : the main aperture's preimage per micro-image of the grid, measured from the white
         (``plenocal detect`` measures them: :func:`plenocal.cli.detect.pupil_ellipses`); None: the paper's disc of radius R_a about each node.
+    natural : weigh the rendered corners' lens points by natural vignetting
+        (:class:`~plenocal.detect.corners.NaturalVignetting`); None: uniformly (the paper's image).
     """
     dv, micro = frame_micro_images(image, white, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting,
-                                   pupil=pupil)
+                                   pupil=pupil, natural=natural)
     sel, uv, fit, rms_bound, counts = _first_corners(dv, micro)
     clusters = cluster_observations(uv, grid.diameter_px)
     counts.update({f"clusters_{k}": v for k, v in clusters.counts.items()})
@@ -217,17 +221,18 @@ def local_radii(grid: MicroImageGrid, omega: InternalParameters, layout: TypeLay
 
 def frame_micro_images(
     image: NDArray, white: NDArray, *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
-    pupil_vignetting: bool = True, pupil: PupilEllipses | None = None,
+    pupil_vignetting: bool = True, pupil: PupilEllipses | None = None, natural: NaturalVignetting | None = None,
 ) -> tuple[NDArray[np.float64], MicroImages]:
     """The devignetted image (H, W) and, per micro-image of the grid, what fitting and predicting
     corners there needs (:class:`MicroImages`). Arguments as :func:`detect_frame`'s."""
     dv, weight = devignette(image, white)
-    return dv, micro_images(weight, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting, pupil=pupil)
+    return dv, micro_images(weight, grid=grid, omega=omega, layout=layout, pupil_vignetting=pupil_vignetting, pupil=pupil,
+                            natural=natural)
 
 
 def micro_images(
     weight: NDArray[np.float64], *, grid: MicroImageGrid, omega: InternalParameters, layout: TypeLayout,
-    pupil_vignetting: bool = True, pupil: PupilEllipses | None = None,
+    pupil_vignetting: bool = True, pupil: PupilEllipses | None = None, natural: NaturalVignetting | None = None,
 ) -> MicroImages:
     """Per micro-image of the grid, what fitting and predicting corners there needs, from the
     devignetting weight (H, W) (:func:`~plenocal.detect.corners.devignette`'s, or
@@ -248,7 +253,9 @@ def micro_images(
     return MicroImages(centres=centres, usable=usable, on_idx=np.flatnonzero(on), types=types, radius_aperture_px=ra_all,
                        radius_lens_px=rb_all, blur_offset=blur_offset, vignetted=vig, weight=weight, omega=omega,
                        k=k_all, l=l_all, typed=layout.n_types > 0, pupil=pupil, pupil_centres=pupil_c,
-                       pupil_radius_px=pupil_ra, radius_px=radius)
+                       pupil_radius_px=pupil_ra, radius_px=radius,
+                       natural=None if natural is None else natural.rows(
+                           centres, lambda_=omega.lambda_, lens_radius_px=omega.micro_lens_pitch_mm / 2.0 / omega.pixel_size_mm))
 
 
 BOX_MARGIN_PX = 2
@@ -325,6 +332,7 @@ def estimate_clusters(
     # The first-order (radial) shift model's disc: the pupil ellipse's stand-in where measured.
     pc_sel, pra_sel = micro.first_order_pupil(sel)
     pupil_sel = None if micro.pupil is None else micro.pupil.take(sel)
+    natural_sel = None if micro.natural is None else micro.natural[sel]
     t = micro.types[sel]
     mic_sel = centres[sel]
     buffer = np.zeros_like(dv) if micro.vignetted and not fit_rendered and exact else None
@@ -366,6 +374,7 @@ def estimate_clusters(
                         iterations=RENDERED_ITERATIONS[min(rnd, 1)],
                         lens_points_start=None if rnd == 0 else lens_points[r_],
                         pupil=None if pupil_sel is None else pupil_sel.take(r_),
+                        natural=None if natural_sel is None else natural_sel[r_],
                     )
                     new, new_ok = chief.copy(), ok.copy()
                     angles = angles.copy()
@@ -376,7 +385,8 @@ def estimate_clusters(
                 else:
                     new, new_ok = chief_ray_corners(uv, fit, np.nan_to_num(rho) + blur_offset[sel], weight, mic_sel, usable[sel],
                                                     ra_all[sel], rb_all[sel], buffer=buffer,
-                                                    unblurred_weight=omega.unblurred_weight, pupil=pupil_sel)
+                                                    unblurred_weight=omega.unblurred_weight, pupil=pupil_sel,
+                                                    natural=natural_sel)
                 if rnd:
                     # Later rounds refine ρ; a cluster whose υ jumps is not converging: keep its
                     # previous positions.
@@ -475,6 +485,9 @@ class MicroImages:
     """(M,) the first-order shift model's pupil radii (``radius_aperture_px`` where no ellipse)."""
     radius_px: NDArray[np.float64] | None = None
     """(M,) the white's micro-image radius |R_i(N)|, px (None: not known)."""
+    natural: NDArray[np.float64] | None = None
+    """(M, 4) the natural vignetting's rows of the rendered corners
+    (:meth:`~plenocal.detect.corners.NaturalVignetting.rows`; None: none)."""
 
     def first_order_pupil(self, idx: NDArray) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Centres (n, 2) and radii (n,) of the discs that the first-order pupil-shift model
