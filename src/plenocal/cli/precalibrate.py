@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Ω estimator: exact second-moment law (default) or the paper's α·σ line fit",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    p.add_argument("--natural-vignetting", action="store_true",
+                   help="take natural vignetting (cos·cos/r² of each ray) out of the whites' micro-image variances before "
+                        "fitting Ω (experimental, off by default; with 'plenocal detect --natural-vignetting': docs/model.md)")
     p.set_defaults(func=run)
 
 
@@ -191,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         pc = precalibrate(whites, spec, checkerboard_f_number=n_cb, estimator=args.estimator,
-                          color=dataset.manifest.image_format.color, full_scale=1.0)
+                          color=dataset.manifest.image_format.color, full_scale=1.0,
+                          natural_vignetting=getattr(args, "natural_vignetting", False))
     except PrecalibrationError as exc:
         # Ω could not be estimated: show why (the radii per type and aperture). A stage is complete or
         # absent, so the figure goes to a folder of its own in the system's temporary directory,

@@ -283,6 +283,7 @@ def fit_internals(
     reference_uv_px: tuple[float, float] | None = None,
     images: dict[float, NDArray] | None = None,
     left_out: Mapping[float, str] | None = None,
+    excess_px2: Mapping[float, tuple[float, ...]] | None = None,
 ) -> InternalsFit:
     """Fit Ω over the usable apertures, iterating the touching test on the fitted law.
 
@@ -298,6 +299,9 @@ def fit_internals(
         estimator); without them p = 1/24 px² ± 1/24 (the middle of area and point sampling) and
         w = 0.
     left_out : f-numbers kept out of the fit, each with the reason recorded in its decision.
+    excess_px2 : per f-number, per type, a variance (px² per axis) the micro-images have beyond
+        the variance law, taken off before the law is fitted (variance estimator; natural
+        vignetting's, :func:`plenocal.precalib.radii.natural_vignetting_excess_px2`).
 
     Raises
     ------
@@ -315,7 +319,7 @@ def fit_internals(
         elif estimator == "variance":
             fit = _fit_variance(moments, types, decisions, n_types=n_types, pixel_size_mm=pixel_size_mm,
                                 micro_image_pitch_px=micro_image_pitch_px, configuration=configuration,
-                                f_number=f_number, reference_uv_px=reference_uv_px, images=images)
+                                f_number=f_number, reference_uv_px=reference_uv_px, images=images, excess_px2=excess_px2)
         else:
             raise ValueError(f"unknown estimator {estimator!r}")
         q_abs = np.abs(np.array(fit.omega.q_mm)) if n_types > 0 else np.array([micro_image_pitch_px * pixel_size_mm / 2])
@@ -379,16 +383,20 @@ def joint_type_confusion(
 
 # --- the variance estimator ------------------------------------------------------------------
 def _variance_rows(
-    moments: dict[float, Moments], types: dict[float, NDArray[np.int64]], used: list[float], s: float
+    moments: dict[float, Moments], types: dict[float, NDArray[np.int64]], used: list[float], s: float,
+    excess_px2: Mapping[float, tuple[float, ...]] | None = None,
 ) -> tuple[FloatArray, FloatArray, NDArray[np.int64], FloatArray]:
-    """Stacked (1/N², position (M, 2), type, 4σ² in mm²) over the used apertures."""
+    """Stacked (1/N², position (M, 2), type, 4σ² in mm²) over the used apertures, less 4 ×
+    ``excess_px2[N][type]`` (:func:`fit_internals`)."""
     inv_n2, pos, typ, y = [], [], [], []
     for N in used:
         m = moments[N]
+        t = np.clip(types[N], 0, None)
         inv_n2.append(np.full(len(m.k), 1.0 / N**2))
         pos.append(_positions(m))
-        typ.append(np.clip(types[N], 0, None))
-        y.append(4.0 * m.variance_px2 * s * s)
+        typ.append(t)
+        excess = np.asarray(excess_px2[N], dtype=np.float64)[t] if excess_px2 is not None and N in excess_px2 else 0.0
+        y.append(4.0 * (m.variance_px2 - excess) * s * s)
     return np.concatenate(inv_n2), np.concatenate(pos), np.concatenate(typ), np.concatenate(y)
 
 
@@ -464,11 +472,12 @@ def _fit_variance(
     f_number: float,
     reference_uv_px: tuple[float, float] | None,
     images: dict[float, NDArray] | None,
+    excess_px2: Mapping[float, tuple[float, ...]] | None = None,
 ) -> InternalsFit:
     nt = max(n_types, 1)
     s = pixel_size_mm
     used = [d.f_number for d in decisions if d.used]
-    inv_n2, pos, typ, y = _variance_rows(moments, types, used, s)
+    inv_n2, pos, typ, y = _variance_rows(moments, types, used, s, excess_px2)
     ref = np.asarray(reference_uv_px if reference_uv_px is not None else pos.mean(axis=0), dtype=np.float64)
     duv = pos - ref
     # 1. m (and its gradient) from the slope: p and w do not touch it.
@@ -479,7 +488,7 @@ def _fit_variance(
         # Moments again in windows that hold each micro-image's support and little more: the dark
         # pixels beyond it add only noise (weighted by e²) and, where noise is clipped at 0, bias.
         moments, types = support_windowed(moments, types, used, images, params, ref, nt, s, micro_image_pitch_px)
-        inv_n2, pos, typ, y = _variance_rows(moments, types, used, s)
+        inv_n2, pos, typ, y = _variance_rows(moments, types, used, s, excess_px2)
         duv = pos - ref
         params, inlier, sigma = _law_fit(inv_n2, duv, typ, y, nt, offset_mm2=4 * p_px2 * s * s, blur_scale=1.0)
     # 2. p and w from the shape of the mean profiles in the centre of the sensor.

@@ -15,6 +15,7 @@ observations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,7 +31,7 @@ from plenocal.precalib.centres import clean_image, detect_centres, envelope, fla
 from plenocal.precalib.conformity import Conformity, central, conformity
 from plenocal.precalib.grid import GridFit, fit_grid, refit_grid
 from plenocal.precalib.internals import ApertureDecision, InternalsError, InternalsFit, detrended, fit_internals
-from plenocal.precalib.radii import Moments, micro_image_moments
+from plenocal.precalib.radii import Moments, micro_image_moments, natural_vignetting_excess_px2
 from plenocal.precalib.types import TypeClassification, classify_types
 
 UNFOCUSED_Q_PX = 1.0
@@ -137,6 +138,7 @@ def precalibrate(
     estimator: str = "variance",
     color: str = "grey",
     full_scale: float | None = None,
+    natural_vignetting: bool = False,
 ) -> Precalibration:
     """White images → micro-image grid, types, Ω and the initial camera (paper §3).
 
@@ -151,6 +153,9 @@ def precalibrate(
     full_scale : the images' value at the stored full-scale code (1.0 for images read by
         :func:`plenocal.io.images.read_raw_image`); None skips the image checks (exposure, mosaic,
         JPEG), which need it; the f-number checks run whatever it is.
+    natural_vignetting : the whites' micro-image variances less what natural vignetting adds to
+        them (:func:`plenocal.precalib.radii.natural_vignetting_excess_px2` at the first fit's
+        R_a, R_b and d), Ω fitted again (experimental, off: ``docs/model.md``, "Natural vignetting").
     """
     H, W = _check_whites(whites)
     if spec.lattice is None or spec.n_types is None or spec.main_lens_focal_length_mm is None:
@@ -240,18 +245,14 @@ def precalibrate(
         if again:
             raise checks.WhiteImageError(f"white images {', '.join(names[N] for N in (*left_out, *again))} leave the "
                                          "radius law of the others: check their f_numbers in manifest.json")
-    camera, omega = initial_camera(
-        fit.omega,
-        tilt_xy_rad=initial_tilt(fit.omega, focal_length_mm=spec.main_lens_focal_length_mm,
-                                 focus_distance_mm=spec.focus_distance_mm, configuration=configuration),
-        focal_length_mm=spec.main_lens_focal_length_mm,
-        focus_distance_mm=spec.focus_distance_mm,
-        configuration=configuration,
-        sensor_size_px=(W, H),
-        mia=grid,
-        type_layout=layout,
-        f_number=checkerboard_f_number,
-    )
+    camera, omega = _initial_camera(fit, spec, configuration=configuration, size=(W, H), grid=grid, layout=layout,
+                                    f_number=checkerboard_f_number)
+    if natural_vignetting:
+        excess = natural_vignetting_excess(fit.omega, list(moments), d_px=camera.d_mm / spec.pixel_size_mm)
+        fit = fit_internals(moments, type_of, configuration=configuration, left_out=left_out or None, excess_px2=excess,
+                            **fit_args)
+        camera, omega = _initial_camera(fit, spec, configuration=configuration, size=(W, H), grid=grid, layout=layout,
+                                        f_number=checkerboard_f_number)
     used = [d.f_number for d in fit.apertures if d.used]
     mic = _averaged_centres(flats, used, grid, k_all, l_all, conformities)
     return Precalibration(
@@ -268,6 +269,36 @@ def precalibrate(
         conformity=conformities,
         grid_rms_all_px=_rms_against(grid, all_moments[n_ref]),
     )
+
+
+def _initial_camera(fit: Any, spec: CameraSpec, *, configuration: Configuration, size: tuple[int, int], grid: Any,
+                    layout: TypeLayout, f_number: float) -> tuple[Any, InternalParameters]:
+    """The initial camera and Ω from a fit of Ω (:func:`plenocal.model.white.initial_camera`)."""
+    W, H = size
+    return initial_camera(
+        fit.omega,
+        tilt_xy_rad=initial_tilt(fit.omega, focal_length_mm=spec.main_lens_focal_length_mm,
+                                 focus_distance_mm=spec.focus_distance_mm, configuration=configuration),
+        focal_length_mm=spec.main_lens_focal_length_mm,
+        focus_distance_mm=spec.focus_distance_mm,
+        configuration=configuration,
+        sensor_size_px=(W, H),
+        mia=grid,
+        type_layout=layout,
+        f_number=f_number,
+    )
+
+
+def natural_vignetting_excess(omega: InternalParameters, f_numbers: list[float], *, d_px: float
+                              ) -> dict[float, tuple[float, ...]]:
+    """Per f-number and type, the variance natural vignetting adds to a central white micro-image
+    (:func:`plenocal.precalib.radii.natural_vignetting_excess_px2` at Ω's R_a = |m|/N and R_b =
+    |q_i|, px), for :func:`~plenocal.precalib.internals.fit_internals`' ``excess_px2``."""
+    s = omega.pixel_size_mm
+    lens_px = omega.micro_lens_pitch_mm / 2.0 / s
+    q_px = np.abs(np.asarray(omega.q_mm, dtype=np.float64)) / s if omega.n_types else np.zeros(1)
+    return {N: tuple(natural_vignetting_excess_px2(abs(omega.m_mm) / N / s, float(q), lens_radius_px=lens_px, d_px=d_px)
+                     for q in q_px) for N in f_numbers}
 
 
 GAP_FRACTION = 0.15

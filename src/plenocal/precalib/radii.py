@@ -113,3 +113,39 @@ def windowed_moments(
         out_aniso = np.stack([sxx - syy, 2.0 * sxy], axis=1) / (sxx + syy)[:, None]
     ok = np.isfinite(out_var)
     return Moments(kk[ok], ll[ok], out_var[ok], out_max[ok], out_mean[ok], out_off[ok], c[ok] + out_off[ok], out_aniso[ok])
+
+
+NATURAL_VIGNETTING_STEP_PX = 0.25
+"""Pixel-grid step (px) of :func:`natural_vignetting_excess_px2`'s quadrature of a white
+micro-image (the hard pupil mask's discretisation cancels between the weighted and the uniform
+sums, which use the same grid)."""
+NATURAL_VIGNETTING_LENS_POINTS = 400
+"""Lens-disc points (Vogel spiral) of :func:`natural_vignetting_excess_px2`."""
+
+
+def natural_vignetting_excess_px2(ra_px: float, rb_px: float, *, lens_radius_px: float, d_px: float) -> float:
+    """How much natural vignetting widens a white micro-image, as variance per axis (px²).
+
+    The variance law (module docstring) takes every lens point z of a pixel x that passes the
+    main aperture (|x − R_b·z| ≤ R_a) alike; a physical white weighs each by cos θ_X·cos θ_P/r² =
+    (1 + |L·z − x|²/d²)⁻² (L the lens radius and d the MLA–sensor distance, px; x from the lens
+    axis's foot, here the micro-image centre: the central micro-images), so the pixels near the
+    rim, which see the lens's near side, count more, and the micro-image's variance exceeds
+    (R_a² + R_b²)/4 by what this returns (``docs/model.md``, "Natural vignetting"; the detector's
+    rendered corner weighs its lens points alike, :class:`plenocal.detect.corners.NaturalVignetting`).
+    """
+    n = NATURAL_VIGNETTING_LENS_POINTS
+    i = np.arange(n) + 0.5
+    r, a = np.sqrt(i / n), i * np.pi * (3.0 - np.sqrt(5.0))
+    z = np.stack([r * np.cos(a), r * np.sin(a)], axis=1)
+    reach = ra_px + rb_px
+    g = np.arange(-reach, reach + NATURAL_VIGNETTING_STEP_PX / 2, NATURAL_VIGNETTING_STEP_PX)
+    xx, yy = np.meshgrid(g, g)
+    x = np.stack([xx.ravel(), yy.ravel()], axis=1)
+    x = x[np.hypot(x[:, 0], x[:, 1]) <= reach]
+    lit = np.hypot(x[:, None, 0] - rb_px * z[None, :, 0], x[:, None, 1] - rb_px * z[None, :, 1]) <= ra_px
+    q = 1.0 + ((lens_radius_px * z[None, :, 0] - x[:, None, 0]) ** 2 + (lens_radius_px * z[None, :, 1] - x[:, None, 1]) ** 2) / (d_px * d_px)
+    weighted = np.sum(lit / (q * q), axis=1)
+    uniform = np.sum(lit, axis=1).astype(np.float64)
+    r2 = 0.5 * np.sum(x * x, axis=1)
+    return float(np.sum(r2 * weighted) / np.sum(weighted) - np.sum(r2 * uniform) / np.sum(uniform))
