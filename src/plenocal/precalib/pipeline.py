@@ -15,7 +15,6 @@ observations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -271,8 +270,8 @@ def precalibrate(
     )
 
 
-def _initial_camera(fit: Any, spec: CameraSpec, *, configuration: Configuration, size: tuple[int, int], grid: Any,
-                    layout: TypeLayout, f_number: float) -> tuple[Any, InternalParameters]:
+def _initial_camera(fit: InternalsFit, spec: CameraSpec, *, configuration: Configuration, size: tuple[int, int],
+                    grid: MicroImageGrid, layout: TypeLayout, f_number: float) -> tuple[PlenopticCamera, InternalParameters]:
     """The initial camera and Ω from a fit of Ω (:func:`plenocal.model.white.initial_camera`)."""
     W, H = size
     return initial_camera(
