@@ -79,3 +79,13 @@ def test_the_run_summary_states_the_model_field(tmp_path):
     report["model_field"]["radius_mm"] = None
     (tmp_path / "calibration" / "report.json").write_text(json.dumps(report))
     assert dict(summary_rows(tmp_path))["model's field (residuals as the centre's)"] == "everywhere the features reach (11.4 mm)"
+
+
+def test_natural_vignetting_goes_to_precalibration_and_the_first_detection_pass(dataset, tmp_path):
+    """``run --natural-vignetting``: pre-calibration and the first pass get the option (the second
+    pass follows what the first recorded in detection.json); off, no stage does."""
+    on = {s.name: s for s in plan(dataset, tmp_path / "out", vignetting=True, natural_vignetting=True)}
+    off = {s.name: s for s in plan(dataset, tmp_path / "out", vignetting=True)}
+    assert "--natural-vignetting" in on["precalibrate"].argv and "--natural-vignetting" in on["detect"].argv
+    assert "--natural-vignetting" not in on["detect-pass2"].argv
+    assert not any("--natural-vignetting" in s.argv for s in off.values())

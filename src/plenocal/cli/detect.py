@@ -119,7 +119,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--natural-vignetting", action="store_true",
                    help="weigh the rendered corners' lens points by natural vignetting (cos·cos/r² of each ray; physical images "
                         "have it, the paper's model and PRISM's renders do not), with the pre-calibration camera's d and "
-                        "principal point; first pass only (experimental, off by default: see docs/model.md)")
+                        "principal point; the second pass does as its first pass did (experimental, off by default: "
+                        "see docs/model.md)")
     second = p.add_argument_group("second pass (after calibration; 'plenocal run' does it)")
     second.add_argument("--previous", type=Path, default=None, metavar="DIR",
                         help="a first pass's output: frames it refused or linked partly are detected again with the camera "
@@ -498,7 +499,7 @@ def _detect_frames(inp: _DetectInputs, args: argparse.Namespace, pupil: Any) -> 
             det = detect_frame(
                 image, inp.white, grid=camera.grid, omega=inp.omega, layout=camera.mla.types, frame=entry.frame,
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator, keep_images=True,
-                pupil=pupil, natural=_natural_vignetting(camera) if getattr(args, "natural_vignetting", False) else None,
+                pupil=pupil, natural=_natural_vignetting(camera) if args.natural_vignetting else None,
             )
             t_detect = time.perf_counter() - t0
             # Linked right away (frames are linked independently), so that the nodes its pose
@@ -591,6 +592,7 @@ def run(args: argparse.Namespace) -> int:
         "positions": obs.positions,
         "fit_rendered": not args.invert_estimator,
         "pupil_shape": args.pupil_shape,
+        **({"natural_vignetting": True} if args.natural_vignetting else {}),
         **({} if pupil is None else {"pupil_ellipses": int(pupil.elliptical.sum())}),
         "n_bap": len(obs.bap),
         "n_mic": len(obs.mic),
@@ -674,6 +676,8 @@ class _SecondPassInputs:
     pupil_vignetting: bool
     fit_rendered: bool
     pupil_shape: str
+    natural_vignetting: bool = False
+    """The first pass weighed its rendered corners by natural vignetting: the second does too."""
 
 
 def _second_pass_inputs(args: argparse.Namespace) -> _SecondPassInputs:
@@ -705,7 +709,8 @@ def _second_pass_inputs(args: argparse.Namespace) -> _SecondPassInputs:
         raise InputFileError(prev / "detection.json", f"pupil_shape {shape!r} is none of {', '.join(PUPIL_SHAPES)}; run the first pass again")
     entries = {e.frame: e for e in dataset.manifest.images if e.role in FRAME_ROLES and e.frame is not None}
     return _SecondPassInputs(dataset, cam_path, prev, out, pre, pre.internal_parameters, calibrated, poses, prev_obs, doc, entries,
-                             bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True)), shape)
+                             bool(doc.get("pupil_vignetting", True)), bool(doc.get("fit_rendered", True)), shape,
+                             bool(doc.get("natural_vignetting", False)))
 
 
 class _WhiteOnDemand:
@@ -751,7 +756,7 @@ class _WhiteOnDemand:
         camera = self.inp.pre.camera
         return micro_images(white_weight(self.stored[0], levels=self.levels, scale=self.stored[1]), grid=camera.grid,
                             omega=self.inp.omega, layout=camera.mla.types, pupil_vignetting=self.inp.pupil_vignetting,
-                            pupil=self.pupil)
+                            pupil=self.pupil, natural=_natural_vignetting(camera) if self.inp.natural_vignetting else None)
 
 
 def _kept_as_linked(rec: dict[str, Any]) -> str | None:
@@ -868,7 +873,8 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
         added, record = _relink_refused(white.images.image("grey", inp.entries[frame]), inp.entries[frame], grey_white,
                                         pre=inp.pre, calibrated=inp.calibrated,
                                         board=board, pupil_vignetting=inp.pupil_vignetting, fit_rendered=inp.fit_rendered,
-                                        pupil=white.pupil)
+                                        pupil=white.pupil,
+                                        natural=_natural_vignetting(inp.pre.camera) if inp.natural_vignetting else None)
     else:
         rec["second_pass"] = {"action": "kept (its linked features give no pose)"}
         return None
@@ -1038,13 +1044,14 @@ def _repose_lone_lattice(frame: int, links: np.ndarray, *, calibrated: Any, boar
 
 
 def _relink_refused(image: np.ndarray, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,
-                    pupil_vignetting: bool, fit_rendered: bool, pupil: Any = None) -> tuple[BapFeatures, dict[str, Any]]:
+                    pupil_vignetting: bool, fit_rendered: bool, pupil: Any = None,
+                    natural: NaturalVignetting | None = None) -> tuple[BapFeatures, dict[str, Any]]:
     """A frame the first pass refused (``image``: its grey image): detected again, linked with the
     calibrated camera (its barycentre pinhole; :func:`link_frame`, as the first pass links) and
     completed with its pose. Returns the linked features and what happened."""
     det = detect_frame(image, white, grid=pre.camera.grid, omega=pre.internal_parameters,
                        layout=pre.camera.mla.types, frame=entry.frame, pupil_vignetting=pupil_vignetting,
-                       fit_rendered=fit_rendered, keep_images=True, pupil=pupil)
+                       fit_rendered=fit_rendered, keep_images=True, pupil=pupil, natural=natural)
     linked, r, few, record = link_frame(det, entry.frame, camera=calibrated, board=board, fit_rendered=fit_rendered,
                                         grid_camera=pre.camera)
     if r is None or not r.ok or few is not None:

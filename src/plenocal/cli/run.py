@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-pupil-vignetting", action="store_true",
         help="detect corners where they appear (the paper's way) instead of inverting the pupil vignetting to chief-ray positions",
     )
+    p.add_argument("--natural-vignetting", action="store_true",
+                   help="pre-calibration and detection weigh each ray by its natural vignetting (cos·cos/r²; experimental, "
+                        "off by default: docs/model.md)")
     p.add_argument("--pupil-shape", choices=PUPIL_SHAPES, default=DEFAULT_PUPIL_SHAPE,
                    help="the main aperture's preimage in each micro-image for detection's corner model: 'disc' (the paper's, "
                         "radius R_a about the grid node), 'white' (an ellipse measured from the white where the white departs "
@@ -195,8 +198,12 @@ def option_files(calibrate_options: list[str] | None) -> list[Path]:
 
 
 def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: list[str] | None = None,
-         depth: bool = True, depth_scaling: bool = True, pupil_shape: str = DEFAULT_PUPIL_SHAPE) -> list[Stage]:
-    """The stages to run on ``dataset`` (see the module docstring)."""
+         depth: bool = True, depth_scaling: bool = True, pupil_shape: str = DEFAULT_PUPIL_SHAPE,
+         natural_vignetting: bool = False) -> list[Stage]:
+    """The stages to run on ``dataset`` (see the module docstring); ``natural_vignetting`` passes
+    ``--natural-vignetting`` to pre-calibration and the first detection pass (the second follows
+    the first)."""
+    nv = ["--natural-vignetting"] if natural_vignetting else []
     m = dataset.manifest
     ds = str(dataset.folder)
     manifest = dataset.folder / "manifest.json"
@@ -206,12 +213,13 @@ def plan(dataset: Dataset, out: Path, *, vignetting: bool, calibrate_options: li
     stages: list[Stage] = []
     if has_whites:
         whites = [dataset.path(e.path) for e in m.with_role(ImageRole.WHITE)]
-        stages.append(Stage("precalibrate", ["precalibrate", ds, "-o", str(pre)], [manifest, *whites], [pre / "camera.json", pre / "observations.npz"]))
+        stages.append(Stage("precalibrate", ["precalibrate", ds, "-o", str(pre), *nv], [manifest, *whites],
+                            [pre / "camera.json", pre / "observations.npz"]))
         stages.append(
             Stage(
                 "detect",
                 ["detect", ds, "-o", str(det), "--precalibration", str(pre), *([] if vignetting else ["--no-pupil-vignetting"]),
-                 *([] if pupil_shape == DEFAULT_PUPIL_SHAPE else ["--pupil-shape", pupil_shape])],
+                 *([] if pupil_shape == DEFAULT_PUPIL_SHAPE else ["--pupil-shape", pupil_shape]), *nv],
                 [manifest, *images, pre / "camera.json", pre / "observations.npz"],
                 [det / "observations.npz", det / "detection.json"],
             )
@@ -450,7 +458,8 @@ def run(args: argparse.Namespace) -> int:
     # The run's folder holds one folder per stage and report.html; each stage checks its own.
     check_output_folder(out, inputs=[dataset.folder, *dataset.files()], owned=None)
     stages = plan(dataset, out, vignetting=not args.no_pupil_vignetting, calibrate_options=calibration_argv(args),
-                  depth=not args.no_depth, depth_scaling=not args.no_depth_scaling, pupil_shape=args.pupil_shape)
+                  depth=not args.no_depth, depth_scaling=not args.no_depth_scaling, pupil_shape=args.pupil_shape,
+                  natural_vignetting=args.natural_vignetting)
     t0 = time.perf_counter()
     with folder_lock(out):
         status = execute(stages, out, force=args.force, log=lambda s: console.print(s, style="dim", markup=False, highlight=False))
