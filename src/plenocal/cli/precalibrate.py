@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         pc = precalibrate(whites, spec, checkerboard_f_number=n_cb, estimator=args.estimator,
                           color=dataset.manifest.image_format.color, full_scale=1.0,
-                          natural_vignetting=getattr(args, "natural_vignetting", False))
+                          natural_vignetting=args.natural_vignetting)
     except PrecalibrationError as exc:
         # Ω could not be estimated: show why (the radii per type and aperture). A stage is complete or
         # absent, so the figure goes to a folder of its own in the system's temporary directory,

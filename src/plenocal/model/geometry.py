@@ -1,4 +1,5 @@
-"""Rigid transforms: rotations (matrices, rotation vectors, XYZ Euler angles) and named poses.
+"""Rigid transforms: rotations (matrices, rotation vectors, XYZ Euler angles) and named poses; and
+a deterministic point set on the unit disc (:func:`vogel_disc`), for quadratures over a lens.
 
 Poses are named after their frames (``cam_from_world``: ``p_cam = R @ p_world + t``); see
 ``docs/conventions.md``.
@@ -150,3 +151,12 @@ class Pose:
         r = np.array2string(self.rotvec, precision=6)
         t = np.array2string(self.translation, precision=4)
         return f"Pose(rotvec={r}, translation={t})"
+
+
+def vogel_disc(n: int) -> FloatArray:
+    """``n`` points uniform on the unit disc (Vogel's spiral: radius √((i + ½)/n), golden-angle
+    steps), shape (n, 2): a deterministic quadrature of a lens's aperture."""
+    i = np.arange(n) + 0.5
+    r = np.sqrt(i / n)
+    t = i * np.pi * (3.0 - np.sqrt(5.0))
+    return np.stack([r * np.cos(t), r * np.sin(t)], axis=1)

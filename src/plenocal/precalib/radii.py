@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.model.camera import MicroImageGrid
+from plenocal.model.geometry import vogel_disc
 from plenocal.precalib._kernels import moments_kernel
 
 FloatArray = NDArray[np.float64]
@@ -134,10 +135,7 @@ def natural_vignetting_excess_px2(ra_px: float, rb_px: float, *, lens_radius_px:
     (R_a² + R_b²)/4 by what this returns (``docs/model.md``, "Natural vignetting"; the detector's
     rendered corner weighs its lens points alike, :class:`plenocal.detect.corners.NaturalVignetting`).
     """
-    n = NATURAL_VIGNETTING_LENS_POINTS
-    i = np.arange(n) + 0.5
-    r, a = np.sqrt(i / n), i * np.pi * (3.0 - np.sqrt(5.0))
-    z = np.stack([r * np.cos(a), r * np.sin(a)], axis=1)
+    z = vogel_disc(NATURAL_VIGNETTING_LENS_POINTS)
     reach = ra_px + rb_px
     g = np.arange(-reach, reach + NATURAL_VIGNETTING_STEP_PX / 2, NATURAL_VIGNETTING_STEP_PX)
     xx, yy = np.meshgrid(g, g)

@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.model.camera import PlenopticCamera
+from plenocal.model.geometry import vogel_disc
 from plenocal.model.observations import BapFeatures
 from plenocal.model.projection import micro_lens_centres
 from plenocal.model.white import internal_parameters
@@ -107,14 +108,6 @@ def lenslet_bench(design: LensletDesign, kind: LensletType, *, d_mm: float, D_mm
                         float(pupil_radius_mm))
 
 
-def _vogel(n: int) -> FloatArray:
-    """n points uniform on the unit disc (Vogel's spiral), shape (n, 2)."""
-    i = np.arange(n) + 0.5
-    r = np.sqrt(i / n)
-    t = i * math.pi * (3.0 - math.sqrt(5.0))
-    return np.stack([r * np.cos(t), r * np.sin(t)], axis=1)
-
-
 def spot(bench: LensletBench, point_mm: FloatArray, *, field_mm: float = 0.0, samples: int = SPOT_SAMPLES) -> FloatArray:
     """Sensor hits (x, y), lenslet coordinates (mm from the lenslet axis), of the rays from the main
     aperture towards the virtual point ``point_mm`` = (x, y, z) (z > 0: behind H) that pass the
@@ -122,7 +115,7 @@ def spot(bench: LensletBench, point_mm: FloatArray, *, field_mm: float = 0.0, sa
     X = np.asarray(point_mm, dtype=np.float64)
     scale = (X[2] + bench.D_mm) / X[2]  # lenslet plane → main lens plane, seen from X′
     centre = -X[:2] * (scale - 1.0)
-    disc = centre + _vogel(samples) * FOOTPRINT_MARGIN * bench.clear_radius_mm * abs(scale)
+    disc = centre + vogel_disc(samples) * FOOTPRINT_MARGIN * bench.clear_radius_mm * abs(scale)
     disc = disc[np.hypot(disc[:, 0] + field_mm, disc[:, 1]) <= bench.pupil_radius_mm]
     start = np.column_stack([disc, np.full(len(disc), -bench.D_mm)])
     direction = X[None, :] - start
