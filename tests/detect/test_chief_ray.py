@@ -369,3 +369,15 @@ def test_natural_vignetting_is_rendered_and_fitted_without_bias():
     rms0, scale0 = rms_and_scale(without)
     assert rms < 0.024 and abs(scale) < 1e-3, (rms, scale)
     assert rms0 > 0.028 and scale0 > 1.3e-3, (rms0, scale0)
+
+
+def test_natural_vignetting_of_a_camera_is_its_principal_point_and_d_in_pixels(r12a_camera):
+    """Detection takes the weights' inputs from pre-calibration's camera: the R12-A's principal
+    point and d = 0.3248 mm over 5.5 µm pixels, 59.05 px."""
+    from plenocal.detect.corners import NaturalVignetting
+
+    nat = NaturalVignetting.of_camera(r12a_camera)
+    s = r12a_camera.sensor.pixel_size_mm
+    assert nat.principal_point_px == tuple(r12a_camera.sensor.principal_point_px)
+    assert nat.d_px == pytest.approx(r12a_camera.d_mm / s, rel=1e-15)
+    assert nat.d_px == pytest.approx(59.05, abs=0.01)

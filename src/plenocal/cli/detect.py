@@ -475,12 +475,6 @@ class _FramesDetected:
     n_detected: int = 0
 
 
-def _natural_vignetting(camera: Any) -> NaturalVignetting:
-    """The natural vignetting's inputs from a camera (pre-calibration's: its d and principal point)."""
-    s = camera.sensor.pixel_size_mm
-    return NaturalVignetting(principal_point_px=tuple(camera.sensor.principal_point_px), d_px=camera.d_mm / s)
-
-
 def _detect_frames(inp: _DetectInputs, args: argparse.Namespace, pupil: Any) -> _FramesDetected:
     """Detect and link every checkerboard frame, the next image read while one is detected."""
     from rich.progress import Progress
@@ -499,7 +493,7 @@ def _detect_frames(inp: _DetectInputs, args: argparse.Namespace, pupil: Any) -> 
             det = detect_frame(
                 image, inp.white, grid=camera.grid, omega=inp.omega, layout=camera.mla.types, frame=entry.frame,
                 pupil_vignetting=not args.no_pupil_vignetting, fit_rendered=not args.invert_estimator, keep_images=True,
-                pupil=pupil, natural=_natural_vignetting(camera) if args.natural_vignetting else None,
+                pupil=pupil, natural=NaturalVignetting.of_camera(camera) if args.natural_vignetting else None,
             )
             t_detect = time.perf_counter() - t0
             # Linked right away (frames are linked independently), so that the nodes its pose
@@ -756,7 +750,7 @@ class _WhiteOnDemand:
         camera = self.inp.pre.camera
         return micro_images(white_weight(self.stored[0], levels=self.levels, scale=self.stored[1]), grid=camera.grid,
                             omega=self.inp.omega, layout=camera.mla.types, pupil_vignetting=self.inp.pupil_vignetting,
-                            pupil=self.pupil, natural=_natural_vignetting(camera) if self.inp.natural_vignetting else None)
+                            pupil=self.pupil, natural=NaturalVignetting.of_camera(camera) if self.inp.natural_vignetting else None)
 
 
 def _kept_as_linked(rec: dict[str, Any]) -> str | None:
@@ -874,7 +868,7 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
                                         pre=inp.pre, calibrated=inp.calibrated,
                                         board=board, pupil_vignetting=inp.pupil_vignetting, fit_rendered=inp.fit_rendered,
                                         pupil=white.pupil,
-                                        natural=_natural_vignetting(inp.pre.camera) if inp.natural_vignetting else None)
+                                        natural=NaturalVignetting.of_camera(inp.pre.camera) if inp.natural_vignetting else None)
     else:
         rec["second_pass"] = {"action": "kept (its linked features give no pose)"}
         return None

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +36,9 @@ from plenocal.detect._kernels import (
     xjunction_fit_kernel,
 )
 from plenocal.model.pupil_ellipse import PupilEllipses
+
+if TYPE_CHECKING:
+    from plenocal.model.camera import PlenopticCamera
 
 FloatArray = NDArray[np.float64]
 
@@ -440,6 +443,12 @@ class NaturalVignetting:
 
     principal_point_px: tuple[float, float]
     d_px: float
+
+    @classmethod
+    def of_camera(cls, camera: PlenopticCamera) -> NaturalVignetting:
+        """A camera's principal point and d in px (pre-calibration's camera, in detection)."""
+        s = camera.sensor.pixel_size_mm
+        return cls(principal_point_px=tuple(camera.sensor.principal_point_px), d_px=camera.d_mm / s)
 
     def rows(self, centres: FloatArray, *, lambda_: float, lens_radius_px: float) -> FloatArray:
         """(M, 4) rows (f_x, f_y, L, (s/d)²) of the micro-images centred at ``centres`` (M, 2):
