@@ -18,6 +18,7 @@ to numerical precision, or when no step can lower the cost any more (reported as
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -357,6 +358,94 @@ def _active_rows(residuals: Residuals, active: FloatArray | None) -> FloatArray:
     return observed.copy() if active is None else np.asarray(active, dtype=np.float64) * observed
 
 
+@dataclass
+class _Trial:
+    """A step tried by :func:`levenberg_marquardt`: the solver-variable step ``d``, the point it
+    leads to, and there the residuals, the cost (inf off the physical domain) and the weights."""
+
+    d: FloatArray
+    x: FloatArray
+    r: FloatArray
+    cost: float
+    w: FloatArray
+
+
+def _normal_system(residuals: Residuals, x: FloatArray, r: FloatArray, w: FloatArray, *, jacobian: str | None,
+                   priors: PriorTerms | None, report: SolverReport) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
+    """The Gauss–Newton system (JᵀWJ, JᵀWr, the free pose columns) at ``x`` with the priors' normal
+    equations added; its time goes to ``report.system_time_s``."""
+    t0 = time.perf_counter()
+    H, g, pose_cols = gauss_newton_system(residuals, x, r, w, jacobian=jacobian)
+    if priors:
+        Hp, gp = priors.normal_equations(residuals.layout, x)
+        H[: gp.size, : gp.size] += Hp
+        g[: gp.size] += gp
+    report.system_time_s += time.perf_counter() - t0
+    return H, g, pose_cols
+
+
+def _stopped(report: SolverReport, *, ftol: float, max_iterations: int) -> bool:
+    """Whether the solve ends here (``report``'s termination set): the Gauss–Newton model predicts
+    a relative decrease below ``ftol``, the gradient is zero, or the safety net is reached."""
+    if report.predicted_relative_decrease < ftol:
+        report.converged, report.termination = True, "predicted relative decrease < ftol"
+    elif report.gradient_norm == 0.0:
+        report.converged, report.termination = True, "gradient is zero"
+    elif report.iterations >= max_iterations:
+        report.termination = "maximum number of iterations reached (safety net)"
+    else:
+        return False
+    return True
+
+
+def _undamped_step(H: FloatArray, g: FloatArray, d_gn: FloatArray, pred_gn: float, S: FloatArray | None, cost: float, *,
+                   trial: Callable[[FloatArray], _Trial], quasi_newton_first: bool, report: SolverReport) -> _Trial | None:
+    """The first undamped step that lowers the cost by at least a quarter of what its model
+    predicts, or None.
+
+    Θ has long, narrow valleys (F–D, u0–tx, d–f_i) along which damped steps only creep. The
+    Gauss–Newton step ``d_gn`` and the quasi-Newton step of JᵀWJ + S (where S is known and the sum
+    positive definite) are tried, first the quasi-Newton one when ``quasi_newton_first`` (its model
+    predicted the last decrease better). A quasi-Newton step that fails zeroes S in place: the
+    secant estimate misled here, and starts again."""
+    candidates = [(d_gn, pred_gn, False)]
+    if S is not None and S.any():
+        d_qn = _solve_pd(H + S, -g)
+        if d_qn is not None:
+            qn_step = (d_qn, float(-(g @ d_qn + 0.5 * d_qn @ (H + S) @ d_qn)), True)
+            candidates.insert(0 if quasi_newton_first else 1, qn_step)
+    for d, pred, augmented in candidates:
+        t = trial(d)
+        if np.isfinite(t.cost) and t.cost < cost - 0.25 * pred:
+            report.quasi_newton_steps += int(augmented)
+            return t
+        if augmented:
+            assert S is not None
+            S[:] = 0.0
+    return None
+
+
+def _damped_step(H: FloatArray, g: FloatArray, diag: FloatArray, cost: float, mu: float, nu: float, *,
+                 trial: Callable[[FloatArray], _Trial]) -> tuple[_Trial | None, float, float]:
+    """Levenberg–Marquardt on JᵀWJ: (H + μD)δ = −g, μ raised by ν (doubling) until the cost falls
+    (r = obs − pred and J = ∂r/∂z, so g = JᵀWr), then lowered by the gain ratio (Nielsen's rule).
+    Returns (the step, or None when none lowers the cost or μ passes 1e20, μ, ν)."""
+    while True:
+        d = -_solve_spd(H + mu * np.diag(diag), g)
+        t = trial(d)
+        pred = float(-(g @ d + 0.5 * d @ H @ d))
+        if np.isfinite(t.cost) and t.cost < cost:
+            ratio = (cost - t.cost) / pred if pred > 0 else 0.0
+            mu *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
+            return t, mu, 2.0
+        if t.cost == cost:
+            return None, mu, nu
+        mu *= nu
+        nu *= 2.0
+        if mu > 1e20:
+            return None, mu, nu
+
+
 def levenberg_marquardt(
     residuals: Residuals,
     x0: FloatArray,
@@ -465,13 +554,7 @@ def levenberg_marquardt(
         return x_new
 
     while True:
-        t0 = time.perf_counter()
-        H, g, pose_cols = gauss_newton_system(residuals, x, r, w, jacobian=jacobian)
-        if priors:
-            Hp, gp = priors.normal_equations(lay, x)
-            H[: gp.size, : gp.size] += Hp
-            g[: gp.size] += gp
-        rep.system_time_s += time.perf_counter() - t0
+        H, g, pose_cols = _normal_system(residuals, x, r, w, jacobian=jacobian, priors=priors, report=rep)
         if quasi_newton:
             S = np.zeros_like(H) if S is None or last is None else secant_update(S, H, last[0], g - last[1])
         rep.gradient_norm = float(np.max(np.abs(g))) if g.size else 0.0
@@ -479,72 +562,33 @@ def levenberg_marquardt(
         gn = _solve_spd(H + 1e-12 * np.diag(diag), g)
         pred_gn = 0.5 * float(g @ gn)
         rep.predicted_relative_decrease = pred_gn / max(cost, 1e-300)
-        if rep.predicted_relative_decrease < ftol:
-            rep.converged, rep.termination = True, "predicted relative decrease < ftol"
-            break
-        if rep.gradient_norm == 0.0:
-            rep.converged, rep.termination = True, "gradient is zero"
-            break
-        if rep.iterations >= max_iterations:
-            rep.termination = "maximum number of iterations reached (safety net)"
+        if _stopped(rep, ftol=ftol, max_iterations=max_iterations):
             break
         if mu is None:
             mu = 1e-4 if mu0 is None else mu0
-        accepted = False
-        # Undamped steps first: Θ has long, narrow valleys (F–D, u0–tx, d–f_i) along which damped
-        # steps only creep. The Gauss–Newton step and the quasi-Newton step of JᵀWJ + S (where S
-        # is known and the sum positive definite), first the one whose model predicted the last
-        # decrease better; each is taken where it lowers the cost by at least a quarter of what
-        # its model predicts, and the damping relaxed; otherwise Levenberg–Marquardt on JᵀWJ.
-        candidates = [(-gn, pred_gn, False)]
-        if S is not None and S.any():
-            d_qn = _solve_pd(H + S, -g)
-            if d_qn is not None:
-                qn_step = (d_qn, -(g @ d_qn + 0.5 * d_qn @ (H + S) @ d_qn), True)
-                candidates.insert(0 if prefer_qn else 1, qn_step)
-        for d, pred, augmented in candidates:
-            x_new = take(d, pose_cols)
-            r_new, cost_new, w_new = evaluate(x_new)
-            if np.isfinite(cost_new) and cost_new < cost - 0.25 * pred:
-                mu = max(mu / 10.0, 1e-12)
-                nu = 2.0
-                accepted = True
-                rep.quasi_newton_steps += int(augmented)
-                break
-            if augmented:
-                assert S is not None
-                S[:] = 0.0  # the secant estimate misled here: start it again
-        while not accepted:
-            # r = obs − pred and J = ∂r/∂z: the step solves (H + μD)δ = −g with g = JᵀWr.
-            d = -_solve_spd(H + mu * np.diag(diag), g)
-            x_new = take(d, pose_cols)
-            r_new, cost_new, w_new = evaluate(x_new)
-            pred = -(g @ d + 0.5 * d @ H @ d)
-            if np.isfinite(cost_new) and cost_new < cost:
-                ratio = (cost - cost_new) / pred if pred > 0 else 0.0
-                mu *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
-                nu = 2.0
-                accepted = True
-                break
-            if cost_new == cost:
-                break
-            mu *= nu
-            nu *= 2.0
-            if mu > 1e20:
-                break
+
+        def trial(d: FloatArray, cols: NDArray[np.int64] = pose_cols) -> _Trial:
+            x_new = take(d, cols)
+            return _Trial(d, x_new, *evaluate(x_new))
+
+        step = _undamped_step(H, g, -gn, pred_gn, S, cost, trial=trial, quasi_newton_first=prefer_qn, report=rep)
+        if step is not None:
+            mu, nu = max(mu / 10.0, 1e-12), 2.0
+        else:
+            step, mu, nu = _damped_step(H, g, diag, cost, mu, nu, trial=trial)
         rep.iterations += 1
-        if not accepted:
+        if step is None:
             # No step lowers the cost: the gradient is zero to numerical precision.
             rep.converged = True
             rep.termination = "no step lowers the cost (gradient zero to numerical precision)"
             break
         if S is not None:
             # NL2SOL's model switch: next time, first the model that predicted this decrease better.
-            decrease = cost - cost_new
-            gauss_newton = -(g @ d + 0.5 * d @ H @ d)
-            prefer_qn = abs(gauss_newton - 0.5 * d @ S @ d - decrease) < abs(gauss_newton - decrease)
-        last = (d, g)
-        x, r, cost, w = x_new, r_new, cost_new, w_new
+            decrease = cost - step.cost
+            gauss_newton = -(g @ step.d + 0.5 * step.d @ H @ step.d)
+            prefer_qn = abs(gauss_newton - 0.5 * step.d @ S @ step.d - decrease) < abs(gauss_newton - decrease)
+        last = (step.d, g)
+        x, r, cost, w = step.x, step.r, step.cost, step.w
         rep.cost_history.append(cost)
     if mu is not None:
         rep.damping = float(mu)
