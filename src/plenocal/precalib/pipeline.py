@@ -15,6 +15,7 @@ observations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -129,6 +130,89 @@ def _check_whites(whites: list[WhiteImage]) -> tuple[int, int]:
     return H, W
 
 
+def _check_spec(spec: CameraSpec, shape: tuple[int, int]) -> None:
+    """What pre-calibration needs of the camera spec, and that it says the whites' size."""
+    H, W = shape
+    if spec.lattice is None or spec.n_types is None or spec.main_lens_focal_length_mm is None:
+        missing = [n for n in ("lattice", "n_types", "main_lens_focal_length_mm") if getattr(spec, n) is None]
+        raise DataError(f"camera_spec needs {', '.join(missing)} for pre-calibration")
+    if (spec.height_px, spec.width_px) != (H, W):
+        raise DataError(f"white images are {W}x{H} px but camera_spec says {spec.width_px}x{spec.height_px}")
+
+
+def _white_moments(
+    cleaned: dict[float, NDArray], grid: MicroImageGrid, k_all: NDArray[np.int64], l_all: NDArray[np.int64], *,
+    labels: dict[float, Any],
+) -> tuple[dict[float, Moments], dict[float, NDArray[np.float64]], dict[float, NDArray[np.float32]]]:
+    """Per aperture, every micro-image's moments of the white flattened by its envelope, its mass
+    (mean intensity times the envelope there), and the flattened white. A white with more than
+    :data:`NOT_WHITE_DARK_FRACTION` dark micro-images is refused: it is not a white image."""
+    all_moments: dict[float, Moments] = {}
+    masses: dict[float, NDArray[np.float64]] = {}
+    flats: dict[float, NDArray[np.float32]] = {}
+    for N, img in cleaned.items():
+        dark = _dark_fraction(img, grid, k_all, l_all)
+        if dark > NOT_WHITE_DARK_FRACTION:
+            raise DataError(
+                f"white image {labels[N]} has {100 * dark:.0f} % dark micro-images: it is not a white "
+                "image (a checkerboard or scene?); give images of a uniform diffuser"
+            )
+        env = envelope(img, grid.diameter_px)
+        flats[N] = flatten_by(img, env)
+        all_moments[N] = micro_image_moments(flats[N], grid, k_all, l_all)
+        masses[N] = all_moments[N].mean_intensity * _sample(env, all_moments[N].centre_px)
+    return all_moments, masses, flats
+
+
+def _lens_types(moments: dict[float, Moments], n_ref: float, n_types: int
+                ) -> tuple[TypeClassification, TypeLayout, dict[float, NDArray[np.int64]]]:
+    """The micro-lens types (:func:`classify_types`), their layout and each aperture's micro-images'
+    types. Types come from the variance at every aperture (features joined on (k, l)), less the
+    smooth trend across the sensor that a tilted MLA gives every type alike."""
+    common = _common_nodes(moments)
+    feats = np.stack([detrended(moments[N].variance_px2[idx], moments[N].centre_px[idx]) for N, idx in common.items()], axis=1)
+    ref_mom = moments[n_ref]
+    kc = ref_mom.k[common[n_ref]]
+    lc = ref_mom.l[common[n_ref]]
+    types = classify_types(kc, lc, feats, max(n_types, 1)) if n_types > 0 else classify_types(kc, lc, feats, 1)
+    layout = types.layout if n_types > 0 else TypeLayout(0)
+    type_of = {N: layout.type_of(moments[N].k, moments[N].l) if n_types > 0 else np.zeros(len(moments[N].k), dtype=np.int64)
+               for N in moments}
+    return types, layout, type_of
+
+
+def _inferred_configuration(fit: InternalsFit, pixel_size_mm: float) -> Configuration:
+    """The configuration the whites imply when the spec gives none: unfocused when every |q_i| is
+    below :data:`UNFOCUSED_Q_PX`; a Galilean and a Keplerian camera give the same radius law, so
+    otherwise the user must say."""
+    q_px = np.abs(np.array(fit.omega.q_mm)) / pixel_size_mm
+    if len(q_px) and float(q_px.max()) < UNFOCUSED_Q_PX:
+        return Configuration.UNFOCUSED
+    raise DataError(
+        "white images cannot tell a Galilean from a Keplerian camera (the radius law has the same "
+        f"magnitude in both; |q_i| = {np.round(q_px, 2).tolist()} px rules out unfocused): "
+        "set camera_spec.configuration"
+    )
+
+
+def _without_stray_whites(
+    fit: InternalsFit, moments: dict[float, Moments], type_of: dict[float, NDArray[np.int64]], white_stats: dict[float, Any],
+    names: dict[float, str], n_types: int, *, configuration: Configuration, fit_args: dict[str, Any],
+) -> tuple[InternalsFit, list[float]]:
+    """Ω without the whites that the aperture hardly shapes and that leave the radius law
+    (:func:`checks.check_used_whites`), checked again; (the fit, the whites left out)."""
+    left_out = checks.check_used_whites(white_stats, moments, type_of, [d.f_number for d in fit.apertures if d.used],
+                                        names, n_types)
+    if left_out:
+        fit = fit_internals(moments, type_of, configuration=configuration, left_out=left_out, **fit_args)
+        again = checks.check_used_whites(white_stats, moments, type_of, [d.f_number for d in fit.apertures if d.used],
+                                         names, n_types)
+        if again:
+            raise checks.WhiteImageError(f"white images {', '.join(names[N] for N in (*left_out, *again))} leave the "
+                                         "radius law of the others: check their f_numbers in manifest.json")
+    return fit, left_out
+
+
 def precalibrate(
     whites: list[WhiteImage],
     spec: CameraSpec,
@@ -157,11 +241,8 @@ def precalibrate(
         R_a, R_b and d), Ω fitted again (experimental, off: ``docs/model.md``, "Natural vignetting").
     """
     H, W = _check_whites(whites)
-    if spec.lattice is None or spec.n_types is None or spec.main_lens_focal_length_mm is None:
-        missing = [n for n in ("lattice", "n_types", "main_lens_focal_length_mm") if getattr(spec, n) is None]
-        raise DataError(f"camera_spec needs {', '.join(missing)} for pre-calibration")
-    if (spec.height_px, spec.width_px) != (H, W):
-        raise DataError(f"white images are {W}x{H} px but camera_spec says {spec.width_px}x{spec.height_px}")
+    _check_spec(spec, (H, W))
+    assert spec.lattice is not None and spec.n_types is not None
     by_n = {float(w.f_number): w for w in whites}
     names = {N: w.name or f"f/{N:g}" for N, w in by_n.items()}
     stats = checks.check_white_images([(names[N], np.asarray(w.image) / full_scale) for N, w in by_n.items()],
@@ -171,22 +252,9 @@ def precalibrate(
     n_ref = reference_white(cleaned)
     det = detect_centres(cleaned[n_ref], hexagonal=hexagonal)
     first_fit = fit_grid(det.uv, spec.lattice, (H, W))
-    grid = first_fit.grid
     k_all, l_all = spec.lattice.all_indices()
-    all_moments: dict[float, Moments] = {}
-    masses: dict[float, NDArray[np.float64]] = {}
-    flats: dict[float, NDArray[np.float32]] = {}
-    for N, img in cleaned.items():
-        dark = _dark_fraction(img, grid, k_all, l_all)
-        if dark > NOT_WHITE_DARK_FRACTION:
-            raise DataError(
-                f"white image {by_n[N].name or N} has {100 * dark:.0f} % dark micro-images: it is not a white "
-                "image (a checkerboard or scene?); give images of a uniform diffuser"
-            )
-        env = envelope(img, grid.diameter_px)
-        flats[N] = flatten_by(img, env)
-        all_moments[N] = micro_image_moments(flats[N], grid, k_all, l_all)
-        masses[N] = all_moments[N].mean_intensity * _sample(env, all_moments[N].centre_px)
+    all_moments, masses, flats = _white_moments(cleaned, first_fit.grid, k_all, l_all,
+                                                labels={N: w.name or N for N, w in by_n.items()})
     # Micro-images that do not follow the white-image model (clipped, distorted by the lens'
     # pupil, dark) are left out of the grid, the types, Ω and the MIC observations.
     grid_fit, conformities = _conforming_grid(first_fit, all_moments, masses, n_ref, (H, W))
@@ -199,51 +267,24 @@ def precalibrate(
                 f"(need {MIN_CONFORMING_MICRO_IMAGES}; {conformities[N].summary()}): the lens clips or distorts almost "
                 "every micro-image; check that the white is evenly lit and in focus range, or use whites at smaller apertures"
             )
-
     n_types = spec.n_types
-    # Types from the variance at every aperture (features joined on (k, l)), less the smooth trend
-    # across the sensor that a tilted MLA gives every type alike.
-    common = _common_nodes(moments)
-    feats = np.stack([detrended(moments[N].variance_px2[idx], moments[N].centre_px[idx]) for N, idx in common.items()], axis=1)
-    ref_mom = moments[n_ref]
-    kc = ref_mom.k[common[n_ref]]
-    lc = ref_mom.l[common[n_ref]]
-    types = classify_types(kc, lc, feats, max(n_types, 1)) if n_types > 0 else classify_types(kc, lc, feats, 1)
-    layout = types.layout if n_types > 0 else TypeLayout(0)
-    type_of = {N: layout.type_of(moments[N].k, moments[N].l) if n_types > 0 else np.zeros(len(moments[N].k), dtype=np.int64) for N in moments}
+    types, layout, type_of = _lens_types(moments, n_ref, n_types)
     checks.check_aperture_order(moments, type_of, names, n_types)
 
+    fit_args = dict(n_types=n_types, pixel_size_mm=spec.pixel_size_mm, micro_image_pitch_px=grid.diameter_px,
+                    f_number=checkerboard_f_number, estimator=estimator, reference_uv_px=mla_origin_uv(grid), images=flats)
     configuration = spec.configuration
     inferred = configuration is None
-    reference = mla_origin_uv(grid)
-    fit_args = dict(n_types=n_types, pixel_size_mm=spec.pixel_size_mm, micro_image_pitch_px=grid.diameter_px,
-                    f_number=checkerboard_f_number, estimator=estimator, reference_uv_px=reference, images=flats)
     try:
         fit = fit_internals(moments, type_of, configuration=configuration or Configuration.GALILEAN, **fit_args)
     except InternalsError as exc:
         raise PrecalibrationError(str(exc), PartialPrecalibration(grid_fit, types, moments, exc.apertures)) from None
     if configuration is None:
-        q_px = np.abs(np.array(fit.omega.q_mm)) / spec.pixel_size_mm
-        if len(q_px) and float(q_px.max()) < UNFOCUSED_Q_PX:
-            configuration = Configuration.UNFOCUSED
-        else:
-            raise DataError(
-                "white images cannot tell a Galilean from a Keplerian camera (the radius law has the same "
-                f"magnitude in both; |q_i| = {np.round(q_px, 2).tolist()} px rules out unfocused): "
-                "set camera_spec.configuration"
-            )
+        configuration = _inferred_configuration(fit, spec.pixel_size_mm)
         fit = fit_internals(moments, type_of, configuration=configuration, **fit_args)
-
     white_stats = {N: stats[names[N]] for N in by_n if names[N] in stats}
-    left_out = checks.check_used_whites(white_stats, moments, type_of, [d.f_number for d in fit.apertures if d.used],
-                                        names, n_types)
-    if left_out:  # a white the aperture hardly shapes and that leaves the law: Ω without it, checked again
-        fit = fit_internals(moments, type_of, configuration=configuration, left_out=left_out, **fit_args)
-        again = checks.check_used_whites(white_stats, moments, type_of, [d.f_number for d in fit.apertures if d.used],
-                                         names, n_types)
-        if again:
-            raise checks.WhiteImageError(f"white images {', '.join(names[N] for N in (*left_out, *again))} leave the "
-                                         "radius law of the others: check their f_numbers in manifest.json")
+    fit, left_out = _without_stray_whites(fit, moments, type_of, white_stats, names, n_types,
+                                          configuration=configuration, fit_args=fit_args)
     camera, omega = _initial_camera(fit, spec, configuration=configuration, size=(W, H), grid=grid, layout=layout,
                                     f_number=checkerboard_f_number)
     if natural_vignetting:
