@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from render import render_white
+from small_r12 import small_r12_camera
 
-from conftest import small_r12_camera
 from plenocal.errors import DataError
 from plenocal.model import MicroLensArray
 from plenocal.model.camera import Configuration
