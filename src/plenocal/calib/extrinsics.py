@@ -56,6 +56,7 @@ from plenocal.model.observations import BapFeatures
 from plenocal.model.target import Checkerboard
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 
 LINK_RADIUS_FRACTION = 0.6
 """A node claims its nearest barycentre within this fraction of the inter-node spacing (ref §7.1)."""
@@ -260,6 +261,50 @@ def board_roll_deg(camera: PlenopticCamera, board: Checkerboard, pose: Pose, nod
     return float(np.degrees(np.arctan2(d[1], d[0])))
 
 
+def _lattice_the_image_chooses(lat: LatticeFit, bary: FloatArray, view: ViewSampler, *, max_site_distance_fraction: float,
+                               min_log_likelihood_ratio: float) -> tuple[LatticeFit, str | None]:
+    """Step 1 of :func:`link_barycentres` where the barycentres left the lattice's axes ambiguous,
+    or took them in a basis that is not square: the image chooses a square lattice of nodes if it
+    can (:func:`image_axes`; the barycentres it left off then placed on its free sites); a lattice
+    the barycentres decided stays when it cannot. Returns (the lattice, the image's note; None when
+    the image chose none)."""
+    chosen, axes_note = image_axes(lat, view, min_log_likelihood_ratio=min_log_likelihood_ratio)
+    if chosen.ok:
+        return attach_to_lattice(chosen, bary, max_site_distance_fraction=max_site_distance_fraction), axes_note
+    return (lat if lat.ok else chosen), None
+
+
+def _posed_in_front(camera: PlenopticCamera, board: Checkerboard, nodes: IntArray, candidates: IntArray,
+                    bary: FloatArray) -> list[tuple[float, int, Pose]]:
+    """Step 4 of :func:`link_barycentres`: each candidate placement's PnP pose (rows of ``nodes``,
+    −1 where a barycentre of ``bary`` is off the board) kept when the board is in front of the
+    camera and faces it (its +z axis away from the camera, R[:, 2] · t > 0: a mirror labelling sees
+    it from behind); (|roll|°, placement, pose), least |roll| first."""
+    survivors: list[tuple[float, int, Pose]] = []
+    for p in candidates:
+        ok = nodes[p] >= 0
+        pose = solve_pnp(camera, board.node_points(nodes[p][ok]), bary[ok])
+        if pose is None or pose.translation[2] <= 0 or pose.rotation[:, 2] @ pose.translation <= 0:
+            continue
+        survivors.append((abs(board_roll_deg(camera, board, pose, nodes[p][ok])), int(p), pose))
+    survivors.sort(key=lambda s: s[0])
+    return survivors
+
+
+def _ambiguous_labelling(survivors: list[tuple[float, int, Pose]], offsets: IntArray, *, observed: tuple[int, int],
+                         board: tuple[int, int], min_upright_roll_gap_deg: float) -> str:
+    """The refusal of step 5 of :func:`link_barycentres`: several placements of the observed
+    lattice fit equally and none is upright by the margin; how many offsets of a partial view
+    among them (which board edge is unseen is then unknown)."""
+    roll = survivors[0][0]
+    rolls = ", ".join(f"{s[0]:.0f}°" for s in survivors)
+    shifts = len({tuple(offsets[s[1]]) for s in survivors if s[0] - roll < min_upright_roll_gap_deg})
+    return (f"ambiguous labelling: {len(survivors)} placements of the observed {observed[0]} × {observed[1]} lattice in the "
+            f"{board[0]} × {board[1]} board fit the barycentres equally (|roll| {rolls}"
+            + (f"; {shifts} offsets of a partial view: which board edge is unseen is unknown" if shifts > 1 else "")
+            + f"); the upright convention needs one |roll| {min_upright_roll_gap_deg:.0f}° below the others")
+
+
 def link_barycentres(
     camera: PlenopticCamera,
     board: Checkerboard,
@@ -345,15 +390,9 @@ def link_barycentres(
     )
     notes: list[str] = []
     if lat.alternatives and view is not None:
-        # Axes the barycentres left ambiguous, or took in a basis that is not square: the image
-        # chooses a square lattice of nodes if it can; a lattice the barycentres decided stays
-        # when it cannot.
-        chosen, axes_note = image_axes(lat, view, min_log_likelihood_ratio=min_image_log_likelihood_ratio)
-        if chosen.ok:
-            lat = attach_to_lattice(chosen, bary, max_site_distance_fraction=max_site_distance_fraction)
-            notes.append(axes_note)
-        elif not lat.ok:
-            lat = chosen
+        lat, axes_note = _lattice_the_image_chooses(lat, bary, view, max_site_distance_fraction=max_site_distance_fraction,
+                                                    min_log_likelihood_ratio=min_image_log_likelihood_ratio)
+        notes += [] if axes_note is None else [axes_note]
     if not lat.ok:
         return Linking(unlinked, reason=lat.reason)
     idx = np.flatnonzero(lat.on_lattice)
@@ -377,33 +416,17 @@ def link_barycentres(
     cand = np.flatnonzero(support > support.max() - min_support_margin)
     n_linked = (nodes >= 0).sum(axis=1)
     n_rejected = int(np.sum((n_linked >= n_linked[cand].max()) & (support <= support.max() - min_support_margin)))
-    survivors: list[tuple[float, int, Pose]] = []
-    for p in cand:
-        ok = nodes[p] >= 0
-        pose = solve_pnp(camera, board.node_points(nodes[p][ok]), bary[idx[ok]])
-        # Facing: the board's +z axis points away from the camera, i.e. R[:, 2] · t > 0.
-        if pose is None or pose.translation[2] <= 0 or pose.rotation[:, 2] @ pose.translation <= 0:
-            continue
-        survivors.append((abs(board_roll_deg(camera, board, pose, nodes[p][ok])), int(p), pose))
+    survivors = _posed_in_front(camera, board, nodes, cand, bary[idx])
     if not survivors:
         return Linking(unlinked, reason="no labelling puts the board in front of the camera, facing it")
-    survivors.sort(key=lambda s: s[0])
     roll, best, pose = survivors[0]
     w, h = np.ptp(ij @ SYMMETRIES[sym[best]].T, axis=0) + 1  # observed extent, as the board's columns × rows
     notes += [f"{n_rejected} labellings linking as many rejected: they leave nodes in view undetected"] if n_rejected else []
     if len(survivors) > 1:
         rolls = ", ".join(f"{s[0]:.0f}°" for s in survivors)
         if survivors[1][0] - roll < min_upright_roll_gap_deg:
-            shifts = len({tuple(off[s[1]]) for s in survivors if s[0] - roll < min_upright_roll_gap_deg})
-            return Linking(
-                unlinked,
-                reason=(
-                    f"ambiguous labelling: {len(survivors)} placements of the observed {w} × {h} lattice in the "
-                    f"{C} × {R} board fit the barycentres equally (|roll| {rolls}"
-                    + (f"; {shifts} offsets of a partial view: which board edge is unseen is unknown" if shifts > 1 else "")
-                    + f"); the upright convention needs one |roll| {min_upright_roll_gap_deg:.0f}° below the others"
-                ),
-            )
+            return Linking(unlinked, reason=_ambiguous_labelling(survivors, off, observed=(w, h), board=(C, R),
+                                                                 min_upright_roll_gap_deg=min_upright_roll_gap_deg))
         notes.append(f"upright convention: node 0 top-left chosen among {len(survivors)} labellings fitting equally (|roll| {rolls})")
     node_of = unlinked.copy()
     node_of[idx] = nodes[best]
