@@ -685,6 +685,60 @@ def texture_offsets(devignetted: NDArray, weight: NDArray, centres: FloatArray, 
     return texture_centroid_kernel(devignetted, weight, centres, radii, np.asarray(index, dtype=np.int64))
 
 
+def _texture_screen(
+    dv: NDArray, weight: NDArray, centres: FloatArray, radii: FloatArray, in_view: NDArray[np.bool_], *,
+    min_grey_spread: float, field: tuple[Any, float | None], subset: NDArray[np.bool_] | None,
+) -> tuple[FloatArray, FloatArray, NDArray[np.int8], NDArray[np.int64]]:
+    """:func:`estimate_virtual_depths`' screen: each micro-image in view's mean grey level and its
+    relative spread (mean absolute deviation over the mean, within :data:`TEXTURE_RADIUS_FRACTION`
+    of the white radius), its status (outside the view, flat below ``min_grey_spread``, beyond
+    the model's ``field`` = (principal point, radius px or None), or waiting for pairs), and the
+    micro-images to match (within ``subset`` when given). Returns (grey, spread, status, todo)."""
+    n = len(centres)
+    grey = np.full(n, np.nan)
+    spread = np.full(n, np.nan)
+    cand = np.flatnonzero(in_view)
+    grey[cand], mad = micro_image_spread_kernel(dv, np.asarray(weight), centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
+    spread[cand] = mad / np.maximum(grey[cand], 1e-6)
+    status = np.full(n, STATUS_FLAT, dtype=np.int8)
+    status[~in_view] = STATUS_OUTSIDE
+    todo = cand[spread[cand] >= min_grey_spread]
+    status[todo] = STATUS_NO_PAIRS
+    principal_point, field_radius_px = field
+    if field_radius_px is not None:
+        beyond = np.hypot(*(centres[todo] - np.asarray(principal_point, dtype=np.float64)).T) > field_radius_px
+        status[todo[beyond]] = STATUS_OUTSIDE_FIELD
+        todo = todo[~beyond]
+    if subset is not None:
+        todo = todo[np.asarray(subset, dtype=bool)[todo]]
+    return grey, spread, status, todo
+
+
+def _search_settings(*, kappa: float, f_number: float, w_range: tuple[float, float], n_grid: int, golden_iterations: int,
+                     refine_mode: int, refine_stride: int, rings: float, star_rings: float, neigh: NDArray, n_coarse: int,
+                     min_grey_spread: float, lam: float, pupil_vignetting: bool, refine_min_confidence: float,
+                     refine_common: int | None, smoothed_shift: bool, field_radius_px: float | None,
+                     baselines: tuple[float, float] | None, pair_types: str | None, law: Any) -> dict[str, Any]:
+    """What :func:`estimate_virtual_depths` used, as :attr:`VirtualDepthMap.settings` records it."""
+    N = f_number
+    w_lo, w_hi = w_range
+    return {
+        "kappa": float(kappa), "f_number": N, "inverse_depth_range": [float(w_lo), float(w_hi)],
+        "coarse_steps": int(n_grid), "coarse_step_px": COARSE_STEP_PX, "golden_iterations": int(golden_iterations),
+        "refine": "parabola" if refine_mode == REFINE_PARABOLA else "golden", "refine_stride_px": int(refine_stride),
+        "rings": float(rings), "star_rings": float(star_rings), "coarse_rings": COARSE_RINGS, "neighbours": int(neigh.shape[1]), "coarse_neighbours": int(n_coarse),
+        "min_grey_spread": float(min_grey_spread), "usable_radius_fraction": USABLE_RADIUS_FRACTION,
+        "blur_variances_px2": list(BLUR_VARIANCES_PX2), "interpolation_blur_variance_px2": INTERPOLATION_BLUR_VARIANCE_PX2,
+        "lambda": float(lam),
+        "pupil_vignetting": bool(pupil_vignetting), "refine_min_confidence": float(refine_min_confidence),
+        "refine_common": int(REFINE_COMMON if refine_common is None else refine_common), "smoothed_shift": bool(smoothed_shift),
+        "field_radius_px": None if field_radius_px is None else float(field_radius_px),
+        **({"baselines": [float(b) for b in baselines]} if baselines is not None else {}),
+        **({"pair_types": pair_types} if pair_types is not None else {}),
+        "blur_law": {"intercept_px": list(law.intercept_px), "slope_px": law.slope_px},
+    }
+
+
 def estimate_virtual_depths(
     devignetted: NDArray,
     weight: NDArray,
@@ -781,21 +835,8 @@ def estimate_virtual_depths(
     w_grid = np.linspace(w_lo, w_hi, n_grid)
 
     n = len(k_all)
-    grey = np.full(n, np.nan)
-    spread = np.full(n, np.nan)
-    cand = np.flatnonzero(in_view)
-    grey[cand], mad = micro_image_spread_kernel(dv, np.asarray(weight), centres, radii * (TEXTURE_RADIUS_FRACTION / USABLE_RADIUS_FRACTION), cand)
-    spread[cand] = mad / np.maximum(grey[cand], 1e-6)
-    status = np.full(n, STATUS_FLAT, dtype=np.int8)
-    status[~in_view] = STATUS_OUTSIDE
-    todo = cand[spread[cand] >= min_grey_spread]
-    status[todo] = STATUS_NO_PAIRS
-    if field_radius_px is not None:
-        beyond = np.hypot(*(centres[todo] - np.asarray(camera.principal_point_px, dtype=np.float64)).T) > field_radius_px
-        status[todo[beyond]] = STATUS_OUTSIDE_FIELD
-        todo = todo[~beyond]
-    if subset is not None:
-        todo = todo[np.asarray(subset, dtype=bool)[todo]]
+    grey, spread, status, todo = _texture_screen(dv, weight, centres, radii, in_view, min_grey_spread=min_grey_spread,
+                                                 field=(camera.principal_point_px, field_radius_px), subset=subset)
     w = np.full(n, np.nan)
     cost = np.full(n, np.nan)
     conf = np.zeros(n)
@@ -818,21 +859,12 @@ def estimate_virtual_depths(
     offsets[todo] = texture_offsets(dv, np.asarray(weight), centres, radii, todo)
     with np.errstate(divide="ignore", invalid="ignore"):
         upsilon = np.where(status == STATUS_OK, 1.0 / w, np.nan)
-    settings = {
-        "kappa": float(kappa), "f_number": N, "inverse_depth_range": [float(w_lo), float(w_hi)],
-        "coarse_steps": int(n_grid), "coarse_step_px": COARSE_STEP_PX, "golden_iterations": int(golden_iterations),
-        "refine": "parabola" if refine_mode == REFINE_PARABOLA else "golden", "refine_stride_px": int(refine_stride),
-        "rings": float(rings), "star_rings": float(star_rings), "coarse_rings": COARSE_RINGS, "neighbours": int(neigh.shape[1]), "coarse_neighbours": int(n_coarse),
-        "min_grey_spread": float(min_grey_spread), "usable_radius_fraction": USABLE_RADIUS_FRACTION,
-        "blur_variances_px2": list(BLUR_VARIANCES_PX2), "interpolation_blur_variance_px2": INTERPOLATION_BLUR_VARIANCE_PX2,
-        "lambda": float(lam),
-        "pupil_vignetting": bool(pupil_vignetting), "refine_min_confidence": float(refine_min_confidence),
-        "refine_common": int(REFINE_COMMON if refine_common is None else refine_common), "smoothed_shift": bool(smoothed_shift),
-        "field_radius_px": None if field_radius_px is None else float(field_radius_px),
-        **({"baselines": [float(b) for b in baselines]} if baselines is not None else {}),
-        **({"pair_types": pair_types} if pair_types is not None else {}),
-        "blur_law": {"intercept_px": list(law.intercept_px), "slope_px": law.slope_px},
-    }
+    settings = _search_settings(kappa=kappa, f_number=N, w_range=(w_lo, w_hi), n_grid=n_grid, golden_iterations=golden_iterations,
+                                refine_mode=refine_mode, refine_stride=refine_stride, rings=rings, star_rings=star_rings,
+                                neigh=neigh, n_coarse=n_coarse, min_grey_spread=min_grey_spread, lam=lam,
+                                pupil_vignetting=pupil_vignetting, refine_min_confidence=refine_min_confidence,
+                                refine_common=refine_common, smoothed_shift=smoothed_shift, field_radius_px=field_radius_px,
+                                baselines=baselines, pair_types=pair_types, law=law)
     return VirtualDepthMap(
         k_all.astype(np.int64), l_all.astype(np.int64), centres, types, upsilon, conf, cost, grey, spread, status, pairs,
         settings, time.perf_counter() - t0, offsets,
