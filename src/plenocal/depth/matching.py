@@ -714,30 +714,6 @@ def _texture_screen(
     return grey, spread, status, todo
 
 
-def _search_settings(*, kappa: float, f_number: float, w_range: tuple[float, float], n_grid: int, golden_iterations: int,
-                     refine_mode: int, refine_stride: int, rings: float, star_rings: float, neigh: NDArray, n_coarse: int,
-                     min_grey_spread: float, lam: float, pupil_vignetting: bool, refine_min_confidence: float,
-                     refine_common: int | None, smoothed_shift: bool, field_radius_px: float | None,
-                     baselines: tuple[float, float] | None, pair_types: str | None, law: Any) -> dict[str, Any]:
-    """What :func:`estimate_virtual_depths` used, as :attr:`VirtualDepthMap.settings` records it."""
-    N = f_number
-    w_lo, w_hi = w_range
-    return {
-        "kappa": float(kappa), "f_number": N, "inverse_depth_range": [float(w_lo), float(w_hi)],
-        "coarse_steps": int(n_grid), "coarse_step_px": COARSE_STEP_PX, "golden_iterations": int(golden_iterations),
-        "refine": "parabola" if refine_mode == REFINE_PARABOLA else "golden", "refine_stride_px": int(refine_stride),
-        "rings": float(rings), "star_rings": float(star_rings), "coarse_rings": COARSE_RINGS, "neighbours": int(neigh.shape[1]), "coarse_neighbours": int(n_coarse),
-        "min_grey_spread": float(min_grey_spread), "usable_radius_fraction": USABLE_RADIUS_FRACTION,
-        "blur_variances_px2": list(BLUR_VARIANCES_PX2), "interpolation_blur_variance_px2": INTERPOLATION_BLUR_VARIANCE_PX2,
-        "lambda": float(lam),
-        "pupil_vignetting": bool(pupil_vignetting), "refine_min_confidence": float(refine_min_confidence),
-        "refine_common": int(REFINE_COMMON if refine_common is None else refine_common), "smoothed_shift": bool(smoothed_shift),
-        "field_radius_px": None if field_radius_px is None else float(field_radius_px),
-        **({"baselines": [float(b) for b in baselines]} if baselines is not None else {}),
-        **({"pair_types": pair_types} if pair_types is not None else {}),
-        "blur_law": {"intercept_px": list(law.intercept_px), "slope_px": law.slope_px},
-    }
-
 
 def estimate_virtual_depths(
     devignetted: NDArray,
@@ -859,12 +835,21 @@ def estimate_virtual_depths(
     offsets[todo] = texture_offsets(dv, np.asarray(weight), centres, radii, todo)
     with np.errstate(divide="ignore", invalid="ignore"):
         upsilon = np.where(status == STATUS_OK, 1.0 / w, np.nan)
-    settings = _search_settings(kappa=kappa, f_number=N, w_range=(w_lo, w_hi), n_grid=n_grid, golden_iterations=golden_iterations,
-                                refine_mode=refine_mode, refine_stride=refine_stride, rings=rings, star_rings=star_rings,
-                                neigh=neigh, n_coarse=n_coarse, min_grey_spread=min_grey_spread, lam=lam,
-                                pupil_vignetting=pupil_vignetting, refine_min_confidence=refine_min_confidence,
-                                refine_common=refine_common, smoothed_shift=smoothed_shift, field_radius_px=field_radius_px,
-                                baselines=baselines, pair_types=pair_types, law=law)
+    settings = {
+        "kappa": float(kappa), "f_number": N, "inverse_depth_range": [float(w_lo), float(w_hi)],
+        "coarse_steps": int(n_grid), "coarse_step_px": COARSE_STEP_PX, "golden_iterations": int(golden_iterations),
+        "refine": "parabola" if refine_mode == REFINE_PARABOLA else "golden", "refine_stride_px": int(refine_stride),
+        "rings": float(rings), "star_rings": float(star_rings), "coarse_rings": COARSE_RINGS, "neighbours": int(neigh.shape[1]), "coarse_neighbours": int(n_coarse),
+        "min_grey_spread": float(min_grey_spread), "usable_radius_fraction": USABLE_RADIUS_FRACTION,
+        "blur_variances_px2": list(BLUR_VARIANCES_PX2), "interpolation_blur_variance_px2": INTERPOLATION_BLUR_VARIANCE_PX2,
+        "lambda": float(lam),
+        "pupil_vignetting": bool(pupil_vignetting), "refine_min_confidence": float(refine_min_confidence),
+        "refine_common": int(REFINE_COMMON if refine_common is None else refine_common), "smoothed_shift": bool(smoothed_shift),
+        "field_radius_px": None if field_radius_px is None else float(field_radius_px),
+        **({"baselines": [float(b) for b in baselines]} if baselines is not None else {}),
+        **({"pair_types": pair_types} if pair_types is not None else {}),
+        "blur_law": {"intercept_px": list(law.intercept_px), "slope_px": law.slope_px},
+    }
     return VirtualDepthMap(
         k_all.astype(np.int64), l_all.astype(np.int64), centres, types, upsilon, conf, cost, grey, spread, status, pairs,
         settings, time.perf_counter() - t0, offsets,
