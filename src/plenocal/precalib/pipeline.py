@@ -245,6 +245,7 @@ def precalibrate(
     assert spec.lattice is not None and spec.n_types is not None
     by_n = {float(w.f_number): w for w in whites}
     names = {N: w.name or f"f/{N:g}" for N, w in by_n.items()}
+    labels = {N: w.name or N for N, w in by_n.items()}  # the refusals' own wording of a white
     stats = checks.check_white_images([(names[N], np.asarray(w.image) / full_scale) for N, w in by_n.items()],
                                       color=color) if full_scale is not None else {}
     cleaned = {N: clean_image(w.image) for N, w in by_n.items()}
@@ -253,8 +254,7 @@ def precalibrate(
     det = detect_centres(cleaned[n_ref], hexagonal=hexagonal)
     first_fit = fit_grid(det.uv, spec.lattice, (H, W))
     k_all, l_all = spec.lattice.all_indices()
-    all_moments, masses, flats = _white_moments(cleaned, first_fit.grid, k_all, l_all,
-                                                labels={N: w.name or N for N, w in by_n.items()})
+    all_moments, masses, flats = _white_moments(cleaned, first_fit.grid, k_all, l_all, labels=labels)
     # Micro-images that do not follow the white-image model (clipped, distorted by the lens'
     # pupil, dark) are left out of the grid, the types, Ω and the MIC observations.
     grid_fit, conformities = _conforming_grid(first_fit, all_moments, masses, n_ref, (H, W))
@@ -263,7 +263,7 @@ def precalibrate(
     for N, m in moments.items():
         if len(m.k) < MIN_CONFORMING_MICRO_IMAGES:
             raise DataError(
-                f"white image {by_n[N].name or N}: only {len(m.k)} micro-images follow the white-image model "
+                f"white image {labels[N]}: only {len(m.k)} micro-images follow the white-image model "
                 f"(need {MIN_CONFORMING_MICRO_IMAGES}; {conformities[N].summary()}): the lens clips or distorts almost "
                 "every micro-image; check that the white is evenly lit and in focus range, or use whites at smaller apertures"
             )
