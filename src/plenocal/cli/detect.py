@@ -673,6 +673,12 @@ class _SecondPassInputs:
     natural_vignetting: bool = False
     """The first pass weighed its rendered corners by natural vignetting: the second does too."""
 
+    @property
+    def natural(self) -> NaturalVignetting | None:
+        """The weights' inputs from pre-calibration's camera, as the first pass took them; None
+        without natural vignetting."""
+        return NaturalVignetting.of_camera(self.pre.camera) if self.natural_vignetting else None
+
 
 def _second_pass_inputs(args: argparse.Namespace) -> _SecondPassInputs:
     """The second pass's inputs, each checked with one line naming the file at fault."""
@@ -750,7 +756,7 @@ class _WhiteOnDemand:
         camera = self.inp.pre.camera
         return micro_images(white_weight(self.stored[0], levels=self.levels, scale=self.stored[1]), grid=camera.grid,
                             omega=self.inp.omega, layout=camera.mla.types, pupil_vignetting=self.inp.pupil_vignetting,
-                            pupil=self.pupil, natural=NaturalVignetting.of_camera(camera) if self.inp.natural_vignetting else None)
+                            pupil=self.pupil, natural=self.inp.natural)
 
 
 def _kept_as_linked(rec: dict[str, Any]) -> str | None:
@@ -868,7 +874,7 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
                                         pre=inp.pre, calibrated=inp.calibrated,
                                         board=board, pupil_vignetting=inp.pupil_vignetting, fit_rendered=inp.fit_rendered,
                                         pupil=white.pupil,
-                                        natural=NaturalVignetting.of_camera(inp.pre.camera) if inp.natural_vignetting else None)
+                                        natural=inp.natural)
     else:
         rec["second_pass"] = {"action": "kept (its linked features give no pose)"}
         return None
