@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from plenocal.model.geometry import vogel_disc
 from plenocal.precalib.radii import natural_vignetting_excess_px2
 
 RA, RB, L, D = 6.52, 6.51, 11.59, 59.1  # R12-A at f/4: aperture and lens radii, lens radius, d (px)
@@ -14,9 +15,7 @@ def _pixel_variance(ra, rb, *, d_px, n_sub=4, n_lens=1500):
     """Per-axis variance of a white micro-image's pixel values (pixels of 1 px integrated by
     n_sub² points, the lens disc by n_lens points; natural vignetting's weight d²/r⁴ per ray
     when d_px is finite), as the moments measure it."""
-    i = np.arange(n_lens) + 0.5
-    r, a = np.sqrt(i / n_lens), i * np.pi * (3.0 - np.sqrt(5.0))
-    z = np.stack([r * np.cos(a), r * np.sin(a)], axis=1)
+    z = vogel_disc(n_lens)
     reach = int(np.ceil(ra + rb)) + 1
     px = np.stack(np.meshgrid(np.arange(-reach, reach + 1), np.arange(-reach, reach + 1)), -1).reshape(-1, 2).astype(float)
     sub = (np.arange(n_sub) + 0.5) / n_sub - 0.5
