@@ -457,3 +457,25 @@ def test_pose_from_views_recovers_the_pose_that_made_the_views(scenes):
     assert np.max(res) < 1e-5 and sigma < 1e-5
     assert np.allclose(got.translation, pose.translation, atol=1e-5)
     assert np.allclose(got.rotation, pose.rotation, atol=1e-7)
+
+
+def test_single_views_too_few_for_a_pose_are_refused_with_a_record_json_can_hold(scenes):
+    """One node fitted in one micro-image and nothing else linked: two residuals cannot pose the
+    board (6 unknowns), so there is no σ̂ to judge it by; it is refused and the record says so with
+    σ̂ None, not ∞ (detection.json holds no ∞; a frame near the MLA's conjugate plane with one or
+    two nodes fitted once comes here)."""
+    import json
+
+    from plenocal.detect.nodes import _single_views
+
+    cam, out, _ = scenes
+    pose, _det, _dv, micro = out[0.95]
+    truth = FeatureOracle(cam).board_features(BOARD, pose)
+    lut = {(int(k), int(l)): i for i, (k, l) in enumerate(zip(micro.k, micro.l, strict=True))}
+    j = next(i for i in range(len(truth.k)) if (int(truth.k[i]), int(truth.l[i])) in lut)
+    node = truth.node[j : j + 1]
+    per_node = np.bincount(node, minlength=BOARD.n_nodes)
+    feats, record = _single_views(cam, pose, BOARD, micro, np.array([lut[(int(truth.k[j]), int(truth.l[j]))]]),
+                                  np.array([[truth.u[j], truth.v[j]]]), node, per_node, known=BapFeatures.empty(), frame=0)
+    assert len(feats) == 0 and record == {"single_views_sigma_px": None, "single_views_refused": 1}
+    json.dumps(record, allow_nan=False)

@@ -355,9 +355,11 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
         points = zip(np.concatenate([cid, lone_ids]).tolist(), np.concatenate([bary, centres]).tolist(), strict=True)
         record["lone_links"] = [[int(node_of[i]), round(u, 3), round(v, 3)] for i, (u, v) in sorted(points) if i in node_of]
         refused = int(record.get("single_views_refused", 0))
-        why = (f"; {refused} nodes fitted in one micro-image left out: the camera and their best pose leave them "
-               f"{record['single_views_sigma_px']:.2f} px off (σ̂, over {SINGLE_VIEW_MAX_RMS_PX:g}), the calibrated camera tries them again"
-               if refused else "")
+        sigma = record.get("single_views_sigma_px")
+        why = (f"; {refused} nodes fitted in one micro-image left out: "
+               + (f"the camera and their best pose leave them {sigma:.2f} px off (σ̂, over {SINGLE_VIEW_MAX_RMS_PX:g})"
+                  if sigma is not None else "no pose of the board explains where they appear (too few to fit one)")
+               + ", the calibrated camera tries them again" if refused else "")
         if not record.get("missing_in_view", 1):
             why += ("; this camera and pose predict no node inside a micro-image's disc sharp enough to fit (|ρ| at most "
                     f"{RESOLVABLE_BLUR_FRACTION:g} of the disc)")

@@ -418,7 +418,7 @@ def detect_board_nodes(
 def _single_views(
     camera: PlenopticCamera, cam_from_world: Pose, board: Checkerboard, micro: MicroImages, idx: IntArray,
     corner: FloatArray, node: IntArray, per_node: IntArray, *, known: BapFeatures, frame: int,
-) -> tuple[BapFeatures, dict[str, float]]:
+) -> tuple[BapFeatures, dict[str, float | int | None]]:
     """Single-view features of the nodes fitted in exactly one micro-image: (u, v) the fitted
     corner's chief-ray position, ρ NaN (no υ). The corner less the pupil-vignetting shift of the
     pose that explains where the corners appear (:func:`pose_from_views`, with the frame's
@@ -429,8 +429,9 @@ def _single_views(
         return BapFeatures.empty(), {}
     node, idx, corner = node[once], idx[once], corner[once]
     pose, _res, sigma = pose_from_views(camera, cam_from_world, board, micro, node=node, idx=idx, appear=corner, known=known)
-    if not sigma <= SINGLE_VIEW_MAX_RMS_PX:
-        return BapFeatures.empty(), {"single_views_sigma_px": sigma, "single_views_refused": int(once.sum())}
+    if not sigma <= SINGLE_VIEW_MAX_RMS_PX:  # σ̂ None in the record: no pose explains them (too few, or unprojectable)
+        return BapFeatures.empty(), {"single_views_sigma_px": sigma if np.isfinite(sigma) else None,
+                                     "single_views_refused": int(once.sum())}
     chief, appear, _ = _views_of(camera, pose.apply(board.node_points(node)), idx, micro)
     uv = corner - (appear - chief)
     n = len(node)
