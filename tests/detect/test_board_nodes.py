@@ -124,19 +124,24 @@ def test_every_visible_corner_is_found_with_its_node(scenes, fraction):
     assert np.array_equal(_node_of(micro, nd.features, cam, pose_true), nd.features.node)
 
 
-def test_a_frame_without_clusters_is_linked_by_its_lone_corners(scenes):
+@pytest.mark.parametrize("whole_board_in_view", [True, False])
+def test_a_frame_without_clusters_is_linked_by_its_lone_corners(scenes, monkeypatch, whole_board_in_view):
     """0.95 z_c: too few clusters for a pose (one of two corners), the other corners each in one
-    micro-image. The lone corners' micro-image
-    centres make a lattice that the image places; its pose predicts the nodes, and those fitted
+    micro-image. The board's inner corners in the scene view (the whole board in view), or else
+    (the view's pattern not found, as for a partial board) the lone corners' micro-image
+    centres, make a lattice that the image places; its pose predicts the nodes, and those fitted
     in two or more micro-images are the frame's features, each on its true node."""
+    import plenocal.detect.view
     from plenocal.cli.detect import MIN_LONE_FEATURE_NODES, link_frame
 
     cam, out, _ = scenes
     pose_true, det, dv, micro = out[0.95]
     assert len(np.unique(det.features.cluster)) < 4 and len(det.lone_index) >= 12  # the premise
+    if not whole_board_in_view:
+        monkeypatch.setattr(plenocal.detect.view, "board_corners", lambda *_a, **_k: None)
     feats, r, few, record = link_frame(replace(det, devignetted=dv, micro=micro), 0, camera=cam, board=BOARD, fit_rendered=True)
     assert r is not None and r.ok and r.image_decided and few is None, r.reason
-    assert "lone corners" in r.note and record["action"] == "predicted"
+    assert ("inner corners in its scene view" if whole_board_in_view else "lone corners") in r.note and record["action"] == "predicted"
     assert np.all(feats.node >= 0) and len(np.unique(feats.node)) >= MIN_LONE_FEATURE_NODES
     assert np.array_equal(_node_of(micro, feats, cam, pose_true), feats.node)
     # Most of its nodes show in one micro-image: single views, (u, v) the chief ray's (ρ unobserved).
@@ -147,14 +152,20 @@ def test_a_frame_without_clusters_is_linked_by_its_lone_corners(scenes):
     assert np.median(np.hypot(single.u - truth[:, 0], single.v - truth[:, 1])) < 0.45  # 0.33 (0.88 px without posing it again)
 
 
+@pytest.mark.parametrize("whole_board_in_view", [True, False])
 @pytest.mark.parametrize(("fraction", "image_id"), [(0.94, 10), (0.945, 12)])
-def test_a_few_clusters_are_linked_with_the_lone_corners(scenes, fraction, image_id):
+def test_a_few_clusters_are_linked_with_the_lone_corners(scenes, monkeypatch, fraction, image_id, whole_board_in_view):
     """0.94 and 0.945 z_c: a handful of clusters (6 and 4 with these seeds) that link to nothing by
     themselves (a lattice needs more, or they make none), and lone corners outnumbering them. The
-    clusters' barycentres and the lone corners' centres link together; the image places them, the
+    clusters' barycentres and the scene view's inner corners (or, the view's pattern not found,
+    the lone corners' centres) link together; the image places them, the
     clusters keep their features by node and the pose adds the nodes fitted in two or more
     micro-images — every feature on its true node (the oracle's node of its micro-lens)."""
+    import plenocal.detect.view
     from plenocal.cli.detect import MIN_LONE_FEATURE_NODES, link_frame
+
+    if not whole_board_in_view:
+        monkeypatch.setattr(plenocal.detect.view, "board_corners", lambda *_a, **_k: None)
 
     cam, _, raw = scenes
     omega = internal_parameters(cam)
@@ -167,6 +178,7 @@ def test_a_few_clusters_are_linked_with_the_lone_corners(scenes, fraction, image
     feats, r, few, record = link_frame(det, 0, camera=cam, board=BOARD, fit_rendered=True)
     assert r is not None and r.ok and r.image_decided and few is None, r.reason
     assert f"and {n_clusters} clusters" in r.note and record["action"] == "predicted"
+    assert ("inner corners in its scene view" if whole_board_in_view else "lone corners") in r.note
     assert np.all(feats.node >= 0) and len(np.unique(feats.node)) >= MIN_LONE_FEATURE_NODES
     multi = feats.has_rho  # each node with a ρ seen in two or more micro-images; the others once (single views)
     assert np.all(np.bincount(feats.node[multi])[np.unique(feats.node[multi])] >= 2)
@@ -233,14 +245,17 @@ def test_a_lone_lattice_refused_for_its_single_views_is_posed_again_with_a_bette
 def test_lone_corners_that_give_too_few_nodes_are_refused_with_the_reason(scenes):
     """0.97 z_c: the lone corners still link, but no node's corner is sharp enough to fit where the
     pose predicts it (|ρ| 10.8 px of an 8.5 px disc, :data:`RESOLVABLE_BLUR_FRACTION`), even in one
-    micro-image: refused, and the reason says so."""
+    micro-image: refused, and the reason says so. The scene view's corners link the frame too (all
+    20 nodes, where the lone corners place fewer, to a pitch): its lattice is the one kept for the
+    second pass."""
     from plenocal.cli.detect import link_frame
 
     cam, out, _ = scenes
     _pose, det, dv, micro = out[0.97]
     feats, r, _few, _record = link_frame(replace(det, devignetted=dv, micro=micro), 0, camera=cam, board=BOARD, fit_rendered=True)
-    assert r is not None and not r.ok and "lone corners" in r.reason and "0 nodes predicted from their pose were fitted" in r.reason
-    assert not np.any(feats.node >= 0)
+    assert r is not None and not r.ok and "0 nodes predicted from their pose were fitted" in r.reason
+    assert "in its scene view linked (20 nodes)" in r.reason and "blurred over |ρ|" in r.reason, r.reason
+    assert not np.any(feats.node >= 0) and len(_record["lone_links"]) == BOARD.n_nodes
 
 
 def test_a_pose_off_by_a_fraction_of_a_square_links_nothing(scenes):
@@ -459,11 +474,37 @@ def test_pose_from_views_recovers_the_pose_that_made_the_views(scenes):
     assert np.allclose(got.rotation, pose.rotation, atol=1e-7)
 
 
+@pytest.mark.parametrize("fraction", [1.0, 1.1])
+def test_a_board_blurred_past_its_micro_images_is_posed_by_its_scene_view(scenes, fraction):
+    """At z_c and 1.1 z_c no corner is sharp enough to fit in any micro-image (|ρ| ≥ 10 px of an
+    8.5 px disc) and the lone corners make no lattice, but the scene view shows the whole board:
+    its 20 inner corners are linked there, each to its true node (within a tenth of a node spacing
+    of the barycentre pinhole's projection of that node through the true pose). The frame is
+    still refused, and the reason says it was posed and how blurred its corners are; its linked
+    lattice is kept for the second pass."""
+    from plenocal.calib.extrinsics import project_pinhole
+    from plenocal.cli.detect import link_frame
+
+    cam, out, _ = scenes
+    pose_true, det, dv, micro = out[fraction]
+    feats, r, _few, record = link_frame(replace(det, devignetted=dv, micro=micro), 0, camera=cam, board=BOARD, fit_rendered=True)
+    assert r is not None and not r.ok and not np.any(feats.node >= 0)
+    assert "inner corners in its scene view linked (20 nodes)" in r.reason, r.reason
+    assert "blurred over |ρ|" in r.reason and "gives features" in r.reason, r.reason
+    lo, _median = record["too_blurred_rho_px"]
+    assert lo > record["resolvable_rho_px"] > 0
+    links = np.asarray(record["lone_links"])
+    assert sorted(links[:, 0].astype(int).tolist()) == list(range(BOARD.n_nodes))
+    truth = project_pinhole(cam, pose_true, BOARD.node_points(links[:, 0].astype(int)))
+    spacing = np.median(np.hypot(*np.diff(project_pinhole(cam, pose_true, BOARD.node_points()[: BOARD.columns]), axis=0).T))
+    assert np.max(np.hypot(*(links[:, 1:] - truth).T)) < 0.1 * spacing
+
+
 def test_single_views_too_few_for_a_pose_are_refused_with_a_record_json_can_hold(scenes):
     """One node fitted in one micro-image and nothing else linked: two residuals cannot pose the
     board (6 unknowns), so there is no σ̂ to judge it by; it is refused and the record says so with
-    σ̂ None, not ∞ (detection.json holds no ∞; a frame near the MLA's conjugate plane with one or
-    two nodes fitted once comes here)."""
+    σ̂ None, not ∞ (detection.json holds no ∞; the double-Gauss boards at 400 and 404 mm, 0.99 and
+    1.0 z_c, linked by their scene views, come here)."""
     import json
 
     from plenocal.detect.nodes import _single_views

@@ -245,19 +245,42 @@ def complete_frame_nodes(
     # along the sensor's border see a strip beyond it (R12-C, a row cut off the central view:
     # its nodes in 15–38 whole micro-images).
     views = predict_node_views(camera, pose, board, micro=micro, nodes=np.flatnonzero(~seen))
+    blurred = too_blurred_record(views)
     per_node = np.bincount(views.node, minlength=board.n_nodes)
     missing = per_node > 0
     if not missing.any():
-        return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0}
+        return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0, **blurred}
     if not np.any(per_node >= 2) and (not single_views or np.count_nonzero(per_node == 1) < MIN_SINGLE_VIEW_NODES):
         return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)" if not single_views else
                                      f"predicted in <= 1 view each, in one for fewer than {MIN_SINGLE_VIEW_NODES} nodes (not fitted)",
-                                     "missing_in_view": int(missing.sum()), "wall_time_s": time.perf_counter() - t0}
+                                     "missing_in_view": int(missing.sum()), **blurred, "wall_time_s": time.perf_counter() - t0}
     dv = devignetted(np.unique(views_to_fit(views, micro, known).index))
     nd = detect_board_nodes(dv, micro, camera=camera, cam_from_world=pose, board=board, known=known, rms_bound=rms_bound,
                             pitch_px=pitch_px, frame=frame, fit_rendered=fit_rendered, views=views, single_views=single_views)
-    return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts,
+    return nd.features, {"action": "predicted", "missing_in_view": int(missing.sum()), **nd.counts, **blurred,
                          "wall_time_s": time.perf_counter() - t0}
+
+
+def too_blurred_record(views: Any) -> dict[str, Any]:
+    """What a completion record says of the views :func:`~plenocal.detect.nodes.predict_node_views`
+    left out for their blur alone: how many, their |ρ| (least and median, px) and the largest |ρ|
+    resolved there (median over them, px); empty when there are none."""
+    tb = np.asarray(views.too_blurred, dtype=np.float64).reshape(-1, 2)
+    if not len(tb):
+        return {}
+    return {"too_blurred_views": len(tb), "too_blurred_rho_px": [round(float(np.min(tb[:, 0])), 2), round(float(np.median(tb[:, 0])), 2)],
+            "resolvable_rho_px": round(float(np.median(tb[:, 1])), 2)}
+
+
+def too_blurred_text(record: dict[str, Any]) -> str:
+    """"; …" naming the blur that left a posed frame's nodes unfitted (:func:`too_blurred_record`),
+    or "" when the record has none."""
+    if not record.get("too_blurred_views"):
+        return ""
+    lo, med = record["too_blurred_rho_px"]
+    return (f"; its nodes' corners are blurred over |ρ| {lo:.1f} px and more (median {med:.1f} px) in the "
+            f"{record['too_blurred_views']} micro-images that see them, where a corner is fitted up to {record['resolvable_rho_px']:.1f} px "
+            f"({RESOLVABLE_BLUR_FRACTION:g} of the disc): a board nearer or farther from the plane conjugate to the MLA gives features")
 
 
 MIN_SINGLE_VIEW_NODES = 3
@@ -268,6 +291,10 @@ MIN_LONE_CORNERS = 6
 """Fewest points (lone corners, :attr:`plenocal.detect.pipeline.FrameDetection.lone_index`, and
 the frame's few cluster barycentres) for :func:`link_lone_corners` to try a lattice of them (as
 :data:`LINK_MIN_CLUSTERS` nodes)."""
+LATTICE_FROM_LONE_CORNERS = "its lone corners' lattice"
+LATTICE_FROM_SCENE_VIEW = "its scene view's lattice"
+"""What a refused frame's ``lone_links`` were linked from (its completion record's
+``lone_links_from``; :func:`link_lone_corners`), as the second pass names them."""
 MIN_LONE_FEATURE_NODES = 4
 """Fewest nodes with features (fitted in two or more micro-images, or in one: single views) for a
 frame linked by its lone corners to be kept (the issue's "≥ 4 corners"). :data:`LINK_MIN_CLUSTERS`' 6
@@ -283,7 +310,8 @@ clusters' barycentres."""
 
 
 def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool, n_clusters: int,
-                      grid_camera: Any = None) -> tuple[BapFeatures, Any, dict[str, Any]] | None:
+                      grid_camera: Any = None, scene_corners: np.ndarray | None = None,
+                      ) -> tuple[BapFeatures, Any, dict[str, Any]] | None:
     """A frame with too few clusters for a labelling, linked by its lone corners and clusters,
     then completed.
 
@@ -306,6 +334,9 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
     frame 211 at 375 mm (5 clusters of 2, 40 lone corners, each in a true view of its nearest
     node): see docs/detection.md.
 
+    ``scene_corners`` ((n, 2) px): the board's inner corners found in the frame's scene view
+    (:func:`plenocal.detect.view.board_corners`), linked in place of the lone corners, the same way.
+
     Returns (features with ``node`` set, the :class:`~plenocal.calib.extrinsics.FramePoseInit`,
     the completion's record) or None when there are fewer than :data:`MIN_LONE_CORNERS` points
     or the images were not kept.
@@ -314,7 +345,10 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
 
     feats = det.features.select(det.features.cluster >= 0)
     cid, bary = cluster_barycentres(feats.cluster, feats.u, feats.v)
-    centres = det.micro.centres[det.lone_index] if det.micro is not None else np.zeros((0, 2))
+    if scene_corners is not None:
+        centres = np.asarray(scene_corners, dtype=np.float64).reshape(-1, 2)
+    else:
+        centres = det.micro.centres[det.lone_index] if det.micro is not None else np.zeros((0, 2))
     pitch = (camera if grid_camera is None else grid_camera).grid.diameter_px
     if len(cid) and len(centres):
         gap = np.min(np.hypot(*(centres[:, None] - bary[None]).transpose(2, 0, 1)), axis=1)
@@ -327,7 +361,8 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
     ids = np.concatenate([feats.cluster, lone_ids])
     r, node_of = init_frame(camera, board, ids, np.concatenate([feats.u, centres[:, 0]]), np.concatenate([feats.v, centres[:, 1]]),
                             frame=frame, linked=False, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, view=det.view)
-    head = f"{n_lone} lone corners (each in one micro-image)" + (f" and {len(cid)} cluster{'s' * (len(cid) > 1)}" if len(cid) else "")
+    head = (f"{n_lone} lone corners (each in one micro-image)" if scene_corners is None else
+            f"{n_lone} of the board's inner corners in its scene view") + (f" and {len(cid)} cluster{'s' * (len(cid) > 1)}" if len(cid) else "")
     if not r.ok or r.pose is None:
         return BapFeatures.empty(), replace(r, reason=f"{head}: {r.reason}", n_clusters=n_clusters), {"action": "no pose"}
     if not r.image_decided:
@@ -354,6 +389,7 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
         # camera without detecting the frame again: each linked point's node and position
         points = zip(np.concatenate([cid, lone_ids]).tolist(), np.concatenate([bary, centres]).tolist(), strict=True)
         record["lone_links"] = [[int(node_of[i]), round(u, 3), round(v, 3)] for i, (u, v) in sorted(points) if i in node_of]
+        record["lone_links_from"] = LATTICE_FROM_SCENE_VIEW if scene_corners is not None else LATTICE_FROM_LONE_CORNERS
         refused = int(record.get("single_views_refused", 0))
         sigma = record.get("single_views_sigma_px")
         why = (f"; {refused} nodes fitted in one micro-image left out: "
@@ -361,8 +397,8 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
                   if sigma is not None else "no pose of the board explains where they appear (too few to fit one)")
                + ", the calibrated camera tries them again" if refused else "")
         if not record.get("missing_in_view", 1):
-            why += ("; this camera and pose predict no node inside a micro-image's disc sharp enough to fit (|ρ| at most "
-                    f"{RESOLVABLE_BLUR_FRACTION:g} of the disc)")
+            why += too_blurred_text(record) or ("; this camera and pose predict no node inside a micro-image's disc sharp "
+                                                f"enough to fit (|ρ| at most {RESOLVABLE_BLUR_FRACTION:g} of the disc)")
         return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked ({r.n_points} nodes), but only {fitted} "
                                                                  f"(need >= {MIN_LONE_FEATURE_NODES}){why}", n_clusters=n_clusters), record
     n_single = int(record.get("single_views", 0))
@@ -370,6 +406,32 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
             + (f"{n_cluster_nodes} cluster{'s' * (n_cluster_nodes != 1)} and " if len(cid) else "")
             + f"the nodes their pose predicts ({n_single} of them seen in one micro-image: single views, (u, v) only); {r.note}")
     return out, replace(r, note=note, n_clusters=n_clusters), record
+
+
+def link_scene_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool, n_clusters: int,
+                       grid_camera: Any = None) -> tuple[BapFeatures, Any, dict[str, Any]] | None:
+    """A frame neither its clusters nor its lone corners link, linked by the board's inner corners
+    in its scene view (:func:`plenocal.detect.view.board_corners`) and its clusters, then completed,
+    as :func:`link_lone_corners` does with lone corners; None when the view does not show the
+    board's whole pattern (or the images were not kept).
+
+    Near the MLA's conjugate plane the view is the board's sharpest picture (each micro-image sees a
+    patch a few pitches wide), while in the raw image the corners are blurred over most of their
+    micro-images: the R12-A link set's frames at 1.05 and 1.10 z_c (|ρ| 9–18 px in micro-images of
+    11.6 px) hold a few dozen lone corners, a third of them false, on no lattice; their views give all
+    45 corners within 3–4 px of the barycentre pinhole's projections. Such a frame is posed, but
+    keeps no feature unless the pose predicts its nodes sharp enough to fit; its refusal then says
+    how blurred they are (:func:`too_blurred_text`), and its linked lattice (``lone_links``) lets the
+    second pass pose it again with the calibrated camera."""
+    from plenocal.detect.view import board_corners
+
+    if det.view is None or det.micro is None or det.devignetted is None:
+        return None
+    corners = board_corners(det.view, columns=board.columns, rows=board.rows)
+    if corners is None:
+        return None
+    return link_lone_corners(det, frame, camera=camera, board=board, fit_rendered=fit_rendered, n_clusters=n_clusters,
+                             grid_camera=grid_camera, scene_corners=corners)
 
 
 def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool,
@@ -383,7 +445,8 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     completion's record. A frame its clusters do not link, with fewer than :data:`LINK_MIN_CLUSTERS`
     of them (too few for a labelling) or fewer than its lone corners (most corners in no cluster:
     near the MLA's conjugate plane), is tried by its lone corners and those clusters
-    (:func:`link_lone_corners`).
+    (:func:`link_lone_corners`), then, when they do not link it, by the board's inner corners in
+    its scene view and those clusters (:func:`link_scene_corners`).
     ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``)."""
     r = None
     if len(det.features):
@@ -391,8 +454,11 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
         ext = initial_extrinsics(camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
         r = ext.frames[0]
     if r is None or (not r.ok and (r.n_clusters < LINK_MIN_CLUSTERS or len(det.lone_index) > r.n_clusters)):
-        lone = link_lone_corners(det, frame, camera=camera, board=board, fit_rendered=fit_rendered,
-                                 n_clusters=0 if r is None else r.n_clusters, grid_camera=grid_camera)
+        lone = link_scene_corners(det, frame, camera=camera, board=board, fit_rendered=fit_rendered,
+                                  n_clusters=0 if r is None else r.n_clusters, grid_camera=grid_camera)
+        if lone is None or not (lone[1].ok or "lone_links" in lone[2]):
+            lone = link_lone_corners(det, frame, camera=camera, board=board, fit_rendered=fit_rendered,
+                                     n_clusters=0 if r is None else r.n_clusters, grid_camera=grid_camera)
         if lone is not None:
             added, r_lone, record = lone
             if r_lone.ok:  # the clusters linked by node and the nodes the pose predicts
@@ -628,8 +694,8 @@ MIN_CLUSTERS_TO_RELINK = 5
 """A refused frame is detected again in the second pass only if its first pass found at least this
 many clusters (a lattice needs 5 barycentres, :func:`plenocal.calib.linking.lattice_coordinates`;
 with fewer, linking fails whatever the camera, and the frame's detection does not depend on it),
-or if its lone corners made a lattice the image placed but too few nodes were fitted
-(:func:`link_lone_corners`; its completion record's ``lone_links``, which :func:`_repose_lone_lattice`
+or if its lone corners or its scene view's corners made a lattice the image placed but too few
+nodes were fitted (:func:`link_lone_corners`, :func:`link_scene_corners`; its completion record's ``lone_links``, which :func:`_repose_lone_lattice`
 poses again without detecting the frame again): near the MLA's conjugate plane their nodes show in
 one micro-image each, and only a camera that explains the frame there, the calibrated one, turns
 them into single views (:data:`plenocal.detect.nodes.SINGLE_VIEW_MAX_RMS_PX`: the pre-calibration
@@ -779,8 +845,8 @@ def _kept_as_linked(rec: dict[str, Any]) -> str | None:
 def _image_read(rec: dict[str, Any], inp: _SecondPassInputs) -> str | None:
     """Which form of its image the second pass reads for the first pass's frame ``rec``
     (:class:`_ImagesAhead`), which is what it does there (:func:`_second_pass_frame`): ``"stored"``
-    (:func:`_raw_image`: a linked frame, or a refused one whose lone corners' lattice was linked,
-    completed where its nodes are predicted), ``"grey"`` (refused with enough clusters: detected
+    (:func:`_raw_image`: a linked frame, or a refused one whose lone corners' or scene view's lattice
+    was linked, completed where its nodes are predicted), ``"grey"`` (refused with enough clusters: detected
     again), None (kept as it was: no image)."""
     if _kept_as_linked(rec) is not None or int(rec["frame"]) not in inp.entries:
         return None
@@ -848,8 +914,8 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
         return None
     form = _image_read(rec, inp)  # the one place that decides which frames are worked on, and how
     if form is None:
-        rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners: "
-                                        "no camera can link them)"}
+        rec["second_pass"] = {"action": "kept refused (too few clusters for a pose, and no lattice of lone corners or of "
+                                        "the scene view's corners: no camera can link them)"}
         return None
     board = inp.dataset.manifest.target
     known = inp.observations.bap.select(inp.observations.bap.frame == frame)
@@ -869,6 +935,7 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
     elif not linked_ok and form == "stored":  # refused, its lone corners' lattice linked
         links = _lone_links(first["lone_links"], inp.previous / "detection.json", frame, board.n_nodes)
         added, record = _repose_lone_lattice(frame, links, calibrated=inp.calibrated, board=board, micro=white.micro,
+                                             source=str(first.get("lone_links_from", LATTICE_FROM_LONE_CORNERS)),
                                              devignetted=devignetted, rms_bound=rms, pitch_px=pitch, fit_rendered=inp.fit_rendered)
     elif not linked_ok:  # form "grey": detected again
         grey_white = white.white  # read first, as planned
@@ -1019,12 +1086,14 @@ def _lone_links(links: Any, where: Path, frame: int, n_nodes: int) -> np.ndarray
 
 def _repose_lone_lattice(frame: int, links: np.ndarray, *, calibrated: Any, board: Any, micro: Any,
                          devignetted: Callable[[np.ndarray], np.ndarray], rms_bound: float, pitch_px: float,
-                         fit_rendered: bool) -> tuple[BapFeatures, dict[str, Any]]:
+                         fit_rendered: bool, source: str = LATTICE_FROM_LONE_CORNERS) -> tuple[BapFeatures, dict[str, Any]]:
     """A frame the first pass refused after its lone corners' lattice was linked and placed by the
     image, but too few nodes were fitted (its single views not explained by the pre-calibration
     camera): posed again from that lattice (``links``: (n, 3), node, u, v of each linked point) with the
     calibrated camera's barycentre pinhole, and completed with it (single views included), without
-    detecting it again. Returns the features and what happened."""
+    detecting it again (``source`` names the lattice in what happened: the first pass's
+    ``lone_links_from``, the lone corners' or the scene view's). Returns the features and what
+    happened."""
     from plenocal.calib.extrinsics import initial_extrinsics
 
     a = np.asarray(links, dtype=np.float64).reshape(-1, 3)
@@ -1041,8 +1110,9 @@ def _repose_lone_lattice(frame: int, links: np.ndarray, *, calibrated: Any, boar
     n_nodes = len(np.unique(added.node))
     if n_nodes < MIN_LONE_FEATURE_NODES:
         return BapFeatures.empty(), {**record, "action": "refused again",
-                                     "reason": f"its lattice posed with the calibrated camera, {n_nodes} nodes fitted (need >= {MIN_LONE_FEATURE_NODES})"}
-    return added, {**record, "action": f"its lone corners' lattice posed with the calibrated camera; {record['action']}"}
+                                     "reason": f"its lattice posed with the calibrated camera, {n_nodes} nodes fitted "
+                                               f"(need >= {MIN_LONE_FEATURE_NODES}){too_blurred_text(record)}"}
+    return added, {**record, "action": f"{source} posed with the calibrated camera; {record['action']}"}
 
 
 def _relink_refused(image: np.ndarray, entry: Any, white: np.ndarray, *, pre: Any, calibrated: Any, board: Any,

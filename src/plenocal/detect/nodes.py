@@ -93,11 +93,14 @@ class PredictedViews:
     """(n, 2) chief-ray positions (the model's (u, v)), px."""
     depth_mm: FloatArray
     """(n,) z of the node's virtual point (camera frame, mm)."""
+    too_blurred: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
+    """(b, 2) the views left out only for their blur (:data:`RESOLVABLE_BLUR_FRACTION`): |ρ| and the
+    largest |ρ| resolved in that micro-image, px (what a refusal says)."""
 
     def select(self, mask: NDArray) -> PredictedViews:
         """The views where ``mask`` (n,) is true (or at the indices it lists)."""
         return PredictedViews(self.node[mask], self.index[mask], self.appear[mask], self.angles[mask], self.chief[mask],
-                              self.depth_mm[mask])
+                              self.depth_mm[mask], self.too_blurred)
 
 
 @dataclass(frozen=True)
@@ -183,11 +186,14 @@ def predict_node_views(
     chief, appear, rho = _views_of(camera, pts[p], idx, micro)
     centres, usable = micro.centres[idx], micro.usable[idx]
     inside = np.hypot(*(appear - centres).T) <= usable - BORDER_MARGIN_PX
-    inside &= np.abs(rho) <= RESOLVABLE_BLUR_FRACTION * (usable - BORDER_MARGIN_PX) if micro.typed else True
+    resolved = RESOLVABLE_BLUR_FRACTION * (usable - BORDER_MARGIN_PX)
+    sharp = np.abs(rho) <= resolved if micro.typed else np.ones(len(rho), dtype=bool)
     H, W = micro.weight.shape
-    iu = np.clip(np.rint(appear[:, 0]).astype(np.int64), 0, W - 1)
-    iv = np.clip(np.rint(appear[:, 1]).astype(np.int64), 0, H - 1)
-    keep = inside & np.all(np.isfinite(appear), axis=1) & (micro.weight[iv, iu] > 0.0)
+    iu = np.clip(np.rint(np.nan_to_num(appear[:, 0])).astype(np.int64), 0, W - 1)
+    iv = np.clip(np.rint(np.nan_to_num(appear[:, 1])).astype(np.int64), 0, H - 1)
+    seen = inside & np.all(np.isfinite(appear), axis=1) & (micro.weight[iv, iu] > 0.0)
+    too_blurred = np.column_stack([np.abs(rho), resolved])[seen & ~sharp]
+    keep = seen & sharp
     p, idx, k, l, chief, appear = p[keep], idx[keep], k[keep], l[keep], chief[keep], appear[keep]
     # The board's two lines through the node, as the same micro-lens images them.
     step = LINE_STEP_FRACTION * board.square_mm
@@ -195,7 +201,7 @@ def predict_node_views(
     for j, axis_w in enumerate((np.array([step, 0.0, 0.0]), np.array([0.0, step, 0.0]))):
         along = project_bap(camera, cam_from_world.apply(world[p] + axis_w), k, l)[:, :2] - chief
         angles[:, j] = np.arctan2(along[:, 1], along[:, 0]) + np.pi / 2.0
-    return PredictedViews(nodes[p], idx, appear, angles, chief, pu[p, 2])
+    return PredictedViews(nodes[p], idx, appear, angles, chief, pu[p, 2], too_blurred)
 
 
 def _views_of(camera: PlenopticCamera, points_cam: FloatArray, idx: IntArray, micro: MicroImages

@@ -92,3 +92,84 @@ def scene_view(devignetted: NDArray, weight: NDArray, *, pitch_px: float, min_li
     lit = den >= min_lit_fraction * level if level > 0 else np.zeros(den.shape, dtype=bool)
     image = np.where(lit, num / np.where(lit, den, 1.0), np.nan).astype(np.float32)
     return SceneView(image, float(step))
+
+
+VIEW_WHITE_PERCENTILE = 99.5
+"""The view is scaled to 8 bits for the chessboard detector with this percentile of its lit values
+as full scale (a white board square is about 1, a few brighter pixels saturate)."""
+CORNER_SEARCH_FLAGS = cv2.CALIB_CB_EXHAUSTIVE
+"""OpenCV's sector-based chessboard detector (``findChessboardCornersSB``) with its exhaustive
+search: it finds the whole pattern of inner corners or nothing. Its ``CALIB_CB_ACCURACY``
+refinement doubles the time (0.03–0.07 s against 0.02–0.04 s on the link set's full-scale views)
+and moves no corner by more than a tenth of a view pixel there (its spread against the barycentre
+pinhole's projections 3.8–4.8 / 2.1–3.5 px RMS in x / y either way)."""
+CORNER_VIEW_SIDE_PX = 480
+"""When the chessboard detector does not find the pattern in the view as it is, the view is
+enlarged (bilinear, by an integer factor up to :data:`CORNER_VIEW_MAX_UPSCALE`) until its shorter
+side has at least this many pixels, and searched again: the detector wants squares several pixels
+wide. Spread of the corners found against the barycentre pinhole's projections (x / y RMS): the
+link set's full-scale R12-A frames at 0.8 and 0.97–1.10 z_c (view 255 × 340, squares ≈ 21 view
+pixels, node spacing ≈ 225 px) 3.8–4.8 / 2.1–3.5 px as they are, 2.6–4.9 / 1.2–2.2 px enlarged
+twice; the small r12-a renders at 0.9–1.1 z_c (66 × 83, squares ≈ 8–10 view pixels, spacing
+94–114 px) 3.6–4.3 / 1.2–2.1 px as they are, 0.2–0.35 / 0.25–0.45 px enlarged four times (twice:
+not found at 0.90–0.95 z_c). Linking needs a tenth of the spacing."""
+CORNER_VIEW_MAX_UPSCALE = 4
+
+
+def board_corners(view: SceneView, *, columns: int, rows: int, upscale: int | None = None) -> FloatArray | None:
+    """The board's whole pattern of inner corners in the scene view, as raw-image positions.
+
+    The view is the scene as the barycentre pinhole sees it (module docstring), so where it shows
+    the whole board, OpenCV's chessboard detector (:data:`CORNER_SEARCH_FLAGS`) finds its
+    ``columns`` × ``rows`` inner corners there, at the barycentre pinhole's projections of the
+    nodes (to the view's blur and resolution: a few pixels of the raw image). Near the MLA's
+    conjugate plane, where each corner shows in one micro-image or blurred over all of them and
+    no cluster forms, the view is at its sharpest (each micro-image sees a patch a few pitches
+    wide): the corners found there link the frame (:func:`plenocal.cli.detect.link_frame`).
+
+    Parameters
+    ----------
+    view : SceneView
+        The frame's view (:func:`scene_view`); unlit points count as black.
+    columns, rows : int
+        The board's inner corners along its two axes.
+    upscale : int, optional
+        The view is enlarged this many times (bilinear) before the search. Default: as it is
+        (0.02–0.04 s at full R12 scale), then, when the pattern is not found there, enlarged by
+        the least factor that gives it :data:`CORNER_VIEW_SIDE_PX` on its shorter side, at most
+        :data:`CORNER_VIEW_MAX_UPSCALE` (a few times longer).
+
+    Returns
+    -------
+    ndarray, shape (columns·rows, 2), or None
+        Raw-image positions (px) in the detector's order (not node ids: the lattice is linked as
+        barycentres are), or None when the detector does not find the whole pattern (or the
+        board has fewer than 3 inner corners along an axis, which it does not search for).
+    """
+    if min(columns, rows) < 3:
+        return None
+    image = np.nan_to_num(view.image.astype(np.float64), nan=0.0)
+    lit = image[np.isfinite(view.image)]
+    top = float(np.percentile(lit, VIEW_WHITE_PERCENTILE)) if lit.size else 0.0
+    if not top > 0.0:
+        return None
+    grey = np.clip(image / top * 255.0, 0.0, 255.0).astype(np.uint8)
+    if upscale is not None:
+        return _pattern(grey, columns=columns, rows=rows, upscale=upscale, step_px=view.step_px)
+    enlarged = int(np.clip(np.ceil(CORNER_VIEW_SIDE_PX / max(min(grey.shape), 1)), 1, CORNER_VIEW_MAX_UPSCALE))
+    found = _pattern(grey, columns=columns, rows=rows, upscale=1, step_px=view.step_px)
+    if found is None and enlarged > 1:
+        found = _pattern(grey, columns=columns, rows=rows, upscale=enlarged, step_px=view.step_px)
+    return found
+
+
+def _pattern(grey: NDArray[np.uint8], *, columns: int, rows: int, upscale: int, step_px: float) -> FloatArray | None:
+    """:func:`board_corners` in the 8-bit view ``grey`` enlarged ``upscale`` times."""
+    if upscale > 1:
+        grey = cv2.resize(grey, None, fx=upscale, fy=upscale, interpolation=cv2.INTER_LINEAR)
+    found, corners = cv2.findChessboardCornersSB(grey, (int(columns), int(rows)), flags=CORNER_SEARCH_FLAGS)
+    if not found or corners is None or len(corners.reshape(-1, 2)) != columns * rows:
+        return None
+    # view pixel (i, j) is centred at raw ((j + 0.5)·step − 0.5, …); an enlarged view's pixel j′ at
+    # the view's (j′ + 0.5)/upscale − 0.5
+    return (corners.reshape(-1, 2).astype(np.float64) + 0.5) / upscale * step_px - 0.5
