@@ -6,7 +6,9 @@ SET is a plenocal dataset with ground truth (``ground_truth/observations.npz``: 
 oracle features), e.g. made by ``benchmarks/make_link_set.py`` (keep it under /work/runs). As
 ``plenocal run`` does: ``precalibrate``, ``detect`` (first pass, completing linked frames with
 the pre-calibration camera), ``calibrate``, ``detect --previous`` (second pass with the calibrated
-camera). Per frame: the true nodes seen in ≥ 2 micro-images (a frame with ≥ 4 should link), the
+camera). Per frame: the true nodes seen in ≥ 2 micro-images (a frame with ≥ 4 should link), and
+those seen in ≥ 2 where a detector resolves them (``should_link_resolvable``: |ρ| within
+RESOLVABLE_BLUR_FRACTION of the acceptance disc, the node prediction's bound), the
 features and nodes linked in pass 1 and after pass 2, the features on a wrong node (the oracle's
 node of that micro-lens differs, or the oracle has none there), what each pass did, and the
 wall time of detection, of the pass-1 linking (``linking_s``: the completion included) and
@@ -32,8 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 
 from plenocal.cli.main import main as plenocal
+from plenocal.detect.nodes import RESOLVABLE_BLUR_FRACTION
+from plenocal.detect.pipeline import BORDER_MARGIN_PX, USABLE_RADIUS_FRACTION
 from plenocal.io import read_dataset
+from plenocal.io.camera import read_camera
 from plenocal.io.observations import read_observations
+from plenocal.model.white import radius_law
 
 
 def stage(argv: list[str], out: Path, *, reuse: bool) -> dict[str, float]:
@@ -65,6 +71,16 @@ def wrong_nodes(bap, truth) -> tuple[dict[int, int], dict[int, int]]:
         elif t != int(n):
             wrong[int(f)] = wrong.get(int(f), 0) + 1
     return wrong, absent
+
+
+def resolvable(truth, camera, f_number: float) -> np.ndarray:
+    """(n,) the truth's views whose corner a detector resolves: |ρ| at most
+    RESOLVABLE_BLUR_FRACTION of the acceptance disc (usable radius − border margin) of the
+    micro-image's type at ``f_number``, as the node prediction bounds it."""
+    m, q = radius_law(camera)
+    types = camera.mla.types.type_of(truth.k, truth.l) if camera.n_types else np.zeros(len(truth.k), dtype=np.int64)
+    radius_px = np.abs(m / f_number + np.asarray(q)[types]) / camera.sensor.pixel_size_mm
+    return np.abs(truth.rho) <= RESOLVABLE_BLUR_FRACTION * (USABLE_RADIUS_FRACTION * radius_px - BORDER_MARGIN_PX)
 
 
 def main() -> int:
@@ -99,15 +115,21 @@ def main() -> int:
     board = dataset.manifest.target
     frames: dict[str, Any] = {}
     rec2 = {r["frame"]: r for r in (d2 or {}).get("frames", [])}
+    true_camera = read_camera(ds / "ground_truth" / "camera.json")
+    f_numbers = {int(e.frame): float(e.f_number) for e in dataset.manifest.images if e.frame is not None}
     for r in d1["frames"]:
         f = int(r["frame"])
         views = np.bincount(truth.node[truth.frame == f], minlength=board.n_nodes)
+        mine = truth.select(truth.frame == f)
+        sharp = np.bincount(mine.node[resolvable(mine, true_camera, f_numbers[f])], minlength=board.n_nodes)
         n1 = o1.frame == f
         n2 = o2.frame == f
         frames[str(f)] = {
             "true_nodes_in_2_views": int((views >= 2).sum()),
             "true_nodes_in_1_view": int((views == 1).sum()),
             "should_link": bool((views >= 2).sum() >= 4),
+            "true_nodes_resolvable_in_2_views": int((sharp >= 2).sum()),
+            "should_link_resolvable": bool((sharp >= 2).sum() >= 4),
             "pass1": {"linked": bool(r["linking"]["ok"]), "reason": r["linking"]["reason"], "features": int(n1.sum()),
                       "nodes": len(np.unique(o1.node[n1])), "wrong_node_features": w1.get(f, 0),
                       "features_where_truth_has_none": a1.get(f, 0), "predicted_nodes": r.get("predicted_nodes")},
@@ -130,6 +152,7 @@ def main() -> int:
         "summary": {
             "frames": len(frames),
             "should_link": sum(v["should_link"] for v in frames.values()),
+            "should_link_resolvable": sum(v["should_link_resolvable"] for v in frames.values()),
             "linked_pass1": sum(bool(v["pass1"]["features"]) for v in frames.values()),
             "linked_pass2": None if d2 is None else sum(bool(v["pass2"]["features"]) for v in frames.values()),
             "features_pass1": len(o1), "features_pass2": len(o2),
