@@ -440,6 +440,18 @@ def test_a_frame_linked_in_the_second_pass_is_reported_linked():
     assert link["linked_features"] == 3 and link["single_views"] == 2 and "second pass" in link["note"]
 
 
+def test_a_frame_refused_again_is_reported_with_the_second_pass_reason():
+    """A frame both passes refused: its linking record gives the second pass's reason (the
+    calibrated camera's: the report lists frames left out with it), the first's kept."""
+    from plenocal.cli.detect import _refused_again
+
+    rec = {"linking": {"ok": False, "reason": "no features; 45 of the board's inner corners in its scene view linked ..."}}
+    _refused_again(rec, "its lattice posed with the calibrated camera, 0 nodes fitted (need >= 4); its nodes' corners are blurred")
+    link = rec["linking"]
+    assert not link["ok"] and link["first_pass_reason"].startswith("no features; 45 of the board's")
+    assert link["reason"].startswith("refused again with the calibrated camera: its lattice posed") and "blurred" in link["reason"]
+
+
 def test_a_pose_fit_the_model_cannot_project_leaves_no_single_view(scenes):
     """pose_from_views from a pose whose views the model cannot project (the board in the main lens's
     focal plane: its virtual image at infinity, non-finite residuals) gives σ̂ = inf, so no single

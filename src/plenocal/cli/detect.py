@@ -951,7 +951,18 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
     rec["second_pass"] = record
     if len(added):
         _count_second_pass(rec, added, refused=not linked_ok, typed=bool(inp.calibrated.n_types))
+    elif not linked_ok and record.get("reason"):
+        _refused_again(rec, str(record["reason"]))
     return added
+
+
+def _refused_again(rec: dict[str, Any], reason: str) -> None:
+    """A frame's ``linking`` record when the second pass refused it again for ``reason``: that
+    reason, the calibrated camera's (the report lists the frames left out with it), the first
+    pass's kept as ``first_pass_reason``."""
+    link = rec.setdefault("linking", {})
+    link["first_pass_reason"] = link.get("reason", "")
+    link["reason"] = f"refused again with the calibrated camera: {reason}"
 
 
 def run_second_pass(args: argparse.Namespace) -> int:
