@@ -272,6 +272,15 @@ def too_blurred_record(views: Any) -> dict[str, Any]:
             "resolvable_rho_px": round(float(np.median(tb[:, 1])), 2)}
 
 
+def unfitted_text(record: dict[str, Any]) -> str:
+    """"; …" saying why a posed frame's completion fitted nothing when its pose predicts no node in
+    a micro-image (``missing_in_view`` 0): too blurred (:func:`too_blurred_text`), or no node's
+    corner inside any micro-image's usable disc; "" otherwise."""
+    if record.get("missing_in_view", 1):
+        return ""
+    return too_blurred_text(record) or "; this camera and pose predict no node inside a micro-image's usable disc"
+
+
 def too_blurred_text(record: dict[str, Any]) -> str:
     """"; …" naming the blur that left a posed frame's nodes unfitted (:func:`too_blurred_record`),
     or "" when the record has none."""
@@ -396,9 +405,7 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
                + (f"the camera and their best pose leave them {sigma:.2f} px off (σ̂, over {SINGLE_VIEW_MAX_RMS_PX:g})"
                   if sigma is not None else "no pose of the board explains where they appear (too few to fit one)")
                + ", the calibrated camera tries them again" if refused else "")
-        if not record.get("missing_in_view", 1):
-            why += too_blurred_text(record) or ("; this camera and pose predict no node inside a micro-image's disc sharp "
-                                                f"enough to fit (|ρ| at most {RESOLVABLE_BLUR_FRACTION:g} of the disc)")
+        why += unfitted_text(record)
         return BapFeatures.empty(), replace(r, ok=False, reason=f"{head} linked ({r.n_points} nodes), but only {fitted} "
                                                                  f"(need >= {MIN_LONE_FEATURE_NODES}){why}", n_clusters=n_clusters), record
     n_single = int(record.get("single_views", 0))
@@ -1122,7 +1129,7 @@ def _repose_lone_lattice(frame: int, links: np.ndarray, *, calibrated: Any, boar
     if n_nodes < MIN_LONE_FEATURE_NODES:
         return BapFeatures.empty(), {**record, "action": "refused again",
                                      "reason": f"its lattice posed with the calibrated camera, {n_nodes} nodes fitted "
-                                               f"(need >= {MIN_LONE_FEATURE_NODES}){too_blurred_text(record)}"}
+                                               f"(need >= {MIN_LONE_FEATURE_NODES}){unfitted_text(record)}"}
     return added, {**record, "action": f"{source} posed with the calibrated camera; {record['action']}"}
 
 

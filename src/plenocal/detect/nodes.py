@@ -94,8 +94,9 @@ class PredictedViews:
     depth_mm: FloatArray
     """(n,) z of the node's virtual point (camera frame, mm)."""
     too_blurred: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
-    """(b, 2) the views left out only for their blur (:data:`RESOLVABLE_BLUR_FRACTION`): |ρ| and the
-    largest |ρ| resolved in that micro-image, px (what a refusal says)."""
+    """(b, 2) the views left out for their blur (:data:`RESOLVABLE_BLUR_FRACTION`; the corner, or its
+    chief ray, inside the disc on lit pixels): |ρ| and the largest |ρ| resolved in that micro-image,
+    px (what a refusal says)."""
 
     def select(self, mask: NDArray) -> PredictedViews:
         """The views where ``mask`` (n,) is true (or at the indices it lists)."""
@@ -192,8 +193,13 @@ def predict_node_views(
     iu = np.clip(np.rint(np.nan_to_num(appear[:, 0])).astype(np.int64), 0, W - 1)
     iv = np.clip(np.rint(np.nan_to_num(appear[:, 1])).astype(np.int64), 0, H - 1)
     seen = inside & np.all(np.isfinite(appear), axis=1) & (micro.weight[iv, iu] > 0.0)
-    too_blurred = np.column_stack([np.abs(rho), resolved])[seen & ~sharp]
     keep = seen & sharp
+    # too blurred: the chief ray inside the disc on lit pixels (where the corner appears is no
+    # guide there: the pupil-vignetting shift grows with ρ, by hundreds of px on the conjugate plane)
+    cu = np.clip(np.rint(np.nan_to_num(chief[:, 0])).astype(np.int64), 0, W - 1)
+    cv = np.clip(np.rint(np.nan_to_num(chief[:, 1])).astype(np.int64), 0, H - 1)
+    aimed = (np.hypot(*(chief - centres).T) <= usable - BORDER_MARGIN_PX) & (micro.weight[cv, cu] > 0.0)
+    too_blurred = np.column_stack([np.abs(rho), resolved])[(seen | aimed) & ~sharp & np.isfinite(rho)]
     p, idx, k, l, chief, appear = p[keep], idx[keep], k[keep], l[keep], chief[keep], appear[keep]
     # The board's two lines through the node, as the same micro-lens images them.
     step = LINE_STEP_FRACTION * board.square_mm
