@@ -969,7 +969,7 @@ def _refused_again(rec: dict[str, Any], reason: str) -> None:
     pass's kept as ``first_pass_reason``."""
     link = rec.setdefault("linking", {})
     link["first_pass_reason"] = link.get("reason", "")
-    link["reason"] = f"refused again with the calibrated camera: {reason}"
+    link["reason"] = f"second pass: {reason}"
 
 
 def run_second_pass(args: argparse.Namespace) -> int:
