@@ -103,16 +103,18 @@ search: it finds the whole pattern of inner corners or nothing. Its ``CALIB_CB_A
 refinement doubles the time (0.03–0.07 s against 0.02–0.04 s on the link set's full-scale views)
 and moves no corner by more than a tenth of a view pixel there (its spread against the barycentre
 pinhole's projections 3.8–4.8 / 2.1–3.5 px RMS in x / y either way)."""
-CORNER_VIEW_SIDE_PX = 480
-"""When the chessboard detector does not find the pattern in the view as it is, the view is
-enlarged (bilinear, by an integer factor up to :data:`CORNER_VIEW_MAX_UPSCALE`) until its shorter
-side has at least this many pixels, and searched again: the detector wants squares several pixels
-wide. Spread of the corners found against the barycentre pinhole's projections (x / y RMS): the
-link set's full-scale R12-A frames at 0.8 and 0.97–1.10 z_c (view 255 × 340, squares ≈ 21 view
-pixels, node spacing ≈ 225 px) 3.8–4.8 / 2.1–3.5 px as they are, 2.6–4.9 / 1.2–2.2 px enlarged
-twice; the small r12-a renders at 0.9–1.1 z_c (66 × 83, squares ≈ 8–10 view pixels, spacing
-94–114 px) 3.6–4.3 / 1.2–2.1 px as they are, 0.2–0.35 / 0.25–0.45 px enlarged four times (twice:
-not found at 0.90–0.95 z_c). Linking needs a tenth of the spacing."""
+CORNER_VIEW_SIDE_PX = 240
+"""When the chessboard detector does not find the pattern in the view as it is and the view's
+shorter side is under this many pixels, the view is enlarged (bilinear, by the least integer
+factor that reaches it, at most :data:`CORNER_VIEW_MAX_UPSCALE`) and searched again: the detector
+wants squares several pixels wide. A full-scale R12 view (255 × 340) is searched once (a failed
+search there costs 0.04–0.15 s as it is, several times that enlarged). Spread of the corners found
+against the barycentre pinhole's projections (x / y RMS): the link set's full-scale R12-A frames at
+0.8 and 0.97–1.10 z_c (squares ≈ 21 view pixels, node spacing ≈ 225 px) 3.8–4.8 / 2.1–3.5 px as
+they are (2.6–4.9 / 1.2–2.2 px enlarged twice); the small r12-a renders at 0.9–1.1 z_c (66 × 83,
+squares ≈ 8–10 view pixels, spacing 94–114 px) 3.6–4.3 / 1.2–2.1 px as they are, 0.2–0.35 /
+0.25–0.45 px enlarged four times (twice: not found at 0.90–0.95 z_c). Linking needs a tenth of the
+spacing."""
 CORNER_VIEW_MAX_UPSCALE = 4
 
 
@@ -135,9 +137,9 @@ def board_corners(view: SceneView, *, columns: int, rows: int, upscale: int | No
         The board's inner corners along its two axes.
     upscale : int, optional
         The view is enlarged this many times (bilinear) before the search. Default: as it is
-        (0.02–0.04 s at full R12 scale), then, when the pattern is not found there, enlarged by
-        the least factor that gives it :data:`CORNER_VIEW_SIDE_PX` on its shorter side, at most
-        :data:`CORNER_VIEW_MAX_UPSCALE` (a few times longer).
+        (0.02–0.04 s at full R12 scale), then, when the pattern is not found there and the view
+        is smaller than :data:`CORNER_VIEW_SIDE_PX`, enlarged to it (at most
+        :data:`CORNER_VIEW_MAX_UPSCALE` times).
 
     Returns
     -------
@@ -167,7 +169,10 @@ def _pattern(grey: NDArray[np.uint8], *, columns: int, rows: int, upscale: int, 
     """:func:`board_corners` in the 8-bit view ``grey`` enlarged ``upscale`` times."""
     if upscale > 1:
         grey = cv2.resize(grey, None, fx=upscale, fy=upscale, interpolation=cv2.INTER_LINEAR)
-    found, corners = cv2.findChessboardCornersSB(grey, (int(columns), int(rows)), flags=CORNER_SEARCH_FLAGS)
+    try:
+        found, corners = cv2.findChessboardCornersSB(grey, (int(columns), int(rows)), flags=CORNER_SEARCH_FLAGS)
+    except cv2.error:  # a view too small for the pattern
+        return None
     if not found or corners is None or len(corners.reshape(-1, 2)) != columns * rows:
         return None
     # view pixel (i, j) is centred at raw ((j + 0.5)·step − 0.5, …); an enlarged view's pixel j′ at
