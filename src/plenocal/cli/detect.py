@@ -417,10 +417,12 @@ def link_lone_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rend
 
 def link_scene_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool, n_clusters: int,
                        grid_camera: Any = None) -> tuple[BapFeatures, Any, dict[str, Any]] | None:
-    """A frame neither its clusters nor its lone corners link, linked by the board's inner corners
-    in its scene view (:func:`plenocal.detect.view.board_corners`) and its clusters, then completed,
-    as :func:`link_lone_corners` does with lone corners; None when the view does not show the
-    board's whole pattern (or the images were not kept).
+    """A frame its clusters do not link, linked by the board's inner corners in its scene view
+    (:func:`plenocal.detect.view.board_corners`) and its clusters, then completed, as
+    :func:`link_lone_corners` does with lone corners (tried next when this gives nothing: the
+    view's corners are all the board's nodes, to a few pixels; the lone corners some of them, to a
+    pitch, with false ones among them); None when the view does not show the board's whole
+    pattern (or the images were not kept).
 
     Near the MLA's conjugate plane the view is the board's sharpest picture (each micro-image sees a
     patch a few pitches wide), while in the raw image the corners are blurred over most of their
@@ -451,9 +453,10 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     corner to try), its linked nodes when too few (:func:`frames_with_too_few_nodes`) and the
     completion's record. A frame its clusters do not link, with fewer than :data:`LINK_MIN_CLUSTERS`
     of them (too few for a labelling) or fewer than its lone corners (most corners in no cluster:
-    near the MLA's conjugate plane), is tried by its lone corners and those clusters
-    (:func:`link_lone_corners`), then, when they do not link it, by the board's inner corners in
-    its scene view and those clusters (:func:`link_scene_corners`).
+    near the MLA's conjugate plane), is tried by the board's inner corners in its scene view and
+    those clusters (:func:`link_scene_corners`), then, when the view does not show the whole board
+    or its corners neither link the frame nor leave a lattice for the second pass, by its lone
+    corners and those clusters (:func:`link_lone_corners`).
     ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``)."""
     r = None
     if len(det.features):
@@ -939,7 +942,7 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
                                              devignetted=devignetted, rms_bound=rms, pitch_px=pitch,
                                              fit_rendered=inp.fit_rendered, single_views=True)
         record["action"] = f"{record['action']} ({how})"
-    elif not linked_ok and form == "stored":  # refused, its lone corners' lattice linked
+    elif not linked_ok and form == "stored":  # refused, its lone corners' or scene view's lattice linked
         links = _lone_links(first["lone_links"], inp.previous / "detection.json", frame, board.n_nodes)
         added, record = _repose_lone_lattice(frame, links, calibrated=inp.calibrated, board=board, micro=white.micro,
                                              source=str(first.get("lone_links_from", LATTICE_FROM_LONE_CORNERS)),
