@@ -167,10 +167,9 @@ def board_corners(view: SceneView, *, columns: int, rows: int, upscale: int | No
 
 def _pattern(grey: NDArray[np.uint8], *, columns: int, rows: int, upscale: int, step_px: float) -> FloatArray | None:
     """:func:`board_corners` in the 8-bit view ``grey`` enlarged ``upscale`` times."""
-    if upscale > 1:
-        grey = cv2.resize(grey, None, fx=upscale, fy=upscale, interpolation=cv2.INTER_LINEAR)
+    searched = cv2.resize(grey, None, fx=upscale, fy=upscale, interpolation=cv2.INTER_LINEAR) if upscale > 1 else grey
     try:
-        found, corners = cv2.findChessboardCornersSB(grey, (int(columns), int(rows)), flags=CORNER_SEARCH_FLAGS)
+        found, corners = cv2.findChessboardCornersSB(searched, (int(columns), int(rows)), flags=CORNER_SEARCH_FLAGS)
     except cv2.error:  # a view too small for the pattern
         return None
     if not found or corners is None or len(corners.reshape(-1, 2)) != columns * rows:
