@@ -447,6 +447,8 @@ def lattice_coordinates(
         grown = _grow(pts, seed, max_site_distance_fraction=max_site_distance_fraction, max_gap_sites=max_gap_sites)
         if grown is not None and (best is None or grown[1].sum() > best[1].sum()):
             best = grown
+            if best[1].all():  # every barycentre placed: no later seed places more (and a tie keeps the first)
+                break
     if best is None:
         return failed("degenerate lattice (placed barycentres on one line)")
     ij, placed, H = best
