@@ -866,6 +866,16 @@ def _image_read(rec: dict[str, Any], inp: _SecondPassInputs) -> str | None:
     return "grey" if int(linking.get("n_clusters", 0)) >= MIN_CLUSTERS_TO_RELINK else None
 
 
+def _read_ahead(rec: dict[str, Any]) -> bool:
+    """Whether the second pass reads the first pass's frame ``rec``'s image ahead (when it reads it
+    at all, :func:`_image_read`): not for a refused frame posed again from its stored lattice, which
+    reads its image only if the calibrated camera predicts a node sharp enough to fit (near the
+    MLA's conjugate plane, often none: the R12-A link set's boards at 1.0–1.10 z_c, whose three
+    images were decoded ahead for nothing beside the frames' fits: its second pass 0.87–0.88 s
+    with them, 0.78–0.82 s without, two runs each; the one such frame that fits reads on demand)."""
+    return bool((rec.get("linking") or {}).get("ok")) or not (rec.get("predicted_nodes") or {}).get("lone_links")
+
+
 IMAGES_AHEAD = 2
 """Images the second pass reads ahead, on as many threads (PNG decoding releases the GIL), while it
 fits the frame before: decoding a full-scale R12 frame takes ~0.15 s, most of a frame's work there."""
@@ -990,7 +1000,8 @@ def run_second_pass(args: argparse.Namespace) -> int:
     inp = _second_pass_inputs(args)
     doc, prev_obs = inp.doc, inp.observations
     frames = doc.get("frames", [])
-    reads = [(form, inp.entries[int(rec["frame"])]) for rec in frames if (form := _image_read(rec, inp)) is not None]
+    reads = [(form, inp.entries[int(rec["frame"])]) for rec in frames
+             if (form := _image_read(rec, inp)) is not None and _read_ahead(rec)]
     parts = [prev_obs.bap]
     n_added_frames = n_added_calibration = 0
     with ThreadPoolExecutor(max_workers=IMAGES_AHEAD) as pool:
