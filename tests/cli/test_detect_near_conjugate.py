@@ -101,5 +101,9 @@ def test_the_second_pass_refuses_it_again_with_the_calibrated_camera_s_reason(pa
     assert near["second_pass"]["action"] == "refused again" and near["second_pass"]["added_features"] == 0
     assert near["linking"]["reason"].startswith("second pass: its lattice posed with the calibrated camera")
     assert "blurred over |ρ|" in near["linking"]["reason"]
+    # where to put the board instead: the stretch of distances around z_c this camera resolves no corner in
+    lo, hi = near["second_pass"]["unresolvable_mm"]
+    assert lo < near["second_pass"]["conjugate_mm"] < (hi if hi is not None else np.inf)
+    assert f"no board on the axis between {lo:.0f} and" in near["linking"]["reason"] or f"beyond {lo:.0f} mm" in near["linking"]["reason"]
     assert near["linking"]["first_pass_reason"] == {f["frame"]: f for f in first["frames"]}[50]["linking"]["reason"]
     assert frames[0]["linking"]["ok"] and frames[1]["linking"]["ok"]

@@ -532,3 +532,30 @@ def test_single_views_too_few_for_a_pose_are_refused_with_a_record_json_can_hold
                                   np.array([[truth.u[j], truth.v[j]]]), node, per_node, known=BapFeatures.empty(), frame=0)
     assert len(feats) == 0 and record == {"single_views_sigma_px": None, "single_views_refused": 1}
     json.dumps(record, allow_nan=False)
+
+
+def test_the_distances_where_no_corner_is_resolved_bracket_the_conjugate_plane():
+    """unresolvable_distances_mm on the small r12-a camera: a stretch that holds z_c, at whose
+    nearer edge the sharpest lens type's |ρ| crosses the bound (within a sample on either side);
+    none for the R12-C, whose MLA is conjugate to no real object, nor for a bound no blur exceeds."""
+    from plenocal.detect.nodes import unresolvable_distances_mm
+
+    cam = preset("r12-a", small=True).camera
+    zc = float(mla_to_object_mm(cam, 0.0))
+    resolved = 5.0
+    band = unresolvable_distances_mm(cam, resolved_px=resolved)
+    assert band is not None
+    near, far = band
+    assert 0.8 * zc < near < zc and (far is None or far > zc)
+
+    def sharpest(z):
+        k, l = cam.mla.lattice.all_indices()
+        types = cam.mla.types.type_of(k, l)
+        gap = np.hypot(*(cam.grid.centres(k, l) - np.asarray(cam.principal_point_px)).T)
+        lenses = [np.flatnonzero(types == t)[np.argmin(gap[types == t])] for t in range(cam.n_types)]
+        return min(abs(project_bap(cam, np.array([[0.0, 0.0, z]]), k[i:i + 1], l[i:i + 1])[0, 2]) for i in lenses)
+
+    step = near * 0.002
+    assert sharpest(near - step) <= resolved < sharpest(near + step)
+    assert unresolvable_distances_mm(preset("r12-c", small=True).camera, resolved_px=resolved) is None
+    assert unresolvable_distances_mm(cam, resolved_px=1e6) is None

@@ -245,7 +245,7 @@ def complete_frame_nodes(
     # along the sensor's border see a strip beyond it (R12-C, a row cut off the central view:
     # its nodes in 15–38 whole micro-images).
     views = predict_node_views(camera, pose, board, micro=micro, nodes=np.flatnonzero(~seen))
-    blurred = too_blurred_record(views)
+    blurred = too_blurred_record(views, camera=camera)
     per_node = np.bincount(views.node, minlength=board.n_nodes)
     missing = per_node > 0
     if not missing.any():
@@ -261,15 +261,27 @@ def complete_frame_nodes(
                          "wall_time_s": time.perf_counter() - t0}
 
 
-def too_blurred_record(views: Any) -> dict[str, Any]:
+def too_blurred_record(views: Any, *, camera: Any = None) -> dict[str, Any]:
     """What a completion record says of the views :func:`~plenocal.detect.nodes.predict_node_views`
     left out for their blur alone: how many, their |ρ| (least and median, px) and the largest |ρ|
-    resolved there (median over them, px); empty when there are none."""
+    resolved there (median over them, px); with ``camera``, also the on-axis distances where it
+    resolves no corner (``unresolvable_mm``: :func:`~plenocal.detect.nodes.unresolvable_distances_mm`,
+    [nearest, farthest or None]) and its conjugate plane's distance (``conjugate_mm``); empty when
+    there are none."""
+    from plenocal.detect.nodes import unresolvable_distances_mm
+    from plenocal.model.profile import mla_to_object_mm
+
     tb = np.asarray(views.too_blurred, dtype=np.float64).reshape(-1, 2)
     if not len(tb):
         return {}
-    return {"too_blurred_views": len(tb), "too_blurred_rho_px": [round(float(np.min(tb[:, 0])), 2), round(float(np.median(tb[:, 0])), 2)],
-            "resolvable_rho_px": round(float(np.median(tb[:, 1])), 2)}
+    out: dict[str, Any] = {"too_blurred_views": len(tb),
+                           "too_blurred_rho_px": [round(float(np.min(tb[:, 0])), 2), round(float(np.median(tb[:, 0])), 2)],
+                           "resolvable_rho_px": round(float(np.median(tb[:, 1])), 2)}
+    band = None if camera is None else unresolvable_distances_mm(camera, resolved_px=out["resolvable_rho_px"])
+    if band is not None:
+        out["unresolvable_mm"] = [round(band[0], 1), None if band[1] is None else round(band[1], 1)]
+        out["conjugate_mm"] = round(float(mla_to_object_mm(camera, 0.0)), 1)
+    return out
 
 
 def unfitted_text(record: dict[str, Any]) -> str:
@@ -287,9 +299,17 @@ def too_blurred_text(record: dict[str, Any]) -> str:
     if not record.get("too_blurred_views"):
         return ""
     lo, med = record["too_blurred_rho_px"]
-    return (f"; its nodes' corners are blurred over |ρ| {lo:.1f} px and more (median {med:.1f} px) in the "
+    text = (f"; its nodes' corners are blurred over |ρ| {lo:.1f} px and more (median {med:.1f} px) in the "
             f"{record['too_blurred_views']} micro-images that see them, where a corner is fitted up to {record['resolvable_rho_px']:.1f} px "
-            f"({RESOLVABLE_BLUR_FRACTION:g} of the disc): a board nearer or farther from the plane conjugate to the MLA gives features")
+            f"({RESOLVABLE_BLUR_FRACTION:g} of the disc)")
+    band = record.get("unresolvable_mm")
+    if not band:
+        return text + ": a board nearer or farther from the plane conjugate to the MLA gives features"
+    near, far = band
+    where = f"between {near:.0f} and {far:.0f} mm" if far is not None else f"beyond {near:.0f} mm"
+    return (text + f": with this camera no board on the axis {where} from the lens shows a corner sharp enough to fit "
+                   f"(the plane conjugate to the MLA at {record['conjugate_mm']:.0f} mm); a board "
+                   + ("nearer or farther" if far is not None else "nearer") + " gives features")
 
 
 MIN_SINGLE_VIEW_NODES = 3

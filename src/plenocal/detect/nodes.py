@@ -471,6 +471,51 @@ def _node_features(dv, micro, idx, corner, fit: CornerFit, node, per_node, *, pi
     )
 
 
+UNRESOLVABLE_SEARCH_SPAN = (0.25, 4.0)
+"""On-axis object distances :func:`unresolvable_distances_mm` searches, as fractions of the
+distance of the plane conjugate to the MLA."""
+UNRESOLVABLE_SEARCH_SAMPLES = 4000
+"""Geometrically spaced samples of that span (0.07 % of the distance apart)."""
+
+
+def unresolvable_distances_mm(camera: PlenopticCamera, *, resolved_px: float) -> tuple[float, float | None] | None:
+    """The on-axis object distances (mm, camera frame) around the plane conjugate to the MLA where
+    no lens type images a point sharply enough for a corner fit: every type's blur radius |ρ|
+    (eq:blurradius, through the lens of that type nearest the principal point) exceeds
+    ``resolved_px`` (:data:`RESOLVABLE_BLUR_FRACTION` of the acceptance disc). Returns (nearest,
+    farthest) of the contiguous stretch that holds the conjugate plane, farthest None when it
+    reaches beyond :data:`UNRESOLVABLE_SEARCH_SPAN`; None for a camera whose MLA is conjugate to no
+    real object (z_c ≤ F) or without lens types (ρ undefined). The R12-A link set's calibrated
+    camera at f/4 (5.2 px): 386–771 mm, z_c 404 mm — its boards at 1.3–1.37 z_c show no corner
+    either (docs/model.md, the double-Gauss case)."""
+    from plenocal.model.profile import mla_to_object_mm
+
+    zc = float(mla_to_object_mm(camera, 0.0))
+    F = camera.main_lens.focal_length_mm
+    if not camera.n_types or not np.isfinite(zc) or zc <= F:
+        return None
+    k, l = camera.mla.lattice.all_indices()
+    types = camera.mla.types.type_of(k, l)
+    gap = np.hypot(*(camera.grid.centres(k, l) - np.asarray(camera.principal_point_px, dtype=np.float64)).T)
+    lenses = [np.flatnonzero(types == t)[np.argmin(gap[types == t])] for t in range(camera.n_types) if np.any(types == t)]
+    lo, hi = UNRESOLVABLE_SEARCH_SPAN
+    z = zc * np.geomspace(lo, hi, UNRESOLVABLE_SEARCH_SAMPLES)
+    z = z[z > F * 1.01]
+    points = np.column_stack([np.zeros_like(z), np.zeros_like(z), z])
+    rho = np.stack([project_bap(camera, points, np.full(len(z), k[i]), np.full(len(z), l[i]))[:, 2] for i in lenses])
+    blurred = np.all(~(np.abs(rho) <= resolved_px), axis=0)  # NaN counts as blurred
+    at = int(np.searchsorted(z, zc))
+    if not (0 < at < len(z)) or not blurred[at - 1]:
+        return None
+    first = at - 1
+    while first > 0 and blurred[first - 1]:
+        first -= 1
+    last = at - 1
+    while last + 1 < len(z) and blurred[last + 1]:
+        last += 1
+    return float(z[first]), (float(z[last]) if last + 1 < len(z) else None)
+
+
 __all__ = [
     "MAX_BOARD_DISTANCE_FRACTION",
     "RESOLVABLE_BLUR_FRACTION",
@@ -482,6 +527,7 @@ __all__ = [
     "detect_board_nodes",
     "pose_from_views",
     "predict_node_views",
+    "unresolvable_distances_mm",
     "views_to_fit",
 ]
 
