@@ -538,7 +538,7 @@ def test_the_distances_where_no_corner_is_resolved_bracket_the_conjugate_plane()
     """unresolvable_distances_mm on the small r12-a camera: a stretch that holds z_c, at whose
     nearer edge the sharpest lens type's |ρ| crosses the bound (within a sample on either side);
     none for the R12-C, whose MLA is conjugate to no real object, nor for a bound no blur exceeds."""
-    from plenocal.detect.nodes import unresolvable_distances_mm
+    from plenocal.detect.nodes import central_lenses, unresolvable_distances_mm
 
     cam = preset("r12-a", small=True).camera
     zc = float(mla_to_object_mm(cam, 0.0))
@@ -548,12 +548,11 @@ def test_the_distances_where_no_corner_is_resolved_bracket_the_conjugate_plane()
     near, far = band
     assert 0.8 * zc < near < zc and (far is None or far > zc)
 
+    k, l = central_lenses(cam)
+    assert len(k) == cam.n_types
+
     def sharpest(z):
-        k, l = cam.mla.lattice.all_indices()
-        types = cam.mla.types.type_of(k, l)
-        gap = np.hypot(*(cam.grid.centres(k, l) - np.asarray(cam.principal_point_px)).T)
-        lenses = [np.flatnonzero(types == t)[np.argmin(gap[types == t])] for t in range(cam.n_types)]
-        return min(abs(project_bap(cam, np.array([[0.0, 0.0, z]]), k[i:i + 1], l[i:i + 1])[0, 2]) for i in lenses)
+        return float(np.min(np.abs(project_bap(cam, np.tile([0.0, 0.0, z], (len(k), 1)), k, l)[:, 2])))
 
     step = near * 0.002
     assert sharpest(near - step) <= resolved < sharpest(near + step)

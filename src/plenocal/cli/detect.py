@@ -32,7 +32,7 @@ from plenocal import __version__
 from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
 from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES, bounded_int
 from plenocal.detect.corners import NaturalVignetting, white_levels, white_weight
-from plenocal.detect.nodes import RESOLVABLE_BLUR_FRACTION, SINGLE_VIEW_MAX_RMS_PX
+from plenocal.detect.nodes import RESOLVABLE_BLUR_FRACTION, SINGLE_VIEW_MAX_RMS_PX, unresolvable_distances_mm
 from plenocal.detect.pipeline import detect_frame, devignette_micro_images, micro_images
 from plenocal.errors import DataError, InputFileError
 from plenocal.io._json import write_document
@@ -54,6 +54,7 @@ from plenocal.model.observations import (
     MicroImageCentres,
     Observations,
 )
+from plenocal.model.profile import mla_to_object_mm
 from plenocal.precalib.checks import check_white_images
 
 LINK_MAX_RMSE_FRACTION = 0.1
@@ -268,9 +269,6 @@ def too_blurred_record(views: Any, *, camera: Any = None) -> dict[str, Any]:
     resolves no corner (``unresolvable_mm``: :func:`~plenocal.detect.nodes.unresolvable_distances_mm`,
     [nearest, farthest or None]) and its conjugate plane's distance (``conjugate_mm``); empty when
     there are none."""
-    from plenocal.detect.nodes import unresolvable_distances_mm
-    from plenocal.model.profile import mla_to_object_mm
-
     tb = np.asarray(views.too_blurred, dtype=np.float64).reshape(-1, 2)
     if not len(tb):
         return {}

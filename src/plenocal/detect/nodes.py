@@ -186,20 +186,22 @@ def predict_node_views(
     k, l = micro.k[idx], micro.l[idx]
     chief, appear, rho = _views_of(camera, pts[p], idx, micro)
     centres, usable = micro.centres[idx], micro.usable[idx]
-    inside = np.hypot(*(appear - centres).T) <= usable - BORDER_MARGIN_PX
-    resolved = RESOLVABLE_BLUR_FRACTION * (usable - BORDER_MARGIN_PX)
+    disc = usable - BORDER_MARGIN_PX
+    resolved = RESOLVABLE_BLUR_FRACTION * disc
     sharp = np.abs(rho) <= resolved if micro.typed else np.ones(len(rho), dtype=bool)
     H, W = micro.weight.shape
-    iu = np.clip(np.rint(np.nan_to_num(appear[:, 0])).astype(np.int64), 0, W - 1)
-    iv = np.clip(np.rint(np.nan_to_num(appear[:, 1])).astype(np.int64), 0, H - 1)
-    seen = inside & np.all(np.isfinite(appear), axis=1) & (micro.weight[iv, iu] > 0.0)
+
+    def lit_in_disc(xy: FloatArray) -> NDArray[np.bool_]:
+        """Positions (n, 2) inside their micro-image's acceptance disc, on a lit pixel."""
+        iu = np.clip(np.rint(np.nan_to_num(xy[:, 0])).astype(np.int64), 0, W - 1)
+        iv = np.clip(np.rint(np.nan_to_num(xy[:, 1])).astype(np.int64), 0, H - 1)
+        return (np.hypot(*(xy - centres).T) <= disc) & (micro.weight[iv, iu] > 0.0)
+
+    seen = lit_in_disc(appear) & np.all(np.isfinite(appear), axis=1)
     keep = seen & sharp
-    # too blurred: the chief ray inside the disc on lit pixels (where the corner appears is no
-    # guide there: the pupil-vignetting shift grows with ρ, by hundreds of px on the conjugate plane)
-    cu = np.clip(np.rint(np.nan_to_num(chief[:, 0])).astype(np.int64), 0, W - 1)
-    cv = np.clip(np.rint(np.nan_to_num(chief[:, 1])).astype(np.int64), 0, H - 1)
-    aimed = (np.hypot(*(chief - centres).T) <= usable - BORDER_MARGIN_PX) & (micro.weight[cv, cu] > 0.0)
-    too_blurred = np.column_stack([np.abs(rho), resolved])[(seen | aimed) & ~sharp & np.isfinite(rho)]
+    # too blurred: the corner or its chief ray in the disc (where the corner appears is no guide
+    # there: the pupil-vignetting shift grows with ρ, by hundreds of px on the conjugate plane)
+    too_blurred = np.column_stack([np.abs(rho), resolved])[(seen | lit_in_disc(chief)) & ~sharp & np.isfinite(rho)]
     p, idx, k, l, chief, appear = p[keep], idx[keep], k[keep], l[keep], chief[keep], appear[keep]
     # The board's two lines through the node, as the same micro-lens images them.
     step = LINE_STEP_FRACTION * board.square_mm
@@ -494,26 +496,31 @@ def unresolvable_distances_mm(camera: PlenopticCamera, *, resolved_px: float) ->
     F = camera.main_lens.focal_length_mm
     if not camera.n_types or not np.isfinite(zc) or zc <= F:
         return None
-    k, l = camera.mla.lattice.all_indices()
-    types = camera.mla.types.type_of(k, l)
-    gap = np.hypot(*(camera.grid.centres(k, l) - np.asarray(camera.principal_point_px, dtype=np.float64)).T)
-    lenses = [np.flatnonzero(types == t)[np.argmin(gap[types == t])] for t in range(camera.n_types) if np.any(types == t)]
+    k, l = central_lenses(camera)
     lo, hi = UNRESOLVABLE_SEARCH_SPAN
     z = zc * np.geomspace(lo, hi, UNRESOLVABLE_SEARCH_SAMPLES)
     z = z[z > F * 1.01]
     points = np.column_stack([np.zeros_like(z), np.zeros_like(z), z])
-    rho = np.stack([project_bap(camera, points, np.full(len(z), k[i]), np.full(len(z), l[i]))[:, 2] for i in lenses])
+    rho = np.stack([project_bap(camera, points, np.full(len(z), kt), np.full(len(z), lt))[:, 2] for kt, lt in zip(k, l, strict=True)])
     blurred = np.all(~(np.abs(rho) <= resolved_px), axis=0)  # NaN counts as blurred
-    at = int(np.searchsorted(z, zc))
-    if not (0 < at < len(z)) or not blurred[at - 1]:
+    at = int(np.searchsorted(z, zc)) - 1  # the last sample before the conjugate plane
+    if not (0 <= at < len(z) - 1) or not blurred[at]:
         return None
-    first = at - 1
-    while first > 0 and blurred[first - 1]:
-        first -= 1
-    last = at - 1
-    while last + 1 < len(z) and blurred[last + 1]:
-        last += 1
-    return float(z[first]), (float(z[last]) if last + 1 < len(z) else None)
+    clear = np.flatnonzero(~blurred)
+    before, after = clear[clear < at], clear[clear > at]
+    first = int(before[-1]) + 1 if before.size else 0
+    return float(z[first]), (float(z[int(after[0]) - 1]) if after.size else None)
+
+
+def central_lenses(camera: PlenopticCamera) -> tuple[IntArray, IntArray]:
+    """(k, l) of the micro-lens of each type nearest the principal point (types with no lens left
+    out), in the types' order."""
+    k, l = camera.mla.lattice.all_indices()
+    types = camera.mla.types.type_of(k, l)
+    gap = np.hypot(*(camera.grid.centres(k, l) - np.asarray(camera.principal_point_px, dtype=np.float64)).T)
+    pick = np.array([np.flatnonzero(types == t)[np.argmin(gap[types == t])] for t in range(camera.n_types) if np.any(types == t)],
+                    dtype=np.int64)
+    return k[pick], l[pick]
 
 
 __all__ = [
@@ -523,6 +530,7 @@ __all__ = [
     "NodeDetection",
     "PredictedViews",
     "board_points",
+    "central_lenses",
     "complete_frame",
     "detect_board_nodes",
     "pose_from_views",
