@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 
 from plenocal.cli.main import main as plenocal
+from plenocal.depth.matching import micro_image_radii_px
 from plenocal.detect.nodes import RESOLVABLE_BLUR_FRACTION
 from plenocal.detect.pipeline import BORDER_MARGIN_PX, USABLE_RADIUS_FRACTION
 from plenocal.io import read_dataset
 from plenocal.io.camera import read_camera
 from plenocal.io.observations import read_observations
-from plenocal.model.white import radius_law
 
 
 def stage(argv: list[str], out: Path, *, reuse: bool) -> dict[str, float]:
@@ -77,9 +77,8 @@ def resolvable(truth, camera, f_number: float) -> np.ndarray:
     """(n,) the truth's views whose corner a detector resolves: |ρ| at most
     RESOLVABLE_BLUR_FRACTION of the acceptance disc (usable radius − border margin) of the
     micro-image's type at ``f_number``, as the node prediction bounds it."""
-    m, q = radius_law(camera)
     types = camera.mla.types.type_of(truth.k, truth.l) if camera.n_types else np.zeros(len(truth.k), dtype=np.int64)
-    radius_px = np.abs(m / f_number + np.asarray(q)[types]) / camera.sensor.pixel_size_mm
+    radius_px = micro_image_radii_px(camera, np.asarray(types, dtype=np.int64), f_number)
     return np.abs(truth.rho) <= RESOLVABLE_BLUR_FRACTION * (USABLE_RADIUS_FRACTION * radius_px - BORDER_MARGIN_PX)
 
 
