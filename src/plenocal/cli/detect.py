@@ -246,11 +246,11 @@ def complete_frame_nodes(
     # along the sensor's border see a strip beyond it (R12-C, a row cut off the central view:
     # its nodes in 15–38 whole micro-images).
     views = predict_node_views(camera, pose, board, micro=micro, nodes=np.flatnonzero(~seen))
-    blurred = too_blurred_record(views, camera=camera)
+    blurred = too_blurred_record(views)
     per_node = np.bincount(views.node, minlength=board.n_nodes)
     missing = per_node > 0
-    if not missing.any():
-        return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0, **blurred}
+    if not missing.any():  # the one record whose reason names the blur (unfitted_text): where a board would do
+        return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0, **blurred, **unresolvable_record(blurred, camera)}
     if not np.any(per_node >= 2) and (not single_views or np.count_nonzero(per_node == 1) < MIN_SINGLE_VIEW_NODES):
         return BapFeatures.empty(), {"action": "predicted in <= 1 view each (no feature possible)" if not single_views else
                                      f"predicted in <= 1 view each, in one for fewer than {MIN_SINGLE_VIEW_NODES} nodes (not fitted)",
@@ -262,24 +262,28 @@ def complete_frame_nodes(
                          "wall_time_s": time.perf_counter() - t0}
 
 
-def too_blurred_record(views: Any, *, camera: Any = None) -> dict[str, Any]:
+def too_blurred_record(views: Any) -> dict[str, Any]:
     """What a completion record says of the views :func:`~plenocal.detect.nodes.predict_node_views`
     left out for their blur alone: how many, their |ρ| (least and median, px) and the largest |ρ|
-    resolved there (median over them, px); with ``camera``, also the on-axis distances where it
-    resolves no corner (``unresolvable_mm``: :func:`~plenocal.detect.nodes.unresolvable_distances_mm`,
-    [nearest, farthest or None]) and its conjugate plane's distance (``conjugate_mm``); empty when
-    there are none."""
+    resolved there (median over them, px); empty when there are none."""
     tb = np.asarray(views.too_blurred, dtype=np.float64).reshape(-1, 2)
     if not len(tb):
         return {}
-    out: dict[str, Any] = {"too_blurred_views": len(tb),
-                           "too_blurred_rho_px": [round(float(np.min(tb[:, 0])), 2), round(float(np.median(tb[:, 0])), 2)],
-                           "resolvable_rho_px": round(float(np.median(tb[:, 1])), 2)}
-    band = None if camera is None else unresolvable_distances_mm(camera, resolved_px=out["resolvable_rho_px"])
-    if band is not None:
-        out["unresolvable_mm"] = [round(band[0], 1), None if band[1] is None else round(band[1], 1)]
-        out["conjugate_mm"] = round(float(mla_to_object_mm(camera, 0.0)), 1)
-    return out
+    return {"too_blurred_views": len(tb), "too_blurred_rho_px": [round(float(np.min(tb[:, 0])), 2), round(float(np.median(tb[:, 0])), 2)],
+            "resolvable_rho_px": round(float(np.median(tb[:, 1])), 2)}
+
+
+def unresolvable_record(blurred: dict[str, Any], camera: Any) -> dict[str, Any]:
+    """For a :func:`too_blurred_record` ``blurred``: the on-axis distances where ``camera`` resolves
+    no corner at its bound (``unresolvable_mm``: :func:`~plenocal.detect.nodes.unresolvable_distances_mm`,
+    [nearest, farthest or None]) and its conjugate plane's distance (``conjugate_mm``); empty when
+    nothing was too blurred or there is no such stretch (9 ms: computed only for the refusal that
+    names it)."""
+    band = unresolvable_distances_mm(camera, resolved_px=blurred["resolvable_rho_px"]) if blurred else None
+    if band is None:
+        return {}
+    return {"unresolvable_mm": [round(band[0], 1), None if band[1] is None else round(band[1], 1)],
+            "conjugate_mm": round(float(mla_to_object_mm(camera, 0.0)), 1)}
 
 
 def unfitted_text(record: dict[str, Any]) -> str:
