@@ -70,3 +70,44 @@ def test_image_errors(tmp_path: Path):
     with pytest.raises(InputFileError, match=r"unsupported image extension '\.jpg'"):
         write_raw_image(tmp_path / "h.jpg", np.zeros((4, 6)), 8)
     assert sorted(q.name for q in tmp_path.iterdir()) == ["bad.png", "g.png"]
+
+
+def test_decoded_images_are_kept_by_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A file read again is not decoded again (``DECODED_CACHE_MB``), yet every read returns
+    the file's current content as a fresh array: one rewritten in place with another image of the
+    same size and name is decoded anew, and changing a returned array changes no later read."""
+    from plenocal.io import images
+
+    calls = []
+    decode = cv2.imdecode
+    monkeypatch.setattr(images.cv2, "imdecode", lambda *a: calls.append(1) or decode(*a))
+    images._DECODED.clear()
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 256, (9, 11)).astype(np.uint8)
+    p = write_raw_image(tmp_path / "a.png", a, 8)
+    first = read_raw_image(p, as_grey=False)
+    first[:] = 0  # the caller's copy
+    assert np.array_equal(read_raw_image(p, as_grey=False), a)
+    np.testing.assert_array_equal(read_raw_image(p), a / 255)
+    assert len(calls) == 1
+    b = 255 - a
+    write_raw_image(tmp_path / "a.png", b, 8)  # same name, size and (likely) time stamp
+    assert np.array_equal(read_raw_image(p, as_grey=False), b)
+    assert len(calls) == 2
+    monkeypatch.setenv("PLENOCAL_DECODED_CACHE_MB", "0")  # keeps none
+    images._DECODED.clear()
+    read_raw_image(p)
+    read_raw_image(p)
+    assert len(calls) == 4
+    # a budget of two images keeps the two read last
+    monkeypatch.setenv("PLENOCAL_DECODED_CACHE_MB", str(2 * a.nbytes / 2**20))
+    paths = [write_raw_image(tmp_path / f"c{i}.png", np.full((9, 11), i, np.uint8), 8) for i in range(3)]
+    for q in paths:
+        read_raw_image(q)
+    n = len(calls)
+    read_raw_image(paths[2])
+    read_raw_image(paths[1])
+    assert len(calls) == n
+    read_raw_image(paths[0])
+    assert len(calls) == n + 1
+    images._DECODED.clear()
