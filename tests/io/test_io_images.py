@@ -111,3 +111,21 @@ def test_decoded_images_are_kept_by_content(tmp_path: Path, monkeypatch: pytest.
     read_raw_image(paths[0])
     assert len(calls) == n + 1
     images._DECODED.clear()
+
+
+def test_an_image_read_once_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``keep=False`` (a depth sequence's frames) decodes without keeping; a kept one still serves."""
+    from plenocal.io import images
+
+    calls = []
+    decode = cv2.imdecode
+    monkeypatch.setattr(images.cv2, "imdecode", lambda *a: calls.append(1) or decode(*a))
+    images._DECODED.clear()
+    p = write_raw_image(tmp_path / "a.png", np.arange(99, dtype=np.uint8).reshape(9, 11), 8)
+    read_raw_image(p, keep=False)
+    read_raw_image(p, keep=False)
+    assert len(calls) == 2
+    read_raw_image(p)
+    read_raw_image(p, keep=False)
+    assert len(calls) == 3
+    images._DECODED.clear()

@@ -307,7 +307,7 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     dataset = read_dataset(job.dataset)
     camera = _camera(job.camera_path)
     e = job.frame
-    dv, weight = devignette(dataset.read_image(e), _white(job.dataset, job.white))
+    dv, weight = devignette(dataset.read_image(e, keep=False), _white(job.dataset, job.white))  # a sequence's frames are read once
     vd = depth_map(dv, weight, camera, aggregate=job.aggregate, kappa=job.kappa, f_number=e.f_number,
                    distance_range_mm=job.distance_range_mm, field_radius_px=job.field_radius_px)
     # the image's geometry is the matched disparity's: drawn with υ as matched, before the scaling

@@ -166,8 +166,9 @@ class Dataset:
         """Entries whose file does not exist."""
         return [e for e in self.manifest.images if not self.path(e.path).is_file()]
 
-    def read_image(self, entry: ImageEntry, *, as_grey: bool = True) -> NDArray[np.float64]:
-        """Read an image with the manifest's colour format, checking the sensor size."""
+    def read_image(self, entry: ImageEntry, *, as_grey: bool = True, keep: bool = True) -> NDArray[np.float64]:
+        """Read an image with the manifest's colour format, checking the sensor size (``keep``:
+        :func:`plenocal.io.images.read_raw_image`'s)."""
         spec = self.manifest.camera_spec
         return read_raw_image(
             self.path(entry.path),
@@ -175,6 +176,7 @@ class Dataset:
             as_grey=as_grey,
             expected_shape=(spec.height_px, spec.width_px),
             bit_depth=self.manifest.image_format.bit_depth,
+            keep=keep,
         )
 
 

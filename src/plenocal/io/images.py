@@ -115,6 +115,7 @@ def read_raw_image(
     as_grey: bool = True,
     expected_shape: tuple[int, int] | None = None,
     bit_depth: int | None = None,
+    keep: bool = True,
 ) -> NDArray:
     """Read a raw image.
 
@@ -133,6 +134,10 @@ def read_raw_image(
     bit_depth : {8, 16}, optional
         The stored bit depth the dataset declares (``image_format.bit_depth``), checked: a 16-bit
         white in an 8-bit dataset was read at another scale without a word.
+    keep : bool
+        Keep the decoded image for the next read of the same content (:data:`DECODED_CACHE_MB`;
+        default). False for an image read once (a frame of a depth sequence); one kept before is
+        still used.
 
     Raises
     ------
@@ -161,7 +166,7 @@ def read_raw_image(
         if img is None:
             detail = first_line(said[0])
             raise InputFileError(p, f"cannot decode image ({detail + '; ' if detail else ''}expected an 8- or 16-bit PNG or TIFF)")
-        if img.dtype in (np.uint8, np.uint16):
+        if keep and img.dtype in (np.uint8, np.uint16):
             _DECODED.put(key, img)
     if img.dtype not in (np.uint8, np.uint16):
         raise InputFileError(p, f"unsupported pixel type {img.dtype} (expected 8- or 16-bit integers)")
