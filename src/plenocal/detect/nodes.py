@@ -56,10 +56,14 @@ square away."""
 
 RESOLVABLE_BLUR_FRACTION = 0.6
 """A node is predicted in a micro-image only where its blur radius |ρ| (the camera's,
-eq:blurradius) is at most this fraction of the acceptance disc's radius: a corner blurred over
-most of the micro-image has no position to fit (small r12-a: |ρ| ≈ 4.4 px of an 8.5 px disc at
-0.95 z_c, fitted to 0.1 px; 10.8 px at 0.97 z_c, where fits started at the prediction stay
-there on a featureless blur and pass every shape test)."""
+eq:blurradius) is at most this fraction of the acceptance disc's radius: the bound on |ρ|/disc
+beyond which a node's BAP feature is no longer as good as a detected one
+(``benchmarks/blur_fit.py``, small r12-a at 0.94–0.975 z_c, true camera and pose, fits started
+1 px off: the features' chief-ray error, median, is 0.15 / 0.18 / 0.22 px for |ρ|/disc below
+0.3 / 0.3–0.45 / 0.45–0.6, then 0.35 px at 0.6–0.75 and 0.57 px at 0.75–0.9, their |ρ| error
+0.07–0.19 px then 0.26–0.36 px; a single fit still lands 0.43–0.59 px from the corner at 0.9–2,
+three in four or fewer accepted). Lifted to 2 on the R12-A link set, it adds 28 features and no
+linked frame, 11 of the 28 in micro-images the oracle does not list for their node."""
 
 SINGLE_VIEW_MAX_RMS_PX = 1.0
 """Largest σ̂ (px) of a frame's single views about where they appear for the pose that best
