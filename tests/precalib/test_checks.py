@@ -55,6 +55,31 @@ def test_statistics_of_clean_and_damaged_whites(small_whites):
     assert min(c for c, _, _ in combs) > 2 * checks.MIN_JPEG_COMB and {q for _, q, _ in combs} == {4}
 
 
+def test_jpeg_comb_is_its_definition(small_whites):
+    """The compiled comb (one pass per step) gives the statistic as :data:`checks.MIN_JPEG_COMB`
+    defines it, written out here in numpy: |mean exp(2πi c/Q)| of the coefficients |c| > Q/2, less
+    the larger at Q ± ½, the best of five coefficients and Q = 2..16 (steps with < 200 coefficients
+    or spread < 2Q skipped), on a clean and a JPEG-compressed white."""
+    C = checks._dct8()
+    for image in (_grey(small_whites[1].image), _grey(_jpeg(small_whites[1].image, 85))):
+        a = image * 255.0
+        H, W = a.shape[0] // 8 * 8, a.shape[1] // 8 * 8
+        blocks = a[:H, :W].reshape(H // 8, 8, W // 8, 8).transpose(0, 2, 1, 3).reshape(-1, 8, 8)
+        best = (0.0, 0, 0)
+        for u, v in checks._JPEG_COEFFICIENTS:
+            c = C[u] @ blocks @ C[v]
+            for Q in range(2, 17):
+                sel = c[np.abs(c) > Q / 2.0]
+                if len(sel) < 200 or np.std(sel) < 2.0 * Q:
+                    continue
+                coh = abs(np.mean(np.exp(2j * np.pi * sel / Q)))
+                near = max(abs(np.mean(np.exp(2j * np.pi * sel / (Q + h)))) for h in (-0.5, 0.5))
+                if coh - near > best[0]:
+                    best = (coh - near, Q, len(sel))
+        got = checks.jpeg_comb(image)
+        assert got[1:] == best[1:] and got[0] == pytest.approx(best[0], rel=1e-9, abs=1e-12)
+
+
 def test_no_f_number_ratio_without_three_whites():
     assert np.isnan(checks.f_number_ratios({}, {}, [8.0, 16.0], 3)[8.0])
 

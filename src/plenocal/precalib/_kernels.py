@@ -140,3 +140,51 @@ def moments_kernel(image, centres, radii):  # pragma: no cover - compiled
         out[i, 5] = sxy / m00
         npx[i] = cnt
     return out, npx
+
+
+@nb.njit(parallel=True, cache=True, fastmath=False)
+def comb_sums_kernel(c, steps):  # pragma: no cover - compiled
+    """JPEG comb sums (:func:`plenocal.precalib.checks.jpeg_comb`): for each step Q of ``steps``
+    (S,), over the coefficients ``c`` (n,) with |c| > Q/2, one row of ``out`` (S, 9): their count,
+    sum and sum of squares, then Σ cos and Σ sin of 2π·c/q for q = Q − ½, Q and Q + ½. One pass over
+    ``c`` per step, the steps in parallel (each row is its own thread's: no dependence on the
+    thread count)."""
+    S = steps.shape[0]
+    out = np.zeros((S, 9))
+    for s in nb.prange(S):
+        Q = steps[s]
+        half = 0.5 * Q
+        w0 = 2.0 * np.pi / (Q - 0.5)
+        w1 = 2.0 * np.pi / Q
+        w2 = 2.0 * np.pi / (Q + 0.5)
+        n = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        c0 = 0.0
+        z0 = 0.0
+        c1 = 0.0
+        z1 = 0.0
+        c2 = 0.0
+        z2 = 0.0
+        for i in range(c.shape[0]):
+            x = c[i]
+            if abs(x) > half:
+                n += 1.0
+                s1 += x
+                s2 += x * x
+                c0 += np.cos(w0 * x)
+                z0 += np.sin(w0 * x)
+                c1 += np.cos(w1 * x)
+                z1 += np.sin(w1 * x)
+                c2 += np.cos(w2 * x)
+                z2 += np.sin(w2 * x)
+        out[s, 0] = n
+        out[s, 1] = s1
+        out[s, 2] = s2
+        out[s, 3] = c0
+        out[s, 4] = z0
+        out[s, 5] = c1
+        out[s, 6] = z1
+        out[s, 7] = c2
+        out[s, 8] = z2
+    return out

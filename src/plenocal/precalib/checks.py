@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from plenocal.errors import DataError
 from plenocal.model.lattice import lens_keys
+from plenocal.precalib._kernels import comb_sums_kernel
 
 FloatArray = NDArray[np.float64]
 
@@ -192,17 +193,21 @@ def jpeg_comb(image: FloatArray) -> tuple[float, int, int]:
     H, W = a.shape[0] // 8 * 8, a.shape[1] // 8 * 8
     blocks = a[:H, :W].reshape(H // 8, 8, W // 8, 8).transpose(0, 2, 1, 3).reshape(-1, 8, 8)
     C = _dct8()
+    # coefficient (u, v) of every block: Σ_ij C[u, i]·block[i, j]·C[v, j], the five at once
+    coefficients = blocks.reshape(-1, 64) @ np.stack([np.outer(C[u], C[v]).ravel() for u, v in _JPEG_COEFFICIENTS], axis=1)
+    steps = np.arange(2, 17, dtype=np.float64)
     best = (0.0, 0, 0)
-    for u, v in _JPEG_COEFFICIENTS:
-        c = C[u] @ blocks @ C[v]  # coefficient (u, v) of every block
-        for Q in range(2, 17):
-            sel = c[np.abs(c) > Q / 2.0]
-            if len(sel) < 200 or float(np.std(sel)) < 2.0 * Q:
+    for c in coefficients.T:
+        # per step Q: the coefficients away from 0 (|c| > Q/2), their spread and their phases'
+        # sums at Q and Q ± ½ (one pass each, compiled: 2.2 s a full-scale white in numpy)
+        sums = comb_sums_kernel(np.ascontiguousarray(c), steps)
+        for Q, (n, s1, s2, c0, z0, c1, z1, c2, z2) in zip(range(2, 17), sums, strict=True):
+            if n < 200 or np.sqrt(max(s2 / n - (s1 / n) ** 2, 0.0)) < 2.0 * Q:
                 continue
-            coh = abs(np.mean(np.exp(2j * np.pi * sel / Q)))
-            near = max(abs(np.mean(np.exp(2j * np.pi * sel / (Q + h)))) for h in (-0.5, 0.5))
+            coh = np.hypot(c1, z1) / n
+            near = max(np.hypot(c0, z0), np.hypot(c2, z2)) / n
             if coh - near > best[0]:
-                best = (float(coh - near), Q, len(sel))
+                best = (float(coh - near), Q, int(n))
     return best
 
 
