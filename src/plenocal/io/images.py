@@ -156,7 +156,7 @@ def read_raw_image(
         raise InputFileError(p, f"cannot read image ({exc.strerror})") from None
     if not buf.size:
         raise InputFileError(p, "image file is empty (expected an 8- or 16-bit PNG or TIFF)")
-    key = hashlib.sha256(buf).digest()
+    key = hashlib.sha256(buf.data).digest()
     img = _DECODED.get(key)
     if img is None:
         # libpng and OpenCV print their own complaints on file descriptor 2: keep them, quoted, in
