@@ -74,7 +74,7 @@ def radial_profile(
     centres_uv : (M, 2) centroids (px, pixel centres at integers).
     window_radius_px : radius of the window (px), inside the gaps between micro-images.
     """
-    img = np.asarray(image, dtype=np.float64)
+    img = np.asarray(image)  # the windows are gathered, then converted: not the whole image (38 ms a call)
     c = np.asarray(centres_uv, dtype=np.float64)
     H, W = img.shape
     r = int(np.ceil(window_radius_px)) + 1
@@ -82,7 +82,7 @@ def radial_profile(
     inside = (iu - r >= 0) & (iu + r < W) & (iv - r >= 0) & (iv + r < H)
     c, iu, iv = c[inside], iu[inside], iv[inside]
     oy, ox = np.mgrid[-r : r + 1, -r : r + 1]
-    vals = img[iv[:, None, None] + oy[None], iu[:, None, None] + ox[None]]
+    vals = img[iv[:, None, None] + oy[None], iu[:, None, None] + ox[None]].astype(np.float64)
     e = np.hypot(iu[:, None, None] + ox[None] - c[:, 0, None, None], iv[:, None, None] + oy[None] - c[:, 1, None, None])
     ring = (e > window_radius_px) & (e <= window_radius_px + 1.0)
     bg = (vals * ring).sum(axis=(1, 2)) / np.maximum(ring.sum(axis=(1, 2)), 1)
