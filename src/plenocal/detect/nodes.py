@@ -37,6 +37,7 @@ from plenocal.model.camera import PlenopticCamera
 from plenocal.model.geometry import Pose, rodrigues
 from plenocal.model.lattice import lens_keys
 from plenocal.model.observations import BapFeatures
+from plenocal.model.profile import mla_to_object_mm
 from plenocal.model.projection import micro_lens_centres, project_bap, pupil_shift_px, virtual_points
 from plenocal.model.target import Checkerboard
 
@@ -494,8 +495,6 @@ def unresolvable_distances_mm(camera: PlenopticCamera, *, resolved_px: float) ->
     real object (z_c ≤ F) or without lens types (ρ undefined). The R12-A link set's calibrated
     camera at f/4 (5.2 px): 386–771 mm, z_c 404 mm — its boards at 1.3–1.37 z_c show no corner
     either (docs/model.md, the double-Gauss case)."""
-    from plenocal.model.profile import mla_to_object_mm
-
     zc = float(mla_to_object_mm(camera, 0.0))
     F = camera.main_lens.focal_length_mm
     if not camera.n_types or not np.isfinite(zc) or zc <= F:
