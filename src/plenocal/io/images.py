@@ -195,8 +195,8 @@ def read_raw_image(
         )
     if channels == 3:
         img = img[:, :, ::-1]  # OpenCV BGR -> RGB
-    if not as_grey:  # a copy: the decoded array stays as decoded for the next read
-        return img.copy() if img.flags.c_contiguous else np.ascontiguousarray(img)
+    if not as_grey:  # a kept image (read-only) is copied: it stays as decoded for the next read
+        return np.ascontiguousarray(img) if img.flags.writeable else np.array(img, order="C")
     full = 255.0 if img.dtype == np.uint8 else 65535.0
     if color == "grey":
         grey = img.astype(np.float64)
