@@ -30,6 +30,7 @@ from plenocal.depth.matching import (
     STATUS_OUTSIDE,
     aggregate_virtual_depths,
     blur_law,
+    coarse_grid,
     default_distance_range_mm,
     estimate_virtual_depths,
     inverse_depth_range,
@@ -498,3 +499,35 @@ def test_blur_stack_is_the_image_and_its_mask_blurred_apart(shape):
                 expected = np.where(den > np.float32(MIN_BLURRED_MASK), num / den, np.float32(0.0))
         assert stack[..., g].dtype == np.float32
         np.testing.assert_allclose(stack[..., g], expected, rtol=1e-6, atol=1e-7, err_msg=str(var))
+
+
+def test_coarse_grid_reaches_a_step_beyond_the_range_within_the_limits():
+    """One coarse step beyond each end (matching.SEARCH_MARGIN_STEPS), not beyond |υ| = 2 nor
+    across υ = ±∞ (w = 0), the steps no wider than asked."""
+    g = coarse_grid(0.10, 0.30, 0.02)
+    assert g[0] == pytest.approx(0.08) and g[-1] == pytest.approx(0.32)
+    assert np.diff(g).max() <= 0.02 + 1e-12
+    assert coarse_grid(0.01, 0.49, 0.02)[[0, -1]] == pytest.approx([0.0, 0.5])
+    assert coarse_grid(-0.49, -0.01, 0.02)[[0, -1]] == pytest.approx([-0.5, 0.0])
+    assert coarse_grid(0.10, 0.30, 0.02, margin_steps=0)[[0, -1]] == pytest.approx([0.10, 0.30])
+
+
+def test_a_plane_at_the_end_of_the_searched_range_keeps_its_depth(r12a, renders, monkeypatch):
+    """The 250 mm plate with the search starting at 246 mm (its w within one coarse step of the
+    range's end): every micro-image gets the depth it gets from a range with room to spare. Without
+    the margin every coarse minimum fell on the scan's first hypothesis: no depth at all (measured:
+    1 638 of 1 638 at the bound; plenocal's R12-C render lost the nearer half of each board within
+    a step of the default range's 408 mm, whose medians then moved by +6 … +12 %)."""
+    dv, weight = renders[250.0]
+    wide = estimate_virtual_depths(dv, weight, r12a, kappa=KAPPA, distance_range_mm=(200.0, 540.0))
+    edge = estimate_virtual_depths(dv, weight, r12a, kappa=KAPPA, distance_range_mm=(246.0, 540.0))
+    assert edge.ok.sum() >= 0.98 * wide.ok.sum()
+    both = edge.ok & wide.ok
+    z_wide = points_from_virtual_depth(r12a, wide.k[both], wide.l[both], wide.virtual_depth[both])[:, 2]
+    z_edge = points_from_virtual_depth(r12a, edge.k[both], edge.l[both], edge.virtual_depth[both])[:, 2]
+    assert abs(np.median(z_edge) / np.median(z_wide) - 1.0) < 5e-4  # measured 0.0 %: the grids differ by their ends only
+    from plenocal.depth import matching as M
+
+    monkeypatch.setattr(M, "SEARCH_MARGIN_STEPS", 0)
+    bare = estimate_virtual_depths(dv, weight, r12a, kappa=KAPPA, distance_range_mm=(246.0, 540.0))
+    assert bare.ok.sum() < 0.1 * wide.ok.sum()
