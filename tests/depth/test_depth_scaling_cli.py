@@ -153,3 +153,23 @@ def test_a_calibration_frame_without_its_white_is_skipped_not_fatal(dataset, tmp
     doc = json.loads((out / "depth-scaling.json").read_text())
     assert doc["frames_skipped"] == {"4": "no white at its f-number 11.0"}
     assert sorted(doc["scaling"]["per_frame"]) == ["0", "1", "2", "3"] and doc["scaling"]["n_frames"] == 4
+
+
+def test_depth_says_where_a_scaling_is_extrapolated(dataset, tmp_path, capsys):
+    """A kept scaling fitted on calibration frames at 1/υ 0.10–0.21 (the R12-C render's span and
+    covariance, docs/depth.md "The search's ends"): frame 100 (1/υ ≈ 0.06, 250 mm) lies nearer than
+    all of them, where the line's σ is over twice theirs — depth.json and the console say so."""
+    from plenocal.depth.scaling import DepthScaling, correction_sigma
+
+    c, C = (0.00365, 0.9545), ((1.78e-6, -1.215e-5), (-1.215e-5, 8.64e-5))
+    per_frame = {i: {"w_matched": w, "z_median_mm": z, "correction_sigma_percent": float(100 * correction_sigma(c, C, w))}
+                 for i, (w, z) in enumerate(((0.10, 990.0), (0.15, 1600.0), (0.21, 2500.0)))}
+    sc = DepthScaling(c, C, 135.0, 13.0, True, 16, 20000, "test", per_frame)
+    (tmp_path / "far.json").write_text(json.dumps({"format": "plenocal-depth-scaling", "version": 1, "scaling": sc.to_json()}))
+    assert main(["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "--kappa", str(dataset / "kappa.json"),
+                 "--frames", "100", "--scaling", str(tmp_path / "far.json"), "-o", str(tmp_path / "out")]) == 0
+    ext = json.loads((tmp_path / "out" / "depth.json").read_text())["frames"]["100"]["scaling"]
+    assert ext["extrapolated"] == "nearer"
+    assert ext["correction_sigma_percent"] > 2 * ext["calibration_sigma_percent"][1]
+    assert 0.04 < ext["w_matched_median"] < 0.08
+    assert "warning: frame 100: its depths lie nearer than every calibration frame" in capsys.readouterr().out

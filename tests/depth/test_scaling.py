@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from plenocal.depth.metric import points_from_virtual_depth
-from plenocal.depth.scaling import DepthScaling, board_virtual_depths, fit_depth_scaling
+from plenocal.depth.scaling import (
+    MAX_EXTRAPOLATION_SIGMA_RATIO,
+    DepthScaling,
+    board_virtual_depths,
+    extrapolation,
+    extrapolation_text,
+    fit_depth_scaling,
+)
 from plenocal.model.geometry import Pose
 from plenocal.model.target import Checkerboard
 from plenocal.sim.presets import preset
@@ -165,3 +172,23 @@ def test_no_field_shape_is_not_applied():
     ups, r2 = np.array([3.0, 4.0]), np.array([0.0, 25.0])
     c0, c1 = s.coefficients
     np.testing.assert_allclose(s.apply(ups, r2), 1.0 / (c0 + c1 / ups))
+
+
+def test_frames_beyond_the_calibration_frames_are_said_to_extrapolate_the_scaling():
+    """The line's σ grows away from the calibration frames' span of w (0.07–0.25 here): a frame
+    within it is not flagged, one at w 0.02 (its σ several times the frames') is — as farther, these
+    samples' z being 50/w — and the document keeps what the test needs (each frame's matched w)."""
+    s = DepthScaling.from_json(fit_depth_scaling(_samples(np.random.default_rng(1), BIAS)).to_json())
+    lo, hi = s.support_w
+    assert lo == pytest.approx(0.07 / BIAS[1], rel=0.05) and hi == pytest.approx(0.25 / BIAS[1], rel=0.05)
+    inside = extrapolation(s, 0.15, 50.0 / 0.15)
+    assert inside is not None and inside["extrapolated"] is None
+    assert inside["correction_sigma_percent"] <= inside["calibration_sigma_percent"][1]
+    near = extrapolation(s, 0.02, 50.0 / 0.02)
+    assert near["correction_sigma_percent"] > MAX_EXTRAPOLATION_SIGMA_RATIO * near["calibration_sigma_percent"][1]
+    assert near["extrapolated"] == "farther"
+    assert "farther than every calibration frame" in extrapolation_text(7, near)
+    assert extrapolation(s, 0.30, 50.0 / 0.30)["extrapolated"] is None  # just beyond the span, σ not yet doubled
+    unkept = fit_depth_scaling(_samples(np.random.default_rng(2), (0.0, 1.0)))
+    assert extrapolation(unkept, 0.02, 2500.0) is None
+

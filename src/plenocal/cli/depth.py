@@ -83,7 +83,7 @@ from plenocal.depth.pixel import (
     screen_pixels,
 )
 from plenocal.depth.render import render_all_in_focus
-from plenocal.depth.scaling import DepthScaling, lens_radius2_mm2
+from plenocal.depth.scaling import DepthScaling, extrapolation, extrapolation_text, lens_radius2_mm2
 from plenocal.depth.sequence import available_cores, map_frames
 from plenocal.detect.corners import devignette
 from plenocal.errors import DataError, InputFileError, PlenocalError, UsageError
@@ -314,6 +314,7 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     allfocus = render_all_in_focus(dv, weight, camera, vd.virtual_depth, kappa=job.kappa, f_number=e.f_number, scale=MAP_SCALE)
     pixels = _pixel_depths(job, camera, dv, weight, vd) if job.per_pixel else None
     del dv, weight
+    w_matched_median = float(np.median(1.0 / vd.virtual_depth[vd.ok])) if vd.ok.any() else float("nan")
     if job.scaling is not None and job.scaling.applied:
         vd = dataclasses.replace(vd, virtual_depth=job.scaling.apply(vd.virtual_depth, lens_radius2_mm2(camera, vd.k, vd.l)))
     ok = vd.ok
@@ -340,6 +341,11 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     assert e.frame is not None  # _frames lists frames only
     summary = {**frame_summary(vd, z), "allfocus": {"drawn": allfocus.drawn, "filled": allfocus.filled,
                                                     "wall_time_s": allfocus.wall_time_s}}
+    ext = None if job.scaling is None else extrapolation(job.scaling, w_matched_median, float(np.nanmedian(z)) if ok.any() else float("nan"))
+    if ext is not None:
+        summary["scaling"] = ext
+        if ext["extrapolated"]:
+            message += f"\nwarning: {extrapolation_text(e.frame, ext)}"
     settings = {**vd.settings, "allfocus": allfocus.settings}
     if pixels is not None:
         summary["per_pixel"] = pixels.summary

@@ -80,6 +80,15 @@ MIN_FRAMES = 4
 """Fewer calibration frames with board depths leave the jackknife covariance too noisy to test
 with: no scaling."""
 
+MAX_EXTRAPOLATION_SIGMA_RATIO = 2.0
+"""A frame's depths are said to extrapolate the scaling (:func:`extrapolation`) when the
+correction's own σ at the frame's median matched 1/υ exceeds this many times its largest σ over the
+calibration frames it was fitted on: beyond the frames' span of 1/υ the line's σ grows with the
+distance from them. plenocal's R12-C render through the double-Gauss (calibration frames at
+0.99–2.5 m, translation frames at 0.4–1.25 m): σ 0.19–0.48 % of 1/υ on the calibration frames,
+2.4 % at 400 mm, where the scaled board came out +1.8 % in z (−2.5 % unscaled); PRISM R12-B's
+translation frames lie within their calibration frames' span (ratio ≤ 1)."""
+
 
 def board_virtual_depths(camera: PlenopticCamera, k: NDArray[np.int64], l: NDArray[np.int64], pose: Pose, board: Checkerboard, *,
                          margin_squares: float = FIT_MARGIN_SQUARES,
@@ -192,6 +201,17 @@ class DepthScaling:
                 w = c0 + c1 * w
             return 1.0 / w
 
+    @property
+    def support_w(self) -> tuple[float, float] | None:
+        """(min, max) of the calibration frames' matched 1/υ (their summaries, :func:`frame_summary`);
+        None when the file predates them."""
+        w = [float(v["w_matched"]) for v in self.per_frame.values() if "w_matched" in v]
+        return (min(w), max(w)) if w else None
+
+    def correction_sigma(self, w_matched: float) -> float:
+        """The correction's own σ at a matched 1/υ, relative to the corrected one (the covariance's)."""
+        return correction_sigma(self.coefficients, self.covariance, w_matched)
+
     def to_json(self) -> dict[str, Any]:
         c0, c1 = self.coefficients
         C = np.asarray(self.covariance)
@@ -253,6 +273,49 @@ class FieldTerm:
                          _float_or_nan(doc["t2"]), _float_or_nan(doc["threshold"]), bool(doc["kept"]),
                          {int(f): (float(v[0]), float(v[1])) for f, v in dict(doc.get("per_frame", {})).items()},
                          float(doc.get("offset", 0.0)))
+
+
+def correction_sigma(coefficients: tuple[float, float], covariance: Any, w_matched: Any) -> Any:
+    """σ of c0 + c1·w at matched ``w`` (scalar or array) from the 2 × 2 ``covariance`` of (c0, c1),
+    relative to the corrected w."""
+    C = np.asarray(covariance, dtype=np.float64)
+    w = np.asarray(w_matched, dtype=np.float64)
+    c0, c1 = coefficients
+    return np.sqrt(np.maximum(C[0, 0] + 2 * C[0, 1] * w + C[1, 1] * w * w, 0.0)) / np.abs(c0 + c1 * w)
+
+
+def extrapolation(scaling: DepthScaling, w_matched_median: float, z_median_mm: float, *,
+                  max_sigma_ratio: float = MAX_EXTRAPOLATION_SIGMA_RATIO) -> dict[str, Any] | None:
+    """Where a depth frame lies against the calibration frames the kept ``scaling`` was fitted on:
+    its median matched 1/υ and the frames' span of it, the correction's σ there and at those frames
+    (% of 1/υ), and ``extrapolated``: "nearer" or "farther" (its median z against the frames') when
+    its σ there exceeds ``max_sigma_ratio`` (:data:`MAX_EXTRAPOLATION_SIGMA_RATIO`) times the
+    frames' largest and it lies outside their span, else None. None when the scaling is not kept or
+    its file has no frame summaries."""
+    support = scaling.support_w
+    if not scaling.kept or support is None or not np.isfinite(w_matched_median):
+        return None
+    fitted = [float(v["correction_sigma_percent"]) for v in scaling.per_frame.values() if "correction_sigma_percent" in v]
+    z_fitted = [float(v["z_median_mm"]) for v in scaling.per_frame.values() if "z_median_mm" in v]
+    sigma = float(100 * scaling.correction_sigma(float(w_matched_median)))
+    lo, hi = support
+    beyond = None
+    if fitted and z_fitted and sigma > max_sigma_ratio * max(fitted) and not lo <= w_matched_median <= hi:
+        beyond = "nearer" if z_median_mm < float(np.median(z_fitted)) else "farther"
+    return {"w_matched_median": float(w_matched_median), "support_w": [lo, hi], "correction_sigma_percent": sigma,
+            "calibration_sigma_percent": [min(fitted), max(fitted)] if fitted else None,
+            "calibration_z_mm": [min(z_fitted), max(z_fitted)] if z_fitted else None, "extrapolated": beyond}
+
+
+def extrapolation_text(frame: Any, ext: Mapping[str, Any]) -> str:
+    """One line for a frame whose depths extrapolate the scaling (:func:`extrapolation`)."""
+    lo, hi = ext["support_w"]
+    z = ext.get("calibration_z_mm") or [float("nan")] * 2
+    s_lo, s_hi = ext.get("calibration_sigma_percent") or [float("nan")] * 2
+    return (f"frame {frame}: its depths lie {ext['extrapolated']} than every calibration frame the depth scaling was fitted on "
+            f"(1/υ {ext['w_matched_median']:.4g} against {lo:.4g}–{hi:.4g}, frames at {z[0]:.0f}–{z[1]:.0f} mm): the scaling is "
+            f"extrapolated there, its own σ {ext['correction_sigma_percent']:.2g} % of 1/υ against {s_lo:.2g}–{s_hi:.2g} % on those "
+            "frames; calibration frames spanning this frame's distances would fix it")
 
 
 def lens_radius2_mm2(camera: PlenopticCamera, k: NDArray[np.int64], l: NDArray[np.int64]) -> FloatArray:
@@ -397,9 +460,9 @@ def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, ...]], *,
     kept = bool(np.isfinite(wald) and wald > threshold)
     after = (c[0] + c[1] * wm - wt) / wt
     # the correction's own σ where each frame is (relative to the corrected w)
-    C = np.asarray(cov)
-    sigma = np.sqrt(np.maximum(C[0, 0] + 2 * C[0, 1] * wm + C[1, 1] * wm * wm, 0.0)) / np.abs(c[0] + c[1] * wm)
+    sigma = correction_sigma((float(c[0]), float(c[1])), cov, wm)
     per_frame = {f: {"z_median_mm": float(np.median(samples[f][2])), "micro_images": len(samples[f][0]),
+                     "w_matched": float(wm[i]),
                      "w_error_before_percent": float(100 * (wm[i] - wt[i]) / wt[i]),
                      "w_error_after_percent": float(100 * after[i]),
                      "correction_sigma_percent": float(100 * sigma[i])} for i, f in enumerate(frames)}
