@@ -106,8 +106,9 @@ hypothesis has no bracket (``STATUS_AT_BOUND``, no depth), so without the margin
 one step of an end loses the micro-images whose minimum falls on the end and keeps the others,
 all on one side of it: its median moves into the range. Measured without it on plenocal's R12-C
 render through the double-Gauss (`plenocal run` defaults, range 408–5 025 mm, one coarse step
-≈ 0.021 in w): the boards at 450 and 500 mm came out +11.7 % and +6.2 % (the range 300–5 000 mm:
-+1.0 % and −1.4 %; the board at 400 mm, just outside the range, +17.6 %)."""
+≈ 0.021 in w): the boards at 400 / 450 / 500 mm came out +17.6 / +11.7 / +6.2 % (`evaluate`'s
+on-board medians); unscaled, the median z of the 400 / 500 mm boards was 474.6 / 515.6 mm with that
+range and 408.4 / 493.0 mm with 300–5 000 mm (docs/depth.md, "The search's ends")."""
 GOLDEN_ITERATIONS = 6
 """Golden-section iterations on the coarse bracket (2 steps wide, 1 px of the nearest
 neighbour's disparity): it shrinks by 0.618⁶ ≈ 1/18, to ~0.06 px, and the estimate is the better
