@@ -172,4 +172,4 @@ def test_depth_says_where_a_scaling_is_extrapolated(dataset, tmp_path, capsys):
     assert ext["extrapolated"] == "nearer"
     assert ext["correction_sigma_percent"] > 2 * ext["calibration_sigma_percent"][1]
     assert 0.04 < ext["w_matched_median"] < 0.08
-    assert "warning: frame 100: its depths lie nearer than every calibration frame" in capsys.readouterr().out
+    assert "warning: frame 100: depths nearer than every calibration frame" in capsys.readouterr().out

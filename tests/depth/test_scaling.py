@@ -187,7 +187,8 @@ def test_frames_beyond_the_calibration_frames_are_said_to_extrapolate_the_scalin
     near = extrapolation(s, 0.02, 50.0 / 0.02)
     assert near["correction_sigma_percent"] > MAX_EXTRAPOLATION_SIGMA_RATIO * near["calibration_sigma_percent"][1]
     assert near["extrapolated"] == "farther"
-    assert "farther than every calibration frame" in extrapolation_text(7, near)
+    lines = extrapolation_text({7: near, 8: inside, 9: None})
+    assert len(lines) == 1 and lines[0].startswith("frame 7: depths farther than every calibration frame")
     assert extrapolation(s, 0.30, 50.0 / 0.30)["extrapolated"] is None  # just beyond the span, σ not yet doubled
     unkept = fit_depth_scaling(_samples(np.random.default_rng(2), (0.0, 1.0)))
     assert extrapolation(unkept, 0.02, 2500.0) is None

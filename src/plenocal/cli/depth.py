@@ -344,8 +344,6 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     ext = None if job.scaling is None else extrapolation(job.scaling, w_matched_median, float(np.nanmedian(z)) if ok.any() else float("nan"))
     if ext is not None:
         summary["scaling"] = ext
-        if ext["extrapolated"]:
-            message += f"\nwarning: {extrapolation_text(e.frame, ext)}"
     settings = {**vd.settings, "allfocus": allfocus.settings}
     if pixels is not None:
         summary["per_pixel"] = pixels.summary
@@ -497,4 +495,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"depth of {len(frames)} frame(s){where} in {time.perf_counter() - t_all:.1f} s; wrote {out / 'depth'}")
     if left_out is not None:
         print(f"warning: {not_searched_text(searched, left_out, default=distance_range is None)}")
+    for line in extrapolation_text({f: v.get("scaling") for f, v in summaries.items()}):
+        print(f"warning: {line}")
     return 0

@@ -307,15 +307,27 @@ def extrapolation(scaling: DepthScaling, w_matched_median: float, z_median_mm: f
             "calibration_z_mm": [min(z_fitted), max(z_fitted)] if z_fitted else None, "extrapolated": beyond}
 
 
-def extrapolation_text(frame: Any, ext: Mapping[str, Any]) -> str:
-    """One line for a frame whose depths extrapolate the scaling (:func:`extrapolation`)."""
-    lo, hi = ext["support_w"]
-    z = ext.get("calibration_z_mm") or [float("nan")] * 2
-    s_lo, s_hi = ext.get("calibration_sigma_percent") or [float("nan")] * 2
-    return (f"frame {frame}: its depths lie {ext['extrapolated']} than every calibration frame the depth scaling was fitted on "
-            f"(1/υ {ext['w_matched_median']:.4g} against {lo:.4g}–{hi:.4g}, frames at {z[0]:.0f}–{z[1]:.0f} mm): the scaling is "
-            f"extrapolated there, its own σ {ext['correction_sigma_percent']:.2g} % of 1/υ against {s_lo:.2g}–{s_hi:.2g} % on those "
-            "frames; calibration frames spanning this frame's distances would fix it")
+def extrapolation_text(frames: Mapping[Any, Mapping[str, Any]]) -> list[str]:
+    """One line per direction ("nearer", "farther") for the frames whose depths extrapolate the
+    scaling (``frames``: frame → :func:`extrapolation`'s entry; the others are left out)."""
+    lines = []
+    for side in ("nearer", "farther"):
+        group = {f: e for f, e in frames.items() if e and e.get("extrapolated") == side}
+        if not group:
+            continue
+        ext = next(iter(group.values()))
+        lo, hi = ext["support_w"]
+        z = ext.get("calibration_z_mm") or [float("nan")] * 2
+        s_lo, s_hi = ext.get("calibration_sigma_percent") or [float("nan")] * 2
+        w = [e["w_matched_median"] for e in group.values()]
+        sig = [e["correction_sigma_percent"] for e in group.values()]
+        names = ", ".join(str(f) for f in group)
+        lines.append(f"frame{'s' if len(group) > 1 else ''} {names}: depths {side} than every calibration frame the depth "
+                     f"scaling was fitted on (1/υ {min(w):.3g}–{max(w):.3g} against {lo:.3g}–{hi:.3g}, frames at "
+                     f"{z[0]:.0f}–{z[1]:.0f} mm): the scaling is extrapolated there, its own σ {min(sig):.2g}–{max(sig):.2g} % "
+                     f"of 1/υ against {s_lo:.2g}–{s_hi:.2g} % on those frames; calibration frames spanning these distances "
+                     "would fix it")
+    return lines
 
 
 def lens_radius2_mm2(camera: PlenopticCamera, k: NDArray[np.int64], l: NDArray[np.int64]) -> FloatArray:
