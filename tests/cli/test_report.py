@@ -208,6 +208,24 @@ def test_report_names_depth_frames_near_the_mla_conjugate_plane(tmp_path):
     assert "(|υ| &lt; 2 cannot be estimated)" in page and "210 (" not in page and "100 (" not in page
 
 
+def test_report_names_the_frames_that_extrapolate_the_depth_scaling(tmp_path):
+    """depth.json's per-frame scaling entries: the frames flagged as extrapolated are named in one
+    line per side, with the console's wording (depth.scaling.extrapolation_text); the others not."""
+    from plenocal.viz.report import build_report
+
+    (tmp_path / "depth").mkdir()
+    base = {"support_w": [0.099, 0.214], "calibration_sigma_percent": [0.2, 0.41], "calibration_z_mm": [994.0, 2493.0]}
+    frames = {"200": {"counts": {"estimated": 16934}, "textured": 23788, "z_percentiles_mm": {"50": 407.1},
+                      "scaling": {**base, "w_matched_median": 0.0399, "correction_sigma_percent": 1.9, "extrapolated": "nearer"}},
+              "212": {"counts": {"estimated": 8323}, "textured": 14404, "z_percentiles_mm": {"50": 1001.7},
+                      "scaling": {**base, "w_matched_median": 0.0904, "correction_sigma_percent": 0.5, "extrapolated": None}}}
+    (tmp_path / "depth" / "depth.json").write_text(json.dumps({"format": "plenocal-depth", "version": 1, "frames": frames}))
+    page, _ = build_report(tmp_path)
+    assert page.count("Depth scaling extrapolated:") == 1
+    assert "frame 200: depths nearer than every calibration frame" in page
+    assert "(1/υ 0.0399 against 0.099–0.214" in page and "its own σ 1.9 % of 1/υ against 0.2–0.41 %" in page and "frame 212" not in page
+
+
 def test_report_shows_the_per_pixel_depth_map_when_depth_wrote_one(tmp_path):
     """``plenocal depth --per-pixel`` writes frame-<id>-depth-pixels.png: the report shows it."""
     from plenocal.viz.report import build_report

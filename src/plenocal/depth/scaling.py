@@ -307,12 +307,12 @@ def extrapolation(scaling: DepthScaling, w_matched_median: float, z_median_mm: f
             "calibration_z_mm": [min(z_fitted), max(z_fitted)] if z_fitted else None, "extrapolated": beyond}
 
 
-def extrapolation_text(frames: Mapping[Any, Mapping[str, Any]]) -> list[str]:
+def extrapolation_text(frames: Mapping[Any, Mapping[str, Any] | None]) -> list[str]:
     """One line per direction ("nearer", "farther") for the frames whose depths extrapolate the
     scaling (``frames``: frame → :func:`extrapolation`'s entry; the others are left out)."""
     lines = []
     for side in ("nearer", "farther"):
-        group = {f: e for f, e in frames.items() if e and e.get("extrapolated") == side}
+        group = {f: e for f, e in frames.items() if isinstance(e, Mapping) and e.get("extrapolated") == side}
         if not group:
             continue
         ext = next(iter(group.values()))
@@ -322,9 +322,11 @@ def extrapolation_text(frames: Mapping[Any, Mapping[str, Any]]) -> list[str]:
         w = [e["w_matched_median"] for e in group.values()]
         sig = [e["correction_sigma_percent"] for e in group.values()]
         names = ", ".join(str(f) for f in group)
+        w_text = f"{w[0]:.3g}" if len(w) == 1 else f"{min(w):.3g}–{max(w):.3g}"
+        sig_text = f"{sig[0]:.2g}" if len(sig) == 1 else f"{min(sig):.2g}–{max(sig):.2g}"
         lines.append(f"frame{'s' if len(group) > 1 else ''} {names}: depths {side} than every calibration frame the depth "
-                     f"scaling was fitted on (1/υ {min(w):.3g}–{max(w):.3g} against {lo:.3g}–{hi:.3g}, frames at "
-                     f"{z[0]:.0f}–{z[1]:.0f} mm): the scaling is extrapolated there, its own σ {min(sig):.2g}–{max(sig):.2g} % "
+                     f"scaling was fitted on (1/υ {w_text} against {lo:.3g}–{hi:.3g}, frames at "
+                     f"{z[0]:.0f}–{z[1]:.0f} mm): the scaling is extrapolated there, its own σ {sig_text} % "
                      f"of 1/υ against {s_lo:.2g}–{s_hi:.2g} % on those frames; calibration frames spanning these distances "
                      "would fix it")
     return lines

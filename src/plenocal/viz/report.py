@@ -503,14 +503,10 @@ def _depth_section(c: Collected) -> str:
     frames = doc.get("frames") if isinstance(doc.get("frames"), dict) else {}
     ev = (c.documents.get("evaluation", (None, {}))[1] or {}).get("depth") or {}
     ev_frames = ev.get("frames") if isinstance(ev.get("frames"), dict) else {}
-    rows, near_conjugate, extrapolated = [], [], []
+    rows, near_conjugate = [], []
     for f, d in frames.items():
         if not isinstance(d, dict):
             continue
-        ext = d.get("scaling")
-        if isinstance(ext, dict) and ext.get("extrapolated"):
-            extrapolated.append(f"{html.escape(str(f))} ({html.escape(str(ext['extrapolated']))}, σ "
-                                f"{_fmt(ext.get('correction_sigma_percent'), 2)} %)")
         e = ev_frames.get(f) or {}
         counts = d.get("counts") or {}
         z = (d.get("z_percentiles_mm") or {}).get("50")
@@ -527,13 +523,10 @@ def _depth_section(c: Collected) -> str:
                      "textured micro-images have their best match at |υ| = 2, the nearest that plane the matching reaches "
                      "(|υ| &lt; 2 cannot be estimated); the scene there is nearer that plane, it gets no depth, and the few "
                      "depths such a frame has are at the edge of the estimable range.</p>")
-    if extrapolated:
-        from plenocal.depth.scaling import MAX_EXTRAPOLATION_SIGMA_RATIO
+    from plenocal.depth.scaling import extrapolation_text
 
-        parts.append(f"<p><b>Depth scaling extrapolated</b>, frames {', '.join(extrapolated)}: their depths lie nearer or "
-                     "farther than every calibration frame the scaling was fitted on, where its own σ (in % of 1/υ, given "
-                     f"per frame) is more than {MAX_EXTRAPOLATION_SIGMA_RATIO:g} times its largest on those frames; "
-                     "calibration frames that span the scene's distances would fix it.</p>")
+    for line in extrapolation_text({f: d.get("scaling") for f, d in frames.items() if isinstance(d, dict)}):
+        parts.append(f"<p><b>Depth scaling extrapolated:</b> {html.escape(line)}.</p>")
     search = doc.get("search") if isinstance(doc.get("search"), dict) else {}
     gap, rng = search.get("distances_not_searched_mm"), search.get("distance_range_mm")
     if isinstance(gap, list) and len(gap) == 2 and isinstance(rng, list) and len(rng) == 2:
