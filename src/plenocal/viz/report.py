@@ -525,7 +525,7 @@ def _depth_section(c: Collected) -> str:
                      "depths such a frame has are at the edge of the estimable range.</p>")
     from plenocal.depth.scaling import extrapolation_text
 
-    for line in extrapolation_text({f: d.get("scaling") for f, d in frames.items() if isinstance(d, dict)}):
+    for line in extrapolation_text({f: d.get("scaling") for f, d in (frames or {}).items() if isinstance(d, dict)}):
         parts.append(f"<p><b>Depth scaling extrapolated:</b> {html.escape(line)}.</p>")
     search = doc.get("search") if isinstance(doc.get("search"), dict) else {}
     gap, rng = search.get("distances_not_searched_mm"), search.get("distance_range_mm")
