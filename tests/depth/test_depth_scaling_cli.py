@@ -135,6 +135,24 @@ def test_depth_refuses_a_scaling_file_that_is_not_one(dataset, tmp_path, capsys)
     assert not (tmp_path / "out").exists()
 
 
+def test_depth_refuses_a_scaling_whose_frame_summaries_are_not_numbers(dataset, tmp_path, capsys):
+    """A per-frame summary edited into a string (the extrapolation check reads them) is one line
+    naming the file, exit 2, nothing written."""
+    from plenocal.depth.scaling import DepthScaling
+
+    sc = DepthScaling((0.002, 0.98), ((1e-8, 0.0), (0.0, 1e-5)), 40.0, 21.8, True, 8, 1000, "test",
+                      {0: {"w_matched": 0.1, "z_median_mm": 900.0, "correction_sigma_percent": 0.2}}).to_json()
+    sc["per_frame"]["0"]["w_matched"] = "0.1 or so"
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps({"format": "plenocal-depth-scaling", "version": 1, "scaling": sc}))
+    code = main(["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "--kappa", str(dataset / "kappa.json"),
+                 "--scaling", str(bad), "-o", str(tmp_path / "out")])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "edited.json" in err and "malformed scaling" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_calibration_frame_without_its_white_is_skipped_not_fatal(dataset, tmp_path):
     """A calibration frame at an f-number no white has is left out of the fit (listed in the
     document), the others are used."""

@@ -228,7 +228,8 @@ class DepthScaling:
         return DepthScaling((float(doc["c0"]), float(doc["c1"])), tuple(tuple(float(x) for x in r) for r in doc["covariance"]),  # type: ignore[arg-type]
                             _float_or_nan(doc["wald"]), _float_or_nan(doc["threshold"]), bool(doc["kept"]), int(doc["n_frames"]),
                             int(doc["n_points"]), str(doc["reason"]),
-                            {int(f): dict(v) for f, v in dict(doc.get("per_frame", {})).items()},
+                            {int(f): {str(k): x if isinstance(x, int) else float(x) for k, x in dict(v).items()}
+                             for f, v in dict(doc.get("per_frame", {})).items()},  # numbers: a malformed file fails here
                             str(doc.get("covariance_method", "jackknife over frames")),
                             FieldTerm.from_json(doc["field"]) if doc.get("field") else None)
 
