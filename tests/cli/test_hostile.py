@@ -1081,3 +1081,22 @@ def test_calibrate_with_the_lens_prescription_gives_the_exit_pupil_its_prior(r12
     assert abs(rep["parameters"]["exit_pupil_mm"]["value"]) < 3.0
     assert main(["calibrate", str(r12a_ds), "-o", str(tmp_path / "x"), "--lens", "thin", "--no-exit-pupil"]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_the_configuration_check_reads_the_median_frame_too():
+    """A wrong configuration's chief-ray failures hide in the pooled share when a near frame inverts
+    every corner (the Galilean crop above: 53 / 162, 36 / 77 and 0 / 555, 11 % pooled); the median
+    frame's 33 % names it. One bad frame among right ones does not."""
+    from types import SimpleNamespace
+
+    from plenocal.cli.detect import chief_ray_failure
+
+    def frames(*pairs):
+        return [{"counts": {"corners": c, "rejected_chief_ray_not_converged": f}} for c, f in pairs]
+
+    spec = SimpleNamespace(configuration=SimpleNamespace(value="keplerian"))
+    line = chief_ray_failure(frames((162, 53), (77, 36), (555, 0)), spec)
+    assert line is not None and "89 of 794 detected corners (11 %; 33 % in the median frame" in line
+    assert "declared keplerian" in line
+    assert chief_ray_failure(frames((300, 6), (250, 3), (120, 40)), spec) is None  # 3 % pooled, 2 % median
+    assert chief_ray_failure(frames((10, 9)), spec) is None  # too few corners to judge
