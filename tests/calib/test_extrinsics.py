@@ -44,3 +44,25 @@ def test_failing_frame_is_reported_not_fatal(r12a_camera, r12a_board, r12a_synth
     assert [f.frame for f in ext.failed] == [3]
     assert 3 not in ext.poses and len(ext.poses) == 15
     assert ext.failed[0].reason
+
+
+def test_pnp_poses_points_too_close_together_for_sqpnp(r12a_camera):
+    """Seven board nodes 5 mm apart that span ~70 px of a ~10 000 px focal length (a partial view's
+    lone corners): OpenCV's SQPnP refuses them with an assertion (its normalised points' variance),
+    which a detection run raised as a traceback. The planar solver poses them exactly; four
+    collinear points have no pose, and no exception either."""
+    from plenocal.calib.extrinsics import pinhole_matrix, solve_pnp
+    from plenocal.model.geometry import Pose, rodrigues
+
+    K = pinhole_matrix(r12a_camera)
+    nodes = np.array([[0, 0, 0], [0, 5, 0], [5, 0, 0], [5, 5, 0], [10, 0, 0], [10, 5, 0], [15, 5, 0]], dtype=float)
+    truth = Pose(rodrigues([0.3, -0.2, 0.1]), np.array([-3.0, 2.0, 5.0 * K[0, 0] / 23.0]))
+    cam = truth.apply(nodes)
+    uv = cam[:, :2] / cam[:, 2:] * K[0, 0] + K[:2, 2]
+    assert np.ptp(uv, axis=0).max() < 80.0
+    pose = solve_pnp(r12a_camera, nodes, uv)
+    assert pose is not None
+    assert np.allclose(pose.translation, truth.translation, rtol=1e-6)
+    assert np.allclose(pose.rotation, truth.rotation, atol=1e-6)
+    line = np.array([[0, 0, 0], [5, 0, 0], [10, 0, 0], [15, 0, 0]], dtype=float)
+    assert solve_pnp(r12a_camera, line, uv[[0, 2, 4, 4]] + np.array([[0, 0], [0, 0], [0, 0], [1e-3, 0]])) is None

@@ -170,13 +170,27 @@ def cluster_barycentres(ids: NDArray[np.integer], u: FloatArray, v: FloatArray) 
 
 
 def solve_pnp(camera: PlenopticCamera, points_world: FloatArray, image_points: FloatArray) -> Pose | None:
-    """cam_from_world from ≥ 4 world–pixel correspondences (SQPnP, then LM refinement)."""
+    """cam_from_world from ≥ 4 world–pixel correspondences (SQPnP, then LM refinement).
+
+    SQPnP refuses (an OpenCV assertion, ``point_coordinate_variance``) points whose normalised
+    image coordinates spread less than its threshold: a few barycentres one or two micro-image
+    pitches apart, as a partial view's lone corners give, span ~50 px of a 10 000 px focal length.
+    The board's nodes are planar, so IPPE (planar PnP) solves those; a set neither accepts has no
+    pose (None), never an exception.
+    """
     if len(points_world) < 4:
         return None
     K = pinhole_matrix(camera)
     obj = np.ascontiguousarray(points_world, dtype=np.float64).reshape(-1, 1, 3)
     img = np.ascontiguousarray(image_points, dtype=np.float64).reshape(-1, 1, 2)
-    ok, rvec, tvec = cv2.solvePnP(obj, img, K, None, flags=cv2.SOLVEPNP_SQPNP)
+    ok = False
+    for flags in (cv2.SOLVEPNP_SQPNP, cv2.SOLVEPNP_IPPE):
+        try:
+            ok, rvec, tvec = cv2.solvePnP(obj, img, K, None, flags=flags)
+        except cv2.error:
+            continue
+        if ok:
+            break
     if not ok:
         return None
     rvec, tvec = cv2.solvePnPRefineLM(obj, img, K, None, rvec, tvec)
