@@ -195,3 +195,28 @@ def test_depth_cli_per_pixel(dataset, tmp_path, capsys):
     for name in ("frame-1.ply", "frame-1-depth.png", "frame-1-central.png", "frame-1-allfocus.png"):
         assert (out / "depth" / name).read_bytes() == (tmp_path / "plain" / "depth" / name).read_bytes(), name
     assert not (tmp_path / "plain" / "depth" / "frame-1-pixels.ply").exists()
+
+
+def test_depth_leaves_out_the_points_a_camera_does_not_map(dataset, tmp_path, capsys):
+    """A camera whose lateral distortion does not invert over the image (the 6-frame quick demo's
+    q1…q3 of a calibration that could not place F): its depths of those micro-images have no point.
+    They were NaN in depth.json's percentiles, which then could not be written (a traceback); they
+    are counted and left out of the summary and the PLY, and the frame's line says why."""
+    import dataclasses
+
+    from plenocal.io.camera import read_camera
+
+    cam = read_camera(dataset / "camera-true.json")
+    bad = cam.replace(distortion=dataclasses.replace(cam.distortion, q1=-0.0165, q2=0.0109, q3=-0.0019))
+    write_camera(tmp_path / "camera.json", bad)
+    out = tmp_path / "out"
+    assert main(["depth", str(dataset), "--camera", str(tmp_path / "camera.json"), "--kappa", str(dataset / "kappa.json"),
+                 "-o", str(out), "--frames", "0"]) == 0
+    doc = json.loads((out / "depth.json").read_text())
+    frame = doc["frames"]["0"]
+    assert 0 < frame["no_metric_point"] < frame["counts"]["estimated"]
+    assert all(np.isfinite(v) for v in frame["z_percentiles_mm"].values())
+    ply = plyfile.PlyData.read(str(out / "depth" / "frame-0.ply"))
+    z = np.asarray(ply["vertex"]["z"])
+    assert len(z) == frame["counts"]["estimated"] - frame["no_metric_point"] and np.all(np.isfinite(z))
+    assert "depths have no point: the calibrated camera does not map them" in capsys.readouterr().out
