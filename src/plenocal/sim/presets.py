@@ -151,6 +151,16 @@ _PLANS = {
 
 PRESET_NAMES = ("r12-a", "r12-b", "r12-c", "r12-d", "upc-s", "kep-3")
 
+SMALL_CALIBRATION_NEAR_MM = {"r12-a": 300.0}
+"""Where the ``--small`` crop's calibration frames start. Its board has half the paper's squares
+(to fit the crop), and nearer than this its micro-images see two corners, which the paper's target
+design avoids and the full board never does over the same range. Share of the true features in
+micro-images that hold two nodes, board fronto-parallel or tilted 30°, r12-a crop: 0.80 at 175 mm,
+0.52 at 250, 0.09–0.18 at 300, ≤ 0.04 at 310, 0 from 320 mm (the full board: 0 over 175–400). Before 2026-11-27 the
+pose sampler's bias to the far end of the range (``docs/simulator.md``) kept the crop's frames
+beyond ~286 mm anyway; with depths drawn uniformly over 175–400 mm, three of the quick demo's six
+frames (196, 201 mm; and 383 mm, near the MLA's conjugate) did not link."""
+
 
 def _camera_from_table(name: str, tilt_scale: float) -> PlenopticCamera:
     t = _TABLE[name]
@@ -430,6 +440,7 @@ def preset(name: str, *, small: bool = False, tilt_scale: float = TILT_SCALE) ->
     origin_px, origin_lens = (0, 0), (0, 0)
     border = square / 2.0
     if small:
+        cal = (max(cal[0], SMALL_CALIBRATION_NEAR_MM.get(key, cal[0])), cal[1])
         full = camera
         camera, origin_px, origin_lens = crop_camera(camera)
         factor = min(

@@ -48,23 +48,29 @@ def test_cli_writes_a_real_optics_dataset(tmp_path, small):
 
 def test_same_seed_same_bytes_and_boards_inside_the_lit_circle(tmp_path, small):
     """Same seed, same dataset bytes; the field-corrector lights only ~1900 px around the axis on
-    the full sensor: every board node projects inside that circle."""
+    the full sensor: every board node projects inside that circle, or, for a partial view, at
+    least half of them."""
     cam = real_optics_camera(preset("r12-b").camera, load_lens("field-corrector"))
     renderer = RealOpticsRenderer(cam, "field-corrector", 5.66)
     radius = renderer.pose_image_radius_px
     assert radius is not None and 1500 < radius < 2100
     from plenocal.sim.dataset import plan_images
     from plenocal.sim.groundtruth import FeatureOracle
+    from plenocal.sim.poses import NEAR_NODE_FRACTION
 
     full = preset("r12-b")
     _, poses = plan_images(full, seed=1, frames=FrameSelection.parse("calibration=4"),
                            oracle=FeatureOracle(cam.thin), camera=cam.thin, image_radius_px=radius)
     board = full.plan.board
     s, D = cam.thin.sensor.pixel_size_mm, cam.thin.sensor.distance_mm
+    whole = 0
     for pose in poses.values():
         p = pose.apply(board.node_points())
         r = np.hypot(p[:, 0] / p[:, 2] * D / s, p[:, 1] / p[:, 2] * D / s)
-        assert r.max() <= radius
+        # a whole view inside the circle, or a partial one (near, the board outgrows it): half its nodes
+        assert r.max() <= radius or np.mean(r <= radius) >= NEAR_NODE_FRACTION
+        whole += r.max() <= radius
+    assert whole >= 1
     small_cam = real_optics_camera(small.camera, load_lens("thin"))
     frames = FrameSelection.parse("white=1,calibration=1")
     for folder in ("a", "b"):
