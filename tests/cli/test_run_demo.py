@@ -281,3 +281,14 @@ def test_run_makes_a_second_detection_pass(demo):
     assert 0 <= sp["added_calibration_features"] <= sp["added_features"]
     same = (out / "calibration" / "camera.json").read_bytes() == (out / "calibration-pass1" / "camera.json").read_bytes()
     assert same == (sp["added_calibration_features"] == 0)
+
+
+def test_the_demo_table_judges_an_error_by_the_larger_sigma():
+    """The table divides each error by the larger of the Jacobian and frame-resampling σ, as the
+    calibration's warnings say to trust; a missing or zero one is not used."""
+    from plenocal.cli.demo import larger_sigma
+
+    assert larger_sigma({"std": 8.8, "std_frames": 16.2}) == 16.2
+    assert larger_sigma({"std": 0.43, "std_frames": 0.2}) == 0.43
+    assert larger_sigma({"std": 0.5, "std_frames": None}) == 0.5
+    assert larger_sigma({"std": 0.0}) is None
