@@ -90,8 +90,8 @@ whole board before the depth is given a partial view (:data:`NEAR_NODE_FRACTION`
 depth, then one placement, and rejecting both together (the sampler before 2026-11-27) weights
 each depth by the share of placements that keep the whole board on the image: on the full-scale
 presets that share grows from 0 at the plan's near end to 13–63 % at its far end, so the
-calibration frames of every render lay in the far part of the plan's range (R12-A: none nearer
-than ~260 mm of 175–400; R12-C: 987–2 503 mm of 500–2 500; ``docs/simulator.md``). With 64
+calibration frames of every render lay in the far part of the plan's range (seed 0: R12-A at
+295–371 mm of 175–400, R12-C at 945–2 471 mm of 500–2 500; ``docs/simulator.md``). With 64
 placements a depth where 1 % of them show the whole board still gets a whole view half the time."""
 NEAR_NODE_FRACTION = 0.5
 """At a drawn depth where none of :data:`PLACEMENTS_PER_DEPTH` placements keeps the whole board on
