@@ -284,9 +284,13 @@ def test_run_makes_a_second_detection_pass(demo):
 
 
 def test_the_demo_table_judges_an_error_by_the_larger_sigma():
-    """The table divides each error by the larger of the Jacobian and frame-resampling σ, as the
-    calibration's warnings say to trust; a missing or zero one is not used."""
-    from plenocal.cli.demo import larger_sigma
+    """The table divides each error by the larger of the Jacobian and frame-resampling σ
+    (``viz.verdict.ParameterSigma.sigma``, as the calibration's warnings say to trust); a missing
+    or zero one is not used."""
+    from plenocal.viz.verdict import parameter_sigmas
+
+    def larger_sigma(p):
+        return parameter_sigmas({"parameters": {"x": {"value": 1.0, **p}}})["x"].sigma
 
     assert larger_sigma({"std": 8.8, "std_frames": 16.2}) == 16.2
     assert larger_sigma({"std": 0.43, "std_frames": 0.2}) == 0.43

@@ -38,15 +38,6 @@ CACHE_RECORD = "plenocal-demo-cache.json"
 """Written beside the cached dataset's files: the SHA-256 of each, checked before every use."""
 
 
-def larger_sigma(parameter: dict[str, Any]) -> float | None:
-    """The larger of a parameter's Jacobian σ and its frame-resampling σ (report.json's ``std``,
-    ``std_frames``): the one the calibration's own warnings say to trust. The Jacobian σ alone put
-    the demo crop's principal point 3.3σ and 2.6σ off (u0 −24 px ± 7.4, v0 −23 ± 8.8; frames: ±12.8,
-    ±16.2)."""
-    values = [float(v) for v in (parameter.get("std"), parameter.get("std_frames")) if v is not None and v == v and v > 0]
-    return max(values) if values else None
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help=HELP, description=HELP[0].upper() + HELP[1:] + ".")
     p.add_argument("-o", "--output", type=Path, default=Path("plenocal-demo"), metavar="DIR", help="output folder (default: ./plenocal-demo)")
@@ -165,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     from plenocal.cli.main import dispatch
     from plenocal.io import read_camera, read_dataset
+    from plenocal.viz.verdict import parameter_sigmas
 
     console = Console()
     t0 = time.perf_counter()
@@ -181,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
     truth = read_camera(ds.path(ds.manifest.ground_truth.camera))
     report = json.loads((args.output / "calibration" / "report.json").read_text())
     params = report.get("parameters", {})
+    # each error over the larger of the Jacobian and frame-resampling σ, the one the calibration's
+    # own warnings say to trust (the Jacobian σ alone put the crop's principal point 3.3σ and 2.6σ off)
+    sigmas = parameter_sigmas(report)
     table = Table(title="calibrated vs true (simulated small R12-A)")
     for col in ("parameter", "calibrated ± σ (the larger)", "truth", "error / σ"):
         table.add_column(col, justify="right" if col != "parameter" else "left")
@@ -197,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         p = params.get(name)
         if p is None:
             continue
-        sigma = larger_sigma(p)
+        sigma = sigmas[name].sigma
         err = (p["value"] - true) / sigma if sigma else float("nan")
         table.add_row(name, f"{p['value']:.6g} ± {sigma:.2g}", f"{true:.6g}", f"{err:+.2f}")
     console.print(table)
