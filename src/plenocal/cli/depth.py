@@ -228,18 +228,18 @@ def grey_png(g: NDArray[np.float64]) -> bytes:
     return cv2.imencode(".png", np.where(ok, np.clip(g, 0, 1) * 255, 0).astype(np.uint8))[1].tobytes()
 
 
-def metric_points_only(ok: NDArray[np.bool_], pts: NDArray[np.float64]) -> tuple[NDArray[np.bool_], NDArray[np.float64], int]:
+def metric_points_only(ok: NDArray[np.bool_], pts: NDArray[np.float64]) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """``ok`` without the micro-images whose point (rows of ``pts``, one per ``ok``) is not finite,
-    the finite points, and how many were dropped. A camera whose lateral distortion does not
-    invert over the image (an unconverged or wrong calibration: the 6-frame quick demo's 3 linked
-    frames gave F +24 % and q1…q3 that overflow in 643 of frame 202's 1 515 points) maps a virtual
-    depth to no point; those micro-images keep their depth in the virtual space only."""
+    and which rows of ``pts`` are finite. A camera whose lateral distortion does not invert over
+    the image (an unconverged or wrong calibration: the 6-frame quick demo's 3 linked frames gave
+    F +24 % and q1…q3 that overflow in 643 of frame 202's 1 515 points) maps a virtual depth to no
+    point; those micro-images keep their depth in the virtual space only."""
     finite = np.all(np.isfinite(pts), axis=1)
     if finite.all():
-        return ok, pts, 0
+        return ok, finite
     kept = ok.copy()
     kept[np.flatnonzero(ok)[~finite]] = False
-    return kept, pts[finite], int((~finite).sum())
+    return kept, finite
 
 
 def frame_summary(vd: VirtualDepthMap, z: NDArray[np.float64]) -> dict[str, Any]:
@@ -334,7 +334,8 @@ def _depth_of_frame(job: FrameJob) -> FrameDepth:
     ok = vd.ok
     # each point where its micro-image's texture is (matching.texture_offsets), at its υ
     pts = points_from_virtual_depth(camera, vd.k[ok], vd.l[ok], vd.virtual_depth[ok], offset_px=vd.texture_offset_px[ok])
-    ok, pts, no_point = metric_points_only(ok, pts)
+    ok, metric = metric_points_only(ok, pts)
+    pts, no_point = pts[metric], int((~metric).sum())
     z = np.full(len(vd.k), np.nan)
     z[ok] = pts[:, 2]
     ply = ply_bytes({
@@ -398,10 +399,8 @@ def _pixel_depths(
     if job.scaling is not None and job.scaling.applied:
         ups = job.scaling.apply(ups, lens_radius2_mm2(camera, vd.k[mi], vd.l[mi]))
     pts = points_from_virtual_depth(camera, vd.k[mi], vd.l[mi], ups, offset_px=px.offset_px[keep])
-    metric = np.all(np.isfinite(pts), axis=1)
-    if not metric.all():  # a camera that maps these depths to no point (metric_points_only)
-        keep, pts, _ = metric_points_only(keep, pts)
-        ups, X, mi = ups[metric], X[metric], mi[metric]
+    keep, metric = metric_points_only(keep, pts)  # a camera may map some depths to no point
+    pts, ups, X, mi = pts[metric], ups[metric], X[metric], mi[metric]
     H, W = camera.sensor.height_px // MAP_SCALE, camera.sensor.width_px // MAP_SCALE
     png = depth_png(cell_medians(X, pts[:, 2], (H, W), scale=MAP_SCALE))
     grey = dv[px.y[keep], px.x[keep]]
