@@ -124,15 +124,22 @@ def test_depth_applies_a_kept_scaling_to_every_estimate(dataset, tmp_path):
         assert (tmp_path / "same" / "depth" / name).read_bytes() == (tmp_path / "raw" / "depth" / name).read_bytes()
 
 
+def _depth_refusal(dataset, tmp_path, capsys, scaling):
+    """``plenocal depth`` with ``--scaling scaling``: exit 2, nothing written; its one error line."""
+    code = main(["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "--kappa", str(dataset / "kappa.json"),
+                 "--scaling", str(scaling), "-o", str(tmp_path / "out")])
+    assert code == 2
+    assert not (tmp_path / "out").exists()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    return err
+
+
 def test_depth_refuses_a_scaling_file_that_is_not_one(dataset, tmp_path, capsys):
     bad = tmp_path / "kappa-as-scaling.json"
     bad.write_text((dataset / "kappa.json").read_text())
-    code = main(["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "--kappa", str(dataset / "kappa.json"),
-                 "--scaling", str(bad), "-o", str(tmp_path / "out")])
-    assert code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "kappa-as-scaling.json" in err and "plenocal depth-scaling" in err
-    assert not (tmp_path / "out").exists()
+    err = _depth_refusal(dataset, tmp_path, capsys, bad)
+    assert "kappa-as-scaling.json" in err and "plenocal depth-scaling" in err
 
 
 def test_depth_refuses_a_scaling_whose_frame_summaries_are_not_numbers(dataset, tmp_path, capsys):
@@ -145,12 +152,8 @@ def test_depth_refuses_a_scaling_whose_frame_summaries_are_not_numbers(dataset, 
     sc["per_frame"]["0"]["w_matched"] = "0.1 or so"
     bad = tmp_path / "edited.json"
     bad.write_text(json.dumps({"format": "plenocal-depth-scaling", "version": 1, "scaling": sc}))
-    code = main(["depth", str(dataset), "--camera", str(dataset / "camera-true.json"), "--kappa", str(dataset / "kappa.json"),
-                 "--scaling", str(bad), "-o", str(tmp_path / "out")])
-    assert code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "edited.json" in err and "malformed scaling" in err
-    assert not (tmp_path / "out").exists()
+    err = _depth_refusal(dataset, tmp_path, capsys, bad)
+    assert "edited.json" in err and "malformed scaling" in err
 
 
 def test_a_calibration_frame_without_its_white_is_skipped_not_fatal(dataset, tmp_path):
