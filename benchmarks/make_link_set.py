@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from plenocal.calib.extrinsics import project_pinhole
+from plenocal.cli.simulate import tilt_scale_of
 from plenocal.io.camera import read_camera_file
 from plenocal.io.dataset import ImageEntry, ImageRole, read_dataset, write_manifest
 from plenocal.io.images import write_raw_image
@@ -125,7 +126,7 @@ def main() -> int:
     ap.add_argument("--lenslets", choices=("real", "thin"), default="real", help="with --lens (default real)")
     ap.add_argument("--distances", default=None, help="whole boards at these object distances, mm (comma-separated)")
     args = ap.parse_args()
-    pre = preset(args.preset, small=args.small)
+    pre = preset(args.preset, small=args.small, tilt_scale=tilt_scale_of(None, lens=args.lens))
     out = args.out
     optics = real_renderer(pre, args.lens, args.lenslets) if args.lens else None
     if not (out / "manifest.json").is_file():

@@ -27,7 +27,7 @@ from plenocal.io.atomic import atomic_folder
 from plenocal.io.limits import MAX_RAYS, MAX_SEED
 from plenocal.io.outputs import check_output_folder
 from plenocal.sim.dataset import FrameSelection, simulate_dataset
-from plenocal.sim.presets import PRESET_NAMES, preset
+from plenocal.sim.presets import PRESET_NAMES, REAL_OPTICS_TILT_SCALE, TILT_SCALE, preset
 from plenocal.sim.sensor import COLORS, SensorResponse
 
 DATASET_ENTRIES = ("manifest.json", "images", "ground_truth")
@@ -61,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-noise", action="store_true", help="no photon or read noise (quantisation only)")
     p.add_argument(
         "--tilt-scale", type=float, default=None,
-        help="factor on the paper's MLA tilt θx, θy (default 0.01; 1 = the paper's, see plenocal.sim.presets)",
+        help="factor on the paper's MLA tilt θx, θy (default 0.01, and 1 with --lens: a real camera's tilt, which is "
+             "what lets its images place the exit pupil; 1 = the paper's, see plenocal.sim.presets)",
     )
     real = p.add_argument_group("real optics (plenocal.sim.optics)")
     real.add_argument(
@@ -171,6 +172,14 @@ def _renderer(args: argparse.Namespace, chosen: Any) -> Any:
                               natural_vignetting=not args.no_natural_vignetting)
 
 
+def tilt_scale_of(tilt_scale: float | None, *, lens: str | None) -> float:
+    """The MLA tilt factor of a render: the user's, else the paper's tilt through a real main lens
+    (:data:`plenocal.sim.presets.REAL_OPTICS_TILT_SCALE`) and the presets' small one otherwise."""
+    if tilt_scale is not None:
+        return tilt_scale
+    return REAL_OPTICS_TILT_SCALE if lens is not None else TILT_SCALE
+
+
 def run(args: argparse.Namespace) -> int:
     if args.tilt_scale is not None and not (math.isfinite(args.tilt_scale) and 0 <= args.tilt_scale <= 100):
         raise UsageError(f"--tilt-scale must be a number in 0..100 (1 = the paper's tilt), got {args.tilt_scale:g}")
@@ -181,8 +190,7 @@ def run(args: argparse.Namespace) -> int:
 
         lens_file = None if args.lens in DESIGN_NAMES else Path(args.lens)
     check_output_folder(args.output, inputs=[lens_file], owned=DATASET_ENTRIES)
-    kwargs = {} if args.tilt_scale is None else {"tilt_scale": args.tilt_scale}
-    chosen = preset(args.preset, small=args.small, **kwargs)
+    chosen = preset(args.preset, small=args.small, tilt_scale=tilt_scale_of(args.tilt_scale, lens=args.lens))
     if getattr(args, "f_number", None) is not None:
         chosen = at_f_number(chosen, args.f_number)
     renderer = _renderer(args, chosen)

@@ -13,7 +13,7 @@ from plenocal.sim.dataset import FrameSelection, simulate_dataset
 from plenocal.sim.optics.camera import real_optics_camera
 from plenocal.sim.optics.dataset import RealOpticsRenderer
 from plenocal.sim.optics.library import load_lens
-from plenocal.sim.presets import preset
+from plenocal.sim.presets import REAL_OPTICS_TILT_SCALE, preset
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,11 @@ def test_cli_writes_a_real_optics_dataset(tmp_path, small):
     cam = read_camera(out / "ground_truth" / "camera.json")
     # The thin-lens equivalent: the preset's camera without distortion.
     assert cam.distortion.is_zero and cam.main_lens.focal_length_mm == small.camera.main_lens.focal_length_mm
-    assert cam.D_mm == pytest.approx(small.camera.D_mm) and cam.d_mm == pytest.approx(small.camera.d_mm)
+    # through a real lens the MLA has a real camera's tilt, which lets the images place the exit pupil
+    tilted = preset("r12-b", small=True, tilt_scale=REAL_OPTICS_TILT_SCALE).camera
+    assert cam.mla.rotation_xyz_rad == pytest.approx(tilted.mla.rotation_xyz_rad, abs=1e-12)
+    assert abs(tilted.mla.rotation_xyz_rad[0]) > 50 * abs(small.camera.mla.rotation_xyz_rad[0])
+    assert cam.D_mm == pytest.approx(tilted.D_mm) and cam.d_mm == pytest.approx(tilted.d_mm)
     assert sorted(read_poses(out / "ground_truth" / "poses.json")) == [0, 200]
     truth = json.loads((out / "ground_truth" / "optics.json").read_text())
     assert truth["format"] == "plenocal-optics-truth"
