@@ -129,23 +129,6 @@ def test_depth_distortion_columns_match_finite_differences(subproblem, r12a_came
 
 
 @pytest.mark.parametrize("rho_form", list(RhoForm))
-def test_field_angle_distortion_columns_match_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board,
-                                                                 rho_form):
-    """The lateral distortion in the field angle (``Distortion.reference_depth_mm``), with the depth
-    distortion and the exit pupil free: every column, including the new path of F and the poses
-    through ∂(x_u, y_u)/∂z′."""
-    import dataclasses
-
-    bap, mic, frames = subproblem
-    camera = r12a_camera.replace(rho_form=rho_form, distortion=dataclasses.replace(
-        r12a_camera.distortion, q1=-1.2e-4, q2=3e-7, p1=2e-5, z1=0.0034, reference_depth_mm=57.0))
-    lay = ParameterLayout(camera, frames, two_pitches=True, depth_distortion=True, exit_pupil=True)
-    res = Residuals(lay, bap, mic, r12a_board)
-    x = _start(lay, camera, r12a_poses)
-    assert_matches_fd(res, x, dense(res, res.jacobian(x, method="analytic")))
-
-
-@pytest.mark.parametrize("rho_form", list(RhoForm))
 @pytest.mark.parametrize("exit_pupil_mm", [9.35, -7.3])
 def test_exit_pupil_column_matches_finite_differences(subproblem, r12a_camera, r12a_poses, r12a_board, rho_form,
                                                       exit_pupil_mm):

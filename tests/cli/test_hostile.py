@@ -1096,23 +1096,6 @@ def test_calibrate_with_the_lens_prescription_gives_the_exit_pupil_its_prior(r12
     assert not (tmp_path / "x").exists()
 
 
-def test_calibrate_can_put_the_distortion_in_the_field_angle(r12a_ds, tmp_path):
-    """``--distortion-in-field-angle``: the camera written has its lateral distortion in the field
-    angle, referred to the initial camera's D; the libpleno export says libpleno reads it as the
-    virtual space's."""
-    out = tmp_path / "cal"
-    assert main(["calibrate", str(r12a_ds), "-o", str(out), "--distortion-in-field-angle", "--no-exit-pupil"]) in (0, 3)
-    from plenocal.cli.export_libpleno import notes
-    from plenocal.io.camera import read_camera
-    from plenocal.io.libpleno.convert import Generation
-
-    cam = read_camera(out / "camera.json")
-    initial = read_camera(r12a_ds / "camera.json")
-    assert cam.distortion.reference_depth_mm == pytest.approx(initial.D_mm)
-    assert cam.distortion.q1 != 0.0
-    assert any("field angle" in note for note in notes(cam, Generation.HEAD, None))
-
-
 def test_the_configuration_check_reads_the_median_frame_too():
     """A wrong configuration's chief-ray failures hide in the pooled share when a near frame inverts
     every corner (the Galilean crop above: 53 / 162, 36 / 77 and 0 / 555, 11 % pooled); the median

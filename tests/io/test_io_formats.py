@@ -106,24 +106,6 @@ def test_camera_exit_pupil_round_trip_and_default(tmp_path: Path, r12a_camera):
     assert read_camera_file(tmp_path / "old.json").camera.main_lens.exit_pupil_mm == 0.0
 
 
-def test_camera_distortion_in_the_field_angle_round_trips(tmp_path: Path, r12a_camera):
-    """``distortion.reference_depth_mm`` (the lateral distortion in the field angle) round-trips; a
-    camera in the paper's form writes no such key; a negative one is one line."""
-    import dataclasses
-
-    cam = r12a_camera.replace(distortion=dataclasses.replace(r12a_camera.distortion, q1=-1.2e-4, reference_depth_mm=57.0))
-    path = write_camera(tmp_path / "c.json", cam)
-    assert read_camera_file(path).camera == cam
-    doc = json.loads(path.read_text())
-    assert doc["distortion"]["reference_depth_mm"] == 57.0
-    assert "reference_depth_mm" not in json.loads(write_camera(tmp_path / "p.json", r12a_camera).read_text())["distortion"]
-    doc["distortion"]["reference_depth_mm"] = -1.0
-    path.write_text(json.dumps(doc))
-    with pytest.raises(InputFileError) as exc:
-        read_camera(path)
-    assert "distortion.reference_depth_mm" in _one_line(exc)
-
-
 def test_omega_lenslet_trend_round_trip_and_check(tmp_path: Path, r12a_camera, r12a_params):
     """Ω's ``lenslet_trend`` (the whites' blur-disc change across the field) round-trips; Ω
     without it reads as None; a σ that is not positive is one line."""

@@ -759,7 +759,7 @@ def plenoptic_poses(
     """
     key = np.where(bap.node >= 0, bap.frame.astype(np.int64) * board.n_nodes + bap.node, -1)
     keys, pu, _counts = triangulate_virtual_points(camera, bap, key)
-    x, y, _ = camera.distortion.undistort(pu[:, 0], pu[:, 1], pu[:, 2])  # z as triangulated
+    x, y = camera.distortion.invert(pu[:, 0], pu[:, 1])
     F = camera.main_lens.focal_length_mm
     factor = F / (pu[:, 2] + F)
     pc = np.stack([x * factor, y * factor, pu[:, 2] * factor], axis=-1)

@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal.calib import _jacobian_kernels as kernels
-from plenocal.model.camera import Distortion, PlenopticCamera, RhoForm, brown_conrady_partials, lattice_corner
+from plenocal.model.camera import Distortion, PlenopticCamera, RhoForm, lattice_corner
 from plenocal.model.geometry import rodrigues
 
 FloatArray = NDArray[np.float64]
@@ -133,9 +133,30 @@ def thin_lens_partials(points_cam: FloatArray, F: float) -> tuple[FloatArray, Fl
 
 
 def distortion_partials(distortion: Distortion, x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Derivatives of Brown–Conrady (x_u, y_u) (eq:distortion) at virtual-space (x, y), mm
-    (:func:`plenocal.model.camera.brown_conrady_partials`)."""
-    return brown_conrady_partials(distortion, x, y)
+    """Derivatives of Brown–Conrady (x_u, y_u) (eq:distortion) at virtual-space (x, y), mm.
+
+    Returns
+    -------
+    d_xy : ndarray, shape (n, 2, 2)
+        ∂(x_u, y_u)/∂(x, y).
+    d_coef : ndarray, shape (n, 2, 5)
+        ∂(x_u, y_u)/∂(Q1, Q2, Q3, P1, P2).
+    """
+    q1, q2, q3, p1, p2 = distortion.q1, distortion.q2, distortion.q3, distortion.p1, distortion.p2
+    r2 = x * x + y * y
+    radial = q1 * r2 + q2 * r2 * r2 + q3 * r2 * r2 * r2
+    d_radial = q1 + 2.0 * q2 * r2 + 3.0 * q3 * r2 * r2  # ∂radial/∂r²
+    xy = x * y
+    d_xy = np.empty((*x.shape, 2, 2))
+    d_xy[:, 0, 0] = 1.0 + radial + 2.0 * x * x * d_radial + 6.0 * p1 * x + 2.0 * p2 * y
+    d_xy[:, 0, 1] = 2.0 * xy * d_radial + 2.0 * p1 * y + 2.0 * p2 * x
+    d_xy[:, 1, 0] = 2.0 * xy * d_radial + 2.0 * p2 * x + 2.0 * p1 * y
+    d_xy[:, 1, 1] = 1.0 + radial + 2.0 * y * y * d_radial + 6.0 * p2 * y + 2.0 * p1 * x
+    r4 = r2 * r2
+    d_coef = np.empty((*x.shape, 2, 5))
+    d_coef[:, 0, :] = np.stack([x * r2, x * r4, x * r4 * r2, r2 + 2.0 * x * x, 2.0 * xy], axis=-1)
+    d_coef[:, 1, :] = np.stack([y * r2, y * r4, y * r4 * r2, 2.0 * xy, r2 + 2.0 * y * y], axis=-1)
+    return d_xy, d_coef
 
 
 @dataclass(frozen=True)
@@ -179,13 +200,12 @@ def virtual_point_partials(
     virt, d_lens_pc, d_lens_F = thin_lens_partials(pc, camera.main_lens.focal_length_mm)
     x, y = virt[:, 0], virt[:, 1]
     dist = camera.distortion
-    xu, yu = dist.lateral(x, y, virt[:, 2])
-    d_xy, d_z, d_coef = dist.lateral_partials(x, y, virt[:, 2])
+    xu, yu = dist.apply(x, y)
+    d_xy, d_coef = distortion_partials(dist, x, y)
     r2 = x * x + y * y
-    # ∂p_u/∂p' : distortion on (x', y') (in the field angle, also on z'); z_u = z' + Z1·r'² + Z2·r'⁴.
+    # ∂p_u/∂p' : distortion on (x', y'); z_u = z' + Z1·r'² + Z2·r'⁴.
     d_pu_pv = np.zeros((x.size, 3, 3))
     d_pu_pv[:, :2, :2] = d_xy
-    d_pu_pv[:, :2, 2] = d_z
     g = 2.0 * dist.z1 + 4.0 * dist.z2 * r2  # ∂Δz/∂(r'²)·2
     d_pu_pv[:, 2, 0] = g * x
     d_pu_pv[:, 2, 1] = g * y

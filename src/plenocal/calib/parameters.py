@@ -327,8 +327,7 @@ class ParameterLayout:
         return PlenopticCamera(
             main_lens=MainLens(v["F_mm"], t.main_lens.f_number, v.get("exit_pupil_mm", t.main_lens.exit_pupil_mm)),
             distortion=Distortion(v["q1"], v["q2"], v["q3"], v["p1"], v["p2"],
-                                  v.get("z1", t.distortion.z1), v.get("z2", t.distortion.z2),
-                                  t.distortion.reference_depth_mm),
+                                  v.get("z1", t.distortion.z1), v.get("z2", t.distortion.z2)),
             mla=mla,
             sensor=sensor,
             mia=t.grid,

@@ -136,10 +136,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "by default estimated and kept when the data support it)")
     depth.add_argument("--no-depth-distortion", dest="depth_distortion", action="store_false",
                        help="no depth distortion (the paper's model): Z1, Z2 held at the initial camera's")
-    model.add_argument("--distortion-in-field-angle", action="store_true",
-                       help="the lateral distortion acts on each point's field angle, as a real lens's does, not on "
-                            "the virtual space (the paper's; libpleno cannot read it): experimental, see docs/model.md, "
-                            "\"Distortion in the field angle\"")
     model.add_argument("--legacy-model", action="store_true",
                        help="the paper's model: one pitch, the legacy ρ and the aperture in the lens plane "
                             "(reproduces the paper's R12-A numbers)")
@@ -218,16 +214,6 @@ def _fit_mia(spec_lattice: Any, obs: Observations, shape: tuple[int, int], path:
     return fit.grid
 
 
-def in_field_angle(camera: PlenopticCamera) -> PlenopticCamera:
-    """``camera`` with its lateral distortion in the field angle, its coefficients those of its
-    paper-form distortion at the MLA (reference depth D, where the two forms agree); a camera whose
-    distortion is in the field angle already is returned as it is."""
-    dist = camera.distortion
-    if dist.in_field_angle:
-        return camera
-    return camera.replace(distortion=dataclasses.replace(dist, reference_depth_mm=camera.D_mm))
-
-
 def _camera_from_omega(dataset: Dataset, obs: Observations, obs_path: Path, omega: InternalParameters,
                        omega_path: Path, mia: MicroImageGrid | None) -> PlenopticCamera:
     from plenocal.model.white import initial_camera
@@ -299,9 +285,6 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
         mia = ds_file.camera.grid if ds_file is not None else None
         camera = _camera_from_omega(dataset, obs, Path(obs_path), omega, omega_path, mia)
         source = f"Ω of {omega_path}" + ("" if mia is not None else " + micro-image grid fitted to the centres")
-    if getattr(args, "distortion_in_field_angle", False):
-        camera = in_field_angle(camera)
-        source += ", its lateral distortion taken to the field angle"
     if not args.no_mic and len(obs.mic) == 0:
         raise InputFileError(obs_path, "no micro-image centres (the MIC term of Θ needs them); "
                              "pass --initial PRECALIBRATION_OUT or --no-mic")

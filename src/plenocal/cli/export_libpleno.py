@@ -84,10 +84,6 @@ def notes(camera: PlenopticCamera, generation: Generation, fit: InverseDistortio
         out.append("libpleno HEAD treats a Keplerian multi-focus camera as unfocused (mode 0; reference §15 item 11)")
     if camera.main_lens.exit_pupil_mm != 0.0:
         out.append(exit_pupil_note(camera))
-    if camera.distortion.in_field_angle and not camera.distortion.is_zero:
-        out.append(f"libpleno applies the lateral distortion to the virtual space; this camera's acts on the field angle "
-                   f"(reference depth {camera.distortion.reference_depth_mm:.3f} mm): the two agree at that virtual depth "
-                   "and differ by the factor (z′/z_r)² of the relative distortion elsewhere")
     if camera.distortion.has_depth:
         dist = camera.distortion
         r = float(np.hypot(camera.sensor.width_px, camera.sensor.height_px)) / 2.0 * camera.sensor.pixel_size_mm

@@ -331,7 +331,8 @@ def board_points(
     for dz in (0.0, 0.5 * camera.d_mm):  # two points of the ray near the virtual point
         t = (np.asarray(depth_mm, dtype=np.float64) + dz - S[:, 2]) / ray[:, 2]
         p = S + t[:, None] * ray
-        x, y, z = camera.distortion.undistort(p[:, 0], p[:, 1], p[:, 2])
+        x, y = camera.distortion.invert(p[:, 0], p[:, 1])
+        z = p[:, 2] - camera.distortion.depth(x, y) if camera.distortion.has_depth else p[:, 2]
         factor = F / (z + F)
         ends.append(np.stack([x * factor, y * factor, z * factor], axis=-1))
     R, t0 = cam_from_world.rotation, cam_from_world.translation

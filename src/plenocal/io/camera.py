@@ -173,8 +173,7 @@ def camera_to_json(
             "exit_pupil_mm": float(camera.main_lens.exit_pupil_mm),
         },
         "distortion": {"q1": dist.q1, "q2": dist.q2, "q3": dist.q3, "p1": dist.p1, "p2": dist.p2,
-                       "z1": dist.z1, "z2": dist.z2}
-        | ({"reference_depth_mm": dist.reference_depth_mm} if dist.in_field_angle else {}),
+                       "z1": dist.z1, "z2": dist.z2},
         "mla": {
             "lattice": lattice_to_json(mla.lattice),
             "pitch_mm": floats(mla.pitch_mm),
@@ -242,10 +241,8 @@ def camera_from_json(f: Fields) -> CameraFile:
                 g.number("rotation_rad", minimum=-2 * math.pi, maximum=2 * math.pi),
                 g.numbers("offset_px", 2, maximum_abs=10 * MAX_SENSOR_SIDE_PX),  # type: ignore[arg-type]
             )
-        distortion = Distortion(**{k: ds.number(k, 0.0) if ds is not None else 0.0
-                                   for k in ("q1", "q2", "q3", "p1", "p2", "z1", "z2")},
-                                reference_depth_mm=ds.number("reference_depth_mm", 0.0, minimum=0.0, maximum=MAX_LENGTH_MM)
-                                if ds is not None else 0.0)
+        distortion = Distortion(*(ds.number(k, 0.0) if ds is not None else 0.0
+                                  for k in ("q1", "q2", "q3", "p1", "p2", "z1", "z2")))
         h = None if f.raw("focus_distance_mm", None) is None else f.number(
             "focus_distance_mm", positive=True, maximum=MAX_LENGTH_MM)
         focal_length = ml.number("focal_length_mm", positive=True, maximum=MAX_FOCAL_LENGTH_MM)

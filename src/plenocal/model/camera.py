@@ -7,7 +7,6 @@ quantities in pixels, angles in radians.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -131,33 +130,6 @@ class MainLens:
         return (self.focal_length_mm - self.exit_pupil_mm) / (2.0 * self.f_number)
 
 
-def brown_conrady_partials(distortion: Distortion, x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Derivatives of Brown–Conrady (x_u, y_u) (eq:distortion, :meth:`Distortion.apply`) at (x, y), mm.
-
-    Returns
-    -------
-    d_xy : ndarray, shape (n, 2, 2)
-        ∂(x_u, y_u)/∂(x, y).
-    d_coef : ndarray, shape (n, 2, 5)
-        ∂(x_u, y_u)/∂(Q1, Q2, Q3, P1, P2).
-    """
-    q1, q2, q3, p1, p2 = distortion.q1, distortion.q2, distortion.q3, distortion.p1, distortion.p2
-    r2 = x * x + y * y
-    radial = q1 * r2 + q2 * r2 * r2 + q3 * r2 * r2 * r2
-    d_radial = q1 + 2.0 * q2 * r2 + 3.0 * q3 * r2 * r2  # ∂radial/∂r²
-    xy = x * y
-    d_xy = np.empty((*np.shape(x), 2, 2))
-    d_xy[..., 0, 0] = 1.0 + radial + 2.0 * x * x * d_radial + 6.0 * p1 * x + 2.0 * p2 * y
-    d_xy[..., 0, 1] = 2.0 * xy * d_radial + 2.0 * p1 * y + 2.0 * p2 * x
-    d_xy[..., 1, 0] = 2.0 * xy * d_radial + 2.0 * p2 * x + 2.0 * p1 * y
-    d_xy[..., 1, 1] = 1.0 + radial + 2.0 * y * y * d_radial + 6.0 * p2 * y + 2.0 * p1 * x
-    r4 = r2 * r2
-    d_coef = np.empty((*np.shape(x), 2, 5))
-    d_coef[..., 0, :] = np.stack([x * r2, x * r4, x * r4 * r2, r2 + 2.0 * x * x, 2.0 * xy], axis=-1)
-    d_coef[..., 1, :] = np.stack([y * r2, y * r4, y * r4 * r2, 2.0 * xy, r2 + 2.0 * y * y], axis=-1)
-    return d_xy, d_coef
-
-
 @dataclass(frozen=True)
 class Distortion:
     """Distortion of the virtual space: Brown–Conrady lateral distortion (paper eq:distortion) and,
@@ -168,13 +140,6 @@ class Distortion:
     (Z1 in mm⁻¹, Z2 in mm⁻³): a real main lens's curved field (its image of a plane bends towards
     the lens off axis, Z1 > 0 in the camera frame whose z points to the scene), libpleno's
     Heinze depth-distortion model with D0 = 0 (``docs/model.md``, "Field curvature").
-
-    ``reference_depth_mm`` 0 (the paper's, libpleno's): Brown–Conrady on the virtual point's (x′, y′)
-    whatever its depth. A value z_r > 0: the lateral distortion acts on the field angle, as a real
-    lens's does — on (x′, y′)·z_r/|z′|, scaled back after — so the coefficients are those of the
-    paper's form at the virtual depth |z′| = z_r and one distortion holds at every depth
-    (``docs/model.md``, "Distortion in the field angle"). x′/z′ = x/z through the thin lens: this is
-    the distortion of each object point's direction.
     """
 
     q1: float = 0.0
@@ -184,67 +149,6 @@ class Distortion:
     p2: float = 0.0
     z1: float = 0.0
     z2: float = 0.0
-    reference_depth_mm: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.reference_depth_mm) and self.reference_depth_mm >= 0.0):
-            raise ModelError(f"distortion.reference_depth_mm must be >= 0 (0: the paper's form), got {self.reference_depth_mm}")
-
-    @property
-    def in_field_angle(self) -> bool:
-        """Whether the lateral distortion acts on the field angle (``reference_depth_mm`` > 0)."""
-        return self.reference_depth_mm > 0.0
-
-    def _scale(self, z: FloatArray) -> FloatArray | float:
-        """z_r/|z′|: virtual-space (x′, y′) to the reference depth's (1 in the paper's form)."""
-        if not self.in_field_angle:
-            return 1.0
-        return self.reference_depth_mm / np.abs(np.asarray(z, dtype=np.float64))
-
-    def lateral(self, x: FloatArray, y: FloatArray, z: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """Distorted (x_u, y_u) of the undistorted virtual point (x′, y′, z′), mm (eq:distortion, in
-        the field angle when ``reference_depth_mm`` is set)."""
-        s = self._scale(z)
-        xu, yu = self.apply(x * s, y * s)
-        return xu / s, yu / s
-
-    def lateral_partials(self, x: FloatArray, y: FloatArray, z: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """∂(x_u, y_u)/∂(x′, y′) (n, 2, 2), ∂(x_u, y_u)/∂z′ (n, 2) and ∂(x_u, y_u)/∂(Q1, Q2, Q3, P1, P2)
-        (n, 2, 5) of :meth:`lateral`. With s = z_r/|z′|: x_u = B(x′s, y′s)/s, so ∂x_u/∂x′ is B's
-        Jacobian at the scaled point, ∂x_u/∂z′ = −(J·(x′s, y′s) − B)/(s·z′) and the coefficients'
-        derivatives are B's over s."""
-        x = np.asarray(x, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
-        s = np.broadcast_to(np.asarray(self._scale(z), dtype=np.float64), x.shape)
-        xs, ys = x * s, y * s
-        d_xy, d_coef = brown_conrady_partials(self, xs, ys)
-        d_z = np.zeros((*x.shape, 2))
-        if self.in_field_angle:
-            bx, by = self.apply(xs, ys)
-            zz = np.asarray(z, dtype=np.float64)
-            d_z[..., 0] = -(d_xy[..., 0, 0] * xs + d_xy[..., 0, 1] * ys - bx) / (s * zz)
-            d_z[..., 1] = -(d_xy[..., 1, 0] * xs + d_xy[..., 1, 1] * ys - by) / (s * zz)
-            d_coef = d_coef / s[..., None, None]
-        return d_xy, d_z, d_coef
-
-    def undistort(self, xu: FloatArray, yu: FloatArray, zu: FloatArray, *, iterations: int = 20
-                  ) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """The undistorted virtual point (x′, y′, z′) of a distorted one (x_u, y_u, z_u): the lateral
-        distortion and the depth distortion inverted together (the field-angle form's scale and the
-        depth term each depend on the other's unknowns)."""
-        zu = np.asarray(zu, dtype=np.float64)
-        if not self.in_field_angle:
-            x, y = self.invert(xu, yu, iterations=iterations)
-            return x, y, (zu - self.depth(x, y) if self.has_depth else zu)
-        z = zu
-        for _ in range(4 if self.has_depth else 1):
-            s = self._scale(z)
-            xs, ys = self.invert(np.asarray(xu) * s, np.asarray(yu) * s, iterations=iterations)
-            x, y = xs / s, ys / s
-            if not self.has_depth:
-                break
-            z = zu - self.depth(x, y)
-        return x, y, z
 
     def depth(self, x: FloatArray, y: FloatArray) -> FloatArray:
         """Δz′ = Z1·r² + Z2·r⁴ of virtual points at lateral (x, y), mm."""

@@ -126,7 +126,7 @@ def virtual_points(camera: PlenopticCamera, points_cam: ArrayLike) -> FloatArray
     factor = -F / (p[..., 2] - F)
     x, y, z = p[..., 0] * factor, p[..., 1] * factor, p[..., 2] * factor
     dist = camera.distortion
-    xu, yu = dist.lateral(x, y, z)
+    xu, yu = dist.apply(x, y)
     return np.stack([xu, yu, z + dist.depth(x, y) if dist.has_depth else z], axis=-1)
 
 
@@ -391,7 +391,8 @@ def back_project_bap(
         depth_P, depth_C = P[..., 2] + D_k, C[..., 2] + D_k
     t = (a - depth_P) / (depth_C - depth_P)
     pu = P + t[..., None] * (C - P)
-    x, y, zp = camera.distortion.undistort(pu[..., 0], pu[..., 1], pu[..., 2])
+    x, y = camera.distortion.invert(pu[..., 0], pu[..., 1])
+    zp = pu[..., 2] - camera.distortion.depth(x, y)
     F = camera.main_lens.focal_length_mm
     # p' = −F/(z − F)·p  <=>  p = F/(z' + F)·p'  (thin lens inverse)
     factor = F / (zp + F)

@@ -163,9 +163,6 @@ def build_optics(camera: PlenopticCamera, f_number: float | None = None) -> Trac
     if camera.distortion.has_depth:
         raise ModelError("the thin-lens tracer does not render a depth distortion (distortion.z1, z2); "
                          "render a curved field with the real-optics tracer (plenocal simulate --lens)")
-    if camera.distortion.in_field_angle and not camera.distortion.is_zero:
-        raise ModelError("the thin-lens tracer renders the paper's distortion of the virtual space only, not one in "
-                         "the field angle (distortion.reference_depth_mm)")
     N = camera.main_lens.f_number if f_number is None else float(f_number)
     if not N > 0:
         raise ModelError(f"f-number must be > 0, got {f_number}")
