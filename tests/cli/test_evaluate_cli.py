@@ -233,3 +233,36 @@ def test_translation_in_cm_and_repeated_positions_are_named(tmp_path, r12a_camer
     assert t["estimated_over_declared"] == pytest.approx(10.0, rel=0.01)
     findings, _, _ = evaluation_findings({"translation": t}, calibration_uv_px=0.4)
     assert any(f.level == "error" and "cm" in f.text for f in findings)
+
+
+def test_a_translation_frame_without_blur_is_left_out_of_epsilon_z(tmp_path, r12a_camera, r12a_poses, r12a_board, capsys):
+    """A translation frame whose corners are single views (no ρ: each seen in one micro-image, as
+    near the MLA's conjugate) has no measured depth: it is left out of ε_z and named, and the other
+    frames' pairs are unchanged."""
+    from plenocal.evaluate.translation import MIN_FEATURES_WITH_BLUR
+    from plenocal.io.observations import read_observations
+
+    _dataset(tmp_path / "ds", r12a_camera, r12a_poses, r12a_board)
+    obs = read_observations(tmp_path / "ds" / "observations.npz")
+    b = obs.bap
+    # frame 204: one feature per node, ρ unknown (single views)
+    first = np.zeros(len(b), dtype=bool)
+    rows = np.flatnonzero(b.frame == 204)
+    _, idx = np.unique(b.node[rows], return_index=True)
+    first[rows[idx]] = True
+    keep = (b.frame != 204) | first
+    rho = np.where(b.frame == 204, np.nan, b.rho)
+    write_observations(tmp_path / "ds" / "observations.npz",
+                       Observations(BapFeatures(b.frame[keep], b.k[keep], b.l[keep], b.u[keep], b.v[keep], rho[keep],
+                                                b.node[keep], np.where(b.frame == 204, -1, b.cluster)[keep]), obs.mic))
+    assert (rows.size - idx.size) > 0 and idx.size >= MIN_FEATURES_WITH_BLUR
+    assert main(["evaluate", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]) == 0
+    t = json.loads((tmp_path / "o" / "report.json").read_text())["translation"]
+    assert [d["frame"] for d in t["frames_without_depth"]] == [204]
+    assert 204 in t["frames_evaluated"] and t["epsilon_z_percent"]["n_pairs"] == 6  # pairs of 200..203
+    assert 0 < t["epsilon_z_percent"]["mean"] < 0.5
+    assert "frames [204] left out" in capsys.readouterr().out
+    from plenocal.viz.verdict import evaluation_findings
+
+    findings, _, _ = evaluation_findings(json.loads((tmp_path / "o" / "report.json").read_text()), calibration_uv_px=None)
+    assert any("translation frame 204 left out of ε_z" in f.text for f in findings)

@@ -40,7 +40,7 @@ from plenocal.errors import DataError, InputFileError
 from plenocal.evaluate.holdout import evaluate_holdout
 from plenocal.evaluate.metrics import EvaluationReport, evaluate_observations
 from plenocal.evaluate.outliers import DEFAULT_REJECT_PROBABILITY
-from plenocal.evaluate.translation import translation_errors
+from plenocal.evaluate.translation import MIN_FEATURES_WITH_BLUR, frames_without_depth, translation_errors
 from plenocal.io._json import load_json, write_document
 from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera
@@ -187,16 +187,22 @@ def translation_section(camera: PlenopticCamera, dataset: Dataset, observations:
     if missing:
         raise InputFileError(dataset.folder / "manifest.json",
                              f"translation images of frames {missing} have no displacement_mm")
+    bap = observations.bap.select(observations.bap.node >= 0)
+    no_depth = frames_without_depth(bap.rho, bap.frame, frames)
     try:
         res = evaluate_holdout(camera, observations, dataset.manifest.target, frames=frames)
         errs = translation_errors(
-            res.poses,
+            {f: p for f, p in res.poses.items() if f not in no_depth},
             {f: float(entries[f].displacement_mm) for f in frames},  # type: ignore[arg-type]
             {f: int(entries[f].sequence or 0) for f in frames},
         )
     except DataError as exc:
         raise DataError(f"{where}: translation frames {frames}: {exc}") from None
     out = errs.to_json()
+    out["frames_without_depth"] = [
+        {"frame": f, "reason": f"fewer than {MIN_FEATURES_WITH_BLUR} features with a blur radius (corners seen in two or "
+                               "more micro-images): its depth is not measured, and it is left out of ε_z"}
+        for f in no_depth if f in res.poses]
     out["calibration_copies"] = calibration_copies(dataset, ImageRole.TRANSLATION, frames)
     out["frames_evaluated"] = sorted(res.poses)
     out["frames_failed"] = [{"frame": f.frame, "reason": f.reason} for f in res.extrinsics.frames if not f.ok]
@@ -333,7 +339,10 @@ def run(args: argparse.Namespace) -> int:
                          f"uv {fmt(r['uv_px'])} px, rho {fmt(r['rho_px'])} px ({rejected(sec['holdout'])})")
         if "translation" in sec:
             t = sec["translation"]["epsilon_z_percent"]
-            lines.append(f"epsilon_z {t['mean']:.3g} ± {t['std']:.3g} % over {t['n_pairs']} pairs")
+            left = [d["frame"] for d in sec["translation"].get("frames_without_depth", [])]
+            lines.append(f"epsilon_z {t['mean']:.3g} ± {t['std']:.3g} % over {t['n_pairs']} pairs"
+                         + (f" (frames {left} left out: too few corners seen in two or more micro-images to measure "
+                            "their depth)" if left else ""))
         if "depth" in sec:
             med = [v["median_abs_percent"] for v in sec["depth"]["frames"].values() if "median_abs_percent" in v]
             disp = (sec["depth"].get("displacements") or {}).get("mean_abs_percent")

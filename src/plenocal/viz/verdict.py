@@ -824,6 +824,8 @@ def evaluation_findings(doc: Mapping[str, Any], *, calibration_uv_px: float | No
         for c in tr.get("calibration_copies") or []:
             out.append(Finding(st, "warning", f"translation frame {c.get('frame')} is calibration frame "
                                               f"{c.get('calibration_frame')} ({c.get('how')})"))
+        for f in tr.get("frames_without_depth") or []:
+            out.append(Finding(st, "info", f"translation frame {f.get('frame')} left out of ε_z: {f.get('reason', '?')}"))
         for r in tr.get("repeated_positions") or []:
             fr = r.get("frames") or ["?", "?"]
             out.append(Finding(st, "warning", f"translation frames {fr[0]} and {fr[1]} are declared at the same position: "
