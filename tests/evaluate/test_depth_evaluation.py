@@ -83,3 +83,19 @@ def test_board_coverage_counts_the_board_micro_images_with_a_point():
     assert c["board_coverage"] == pytest.approx(len(half) / len(idx))
     assert board_coverage(cam, pose, board, k[idx], l[idx])["board_coverage"] == 1.0
     assert board_coverage(cam, pose, board, k[:0], l[:0])["board_coverage"] == 0.0
+
+
+def test_a_board_where_no_micro_image_measures_depth_has_no_board_depth():
+    """A frame whose whole board lies where the virtual depth is not estimable (no board micro-image)
+    gives no board depth for the displacements, and says why; a frame with board micro-images gives
+    its median, one without points None."""
+    from plenocal.evaluate.depth import NO_BOARD_DEPTH, measured_board_depth
+
+    near = {"n_points": 109, "board_depth_mm": 356.8, "board_micro_images": 0, "board_coverage": 0.0}
+    assert measured_board_depth(near) is None and near["board_depth"] == NO_BOARD_DEPTH
+    assert measured_board_depth({"n_points": 5513, "board_depth_mm": 355.2, "board_micro_images": 10918}) == 355.2
+    assert measured_board_depth({"n_points": 40, "board_depth_mm": 300.0}) == 300.0  # no (k, l) in the cloud: kept
+    assert measured_board_depth({"n_points": 0}) is None
+    depths = {f: d for f, d in ((200, 345.0), (201, None), (202, 365.0)) if d is not None}
+    pairs = displacement_errors(depths, {200: 0.0, 201: 10.0, 202: 20.0}, {200: 0, 201: 0, 202: 0})["pairs"]
+    assert [p["frames"] for p in pairs] == [[200, 202]]

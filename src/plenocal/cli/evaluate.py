@@ -220,7 +220,7 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
     features: ``poses`` holds those the held-out and translation sections re-estimated, the others
     are re-estimated here) and, for translation frames, the board depths against the known
     displacements (:mod:`plenocal.evaluate.depth`)."""
-    from plenocal.evaluate.depth import board_coverage, displacement_errors, plane_errors
+    from plenocal.evaluate.depth import board_coverage, displacement_errors, measured_board_depth, plane_errors
     from plenocal.io.ply import read_ply
 
     doc_path = folder / "depth.json"
@@ -251,8 +251,9 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
         per_frame[str(f)] = plane_errors(pts, poses[f], dataset.manifest.target)
         if kl is not None:
             per_frame[str(f)] |= board_coverage(camera, poses[f], dataset.manifest.target, *kl)
-        if per_frame[str(f)].get("n_points"):
-            board_depth[f] = float(per_frame[str(f)]["board_depth_mm"])
+        depth_of_board = measured_board_depth(per_frame[str(f)])
+        if depth_of_board is not None:
+            board_depth[f] = depth_of_board
     entries = {int(e.frame): e for e in dataset.manifest.with_role(ImageRole.TRANSLATION)
                if e.frame is not None and e.displacement_mm is not None}
     trans = {f: d for f, d in board_depth.items() if f in entries}
