@@ -12,6 +12,17 @@ R12A_DATA = Path(__file__).resolve().parent / "data" / "r12a"
 
 
 @pytest.fixture(scope="session")
+def kappa_range_mm() -> tuple[float, float]:
+    """The κ tests' frame depths: the far part of the R12-A preset's 175–400 mm, where its
+    micro-images' blur radius |ρ| stays ≲ 3.8 px and the 9 px windows of ``calibrate_kappa`` hold
+    the blur (paper §5.3). Nearer (|ρ| 4.2 px at 225 mm) the window truncates it and κ grows with
+    |ρ|: per frame 0.64 at 320–335 mm, 0.78 at 225–228 mm, κ 0.75 over frames at 225–335 mm (0.58
+    with 13 px windows, no trend; 2026-11-27). Before that date the simulator's poses lay beyond
+    ~280 mm whatever the range."""
+    return (280.0, 400.0)
+
+
+@pytest.fixture(scope="session")
 def r12a_manifest():
     """Camera spec, target and image list (libpleno's camera.js, scene.js, images.js)."""
     from plenocal.io import read_manifest

@@ -15,11 +15,11 @@ from plenocal.sim.presets import preset
 
 
 @pytest.fixture(scope="module")
-def small_dataset(tmp_path_factory):
+def small_dataset(tmp_path_factory, kappa_range_mm):
     out = tmp_path_factory.mktemp("r12a-blur")
     p = preset("r12-a", small=True)
-    # frames where the 9 px windows hold the blur (tests/blur/conftest.py, KAPPA_RANGE_MM)
-    p = dataclasses.replace(p, plan=dataclasses.replace(p.plan, calibration_range_mm=(280.0, 400.0)))
+    # frames where the 9 px windows hold the blur (the kappa_range_mm fixture)
+    p = dataclasses.replace(p, plan=dataclasses.replace(p.plan, calibration_range_mm=kappa_range_mm))
     simulate_dataset(p, out, seed=3, rays=48,
                      frames=FrameSelection.parse("devignetting,calibration=8"))
     shutil.copy(out / "ground_truth" / "camera.json", out / "camera.json")
