@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from plenocal.calib.extrinsics import initial_extrinsics, link_barycentres, pinhole_matrix, project_pinhole
-from plenocal.calib.linking import SYMMETRIES, board_placements, board_sites, lattice_coordinates
+from plenocal.calib.linking import SYMMETRIES, board_placements, board_sites, grid_motion, lattice_coordinates
 from plenocal.model.geometry import Pose, rodrigues
 from plenocal.model.observations import BapFeatures
 from plenocal.model.target import Checkerboard
@@ -665,3 +665,52 @@ def test_axes_the_image_shows_not_square_are_refused(camera):
     link = link_barycentres(camera, board, uv, view=TallChecksView(camera, board, pose))
     assert not link.ok and np.all(link.node == -1)
     assert "not square" in link.reason
+
+
+def test_an_ambiguous_calibration_frame_is_linked_with_relative_ids(camera, board):
+    """A calibration frame's pose is free, so a labelling undecided between whole-square shifts
+    (column 0 undetected) or turns (rolled 90°) is linked, by one rigid motion of the board's grid
+    from the truth, and said to be relative; refused without ``relative``."""
+    cases = {
+        "shift": (board, board_pose(board, z=550.0, tilt_deg=20.0, roll_deg=5.0), column(board, 0), "2 offsets"),
+        "turn": (board, board_pose(board, z=500.0, tilt_deg=10.0, roll_deg=90.0), [], "|roll|"),
+    }
+    for name, (b, pose, drop, why) in cases.items():
+        truth, uv = barycentres(camera, b, pose, seed=7, drop=drop)
+        assert not link_barycentres(camera, b, uv).ok
+        link = link_barycentres(camera, b, uv, relative=True)
+        assert link.ok and link.relative_ids and not link.image_decided, name
+        assert "node ids relative" in link.note and why in link.note, name
+        motion, agree = grid_motion(truth, link.node, columns=b.columns)
+        assert agree.all() and np.all(link.node >= 0), (name, motion)
+        err = project_pinhole(camera, link.pose, b.node_points(link.node)) - uv
+        assert np.sqrt(np.mean(np.sum(err**2, axis=1))) < 2.0 * NOISE_PX, name
+
+
+def test_a_few_nodes_ambiguous_view_stays_refused(camera, board):
+    """Relative ids need half the board's nodes (a lattice of a few clusters can be a wrong one):
+    three columns of eight, whose place in the board is unknown, stay refused."""
+    pose = board_pose(board, z=550.0, tilt_deg=20.0, roll_deg=5.0)
+    _, uv = barycentres(camera, board, pose, seed=7, drop=np.concatenate([column(board, c) for c in (0, 1, 2, 3, 4)]))
+    link = link_barycentres(camera, board, uv, relative=True)
+    assert not link.ok and "ambiguous" in link.reason and not link.relative_ids
+
+
+def test_a_decided_frame_is_not_relative(camera, board):
+    """``relative`` changes nothing where the labelling is decided: the same ids, not relative."""
+    truth, uv = barycentres(camera, board, board_pose(board, **POSES["tilted"]), seed=3)
+    link = assert_links(camera, board, truth, uv, relative=True)
+    assert not link.relative_ids and "node ids relative" not in link.note
+
+
+def test_grid_motion_names_the_turn_and_shift():
+    """The 180° turn of a 9 × 5 grid is (180°, 8, 4); one id off that motion is the one it does
+    not take; the truth itself is (0, 0, 0)."""
+    truth = np.arange(45)
+    turned = 44 - truth
+    motion, agree = grid_motion(truth, turned, columns=9)
+    assert motion == (180, 8, 4) and agree.all()
+    turned[5] = 0
+    motion, agree = grid_motion(truth, turned, columns=9)
+    assert motion == (180, 8, 4) and np.flatnonzero(~agree).tolist() == [5]
+    assert grid_motion(truth, truth + 1, columns=9)[0] == (0, 1, 0)

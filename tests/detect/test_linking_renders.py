@@ -105,6 +105,29 @@ def test_the_cut_board_is_ambiguous_without_the_image(detected):
     assert not ext.frames[0].ok and "ambiguous" in ext.frames[0].reason
 
 
+def test_the_cut_board_links_with_relative_ids_as_a_calibration_frame(detected):
+    """Without the image the cut board's placements stay undecided; as a calibration frame (free
+    pose) it is linked, its ids one rigid motion of the grid from the truth for every cluster
+    that is a board corner, and said to be relative."""
+    from plenocal.calib.linking import grid_motion
+    from plenocal.model.observations import BapFeatures
+
+    cam, out = detected
+    i, _pose, det, truth = out["cut"]
+    ext = initial_extrinsics(cam, BapFeatures.concatenate([det.features]), BOARD, max_rmse_fraction=0.1,
+                             relative_frames=(i,))
+    rec = ext.frames[0]
+    assert rec.ok and rec.relative_ids and not rec.image_decided and "node ids relative" in rec.note
+    assert ext.bap is not None
+    linked = dict(zip(ext.bap.cluster.tolist(), ext.bap.node.tolist(), strict=True))
+    true_of = _cluster_truth(det, truth)
+    pairs = np.array([(true_of[c], n) for c, n in linked.items() if n >= 0 and true_of[c] >= 0])
+    assert len(pairs) >= 0.8 * len({n for n in true_of.values() if n >= 0})
+    _, agree = grid_motion(pairs[:, 0], pairs[:, 1], columns=BOARD.columns)
+    assert agree.all()
+    assert not [c for c, n in linked.items() if n >= 0 and true_of[c] < 0]  # no spurious cluster linked
+
+
 def test_frames_decided_by_the_image_need_fewer_nodes():
     from plenocal.cli.detect import LINK_MIN_CLUSTERS, nodes_needed
 

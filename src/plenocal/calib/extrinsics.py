@@ -26,7 +26,7 @@ Per frame:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 import cv2
@@ -76,6 +76,16 @@ smaller than every alternative's by at least this much (0°/180°: rolls up to 6
 alternatives of square views: up to 15°)."""
 
 
+MIN_RELATIVE_NODE_FRACTION = 0.5
+"""A labelling that neither the image nor the upright convention decides is linked with relative ids
+(:func:`link_barycentres`'s ``relative``) only when it links at least this fraction of the board's
+nodes: a lattice of a few clusters can be a wrong one. The tilted Tessar R12-A render's frame 8
+(366 mm, near the MLA's conjugate plane): 11 clusters whose lattice ran along the board's diagonals
+(|roll| 44–46°), 10 of its 22 features left off it, 5 of its 6 linked nodes wrong (its scene view's
+corners then link it right). The frames linked right with relative ids on that render and the
+double-Gauss one hold 25–35 of 45 nodes, every cluster on the lattice."""
+
+
 MIN_IMAGE_LOG_LIKELIHOOD_RATIO = 10.0
 """A placement of the observed lattice is ruled out by the image when its residual sum of squares
 over the view's cells (:func:`plenocal.calib.linking.image_support`) exceeds the best one's by
@@ -112,6 +122,8 @@ class FramePoseInit:
     """How the linking chose among labellings the barycentres fit equally (empty if unique)."""
     image_decided: bool = False
     """The image decided which part of the board the linked nodes are (:attr:`Linking.image_decided`)."""
+    relative_ids: bool = False
+    """The node ids are the board's up to a rigid motion in its plane (:attr:`Linking.relative_ids`)."""
 
 
 @dataclass
@@ -133,7 +145,8 @@ class ExtrinsicsInit:
             "n_initialised": len(self.poses),
             "frames": [
                 {"frame": f.frame, "ok": f.ok, "reason": f.reason, "note": f.note, "rmse_px": f.rmse_px,
-                 "n_points": f.n_points, "n_clusters": f.n_clusters, "image_decided": f.image_decided}
+                 "n_points": f.n_points, "n_clusters": f.n_clusters, "image_decided": f.image_decided,
+                 "relative_ids": f.relative_ids}
                 for f in self.frames
             ],
         }
@@ -245,6 +258,10 @@ class Linking:
     """The image ruled out every placement but the chosen one and those that put the same
     points on the same corners of the board turned or mirrored (:func:`board_symmetric_nodes`):
     which part of the board is seen is the image's answer, not the barycentres' count."""
+    relative_ids: bool = False
+    """Several placements fit equally and neither the image nor the upright convention chose one
+    (``link_barycentres(relative=True)``): the node ids are the board's up to a whole-square shift
+    and a turn in its plane, a rigid motion of the board that a free pose takes."""
 
     @property
     def ok(self) -> bool:
@@ -333,6 +350,8 @@ def link_barycentres(
     min_upright_roll_gap_deg: float = MIN_UPRIGHT_ROLL_GAP_DEG,
     view: ViewSampler | None = None,
     min_image_log_likelihood_ratio: float = MIN_IMAGE_LOG_LIKELIHOOD_RATIO,
+    relative: bool = False,
+    min_relative_node_fraction: float = MIN_RELATIVE_NODE_FRACTION,
 ) -> Linking:
     """Node ids of one frame's cluster barycentres, without assuming any is a board corner.
 
@@ -367,7 +386,13 @@ def link_barycentres(
        the image's +u if its |roll| is smaller than all the others' by
        ``min_upright_roll_gap_deg`` (said in ``note``); otherwise the frame is reported
        ambiguous. (The old linker and the reference assume an upright board too: the
-       reference takes the top-left barycentre for node 0.)
+       reference takes the top-left barycentre for node 0.) With ``relative`` the frame is
+       linked instead, by the first of them (least |roll|, then the first offset), and its ids
+       marked relative (:attr:`Linking.relative_ids`): for a frame whose pose is free — a
+       calibration frame — the placements differ by a rigid motion of the board's plane, which
+       the pose takes, so its features constrain the intrinsics exactly as the true labelling's
+       would. Not for frames whose poses must share one origin (a translation sequence), nor
+       where the board's extent is read (the depth evaluation's on-board points).
 
     Parameters
     ----------
@@ -391,6 +416,10 @@ def link_barycentres(
         The frame's :class:`plenocal.detect.view.SceneView` (step 2).
     min_image_log_likelihood_ratio : float
         See :data:`MIN_IMAGE_LOG_LIKELIHOOD_RATIO`.
+    relative : bool
+        Step 5: link an ambiguous frame with relative ids rather than refuse it, when its
+        labelling links ``min_relative_node_fraction`` of the board's nodes
+        (:data:`MIN_RELATIVE_NODE_FRACTION`).
 
     Returns
     -------
@@ -436,19 +465,30 @@ def link_barycentres(
     roll, best, pose = survivors[0]
     w, h = np.ptp(ij @ SYMMETRIES[sym[best]].T, axis=0) + 1  # observed extent, as the board's columns × rows
     notes += [f"{n_rejected} labellings linking as many rejected: they leave nodes in view undetected"] if n_rejected else []
-    if len(survivors) > 1:
+    ambiguous = len(survivors) > 1 and survivors[1][0] - roll < min_upright_roll_gap_deg
+    if ambiguous:
+        why = _ambiguous_labelling(survivors, off, observed=(w, h), board=(C, R), min_upright_roll_gap_deg=min_upright_roll_gap_deg)
+        if not relative or n_linked[best] < min_relative_node_fraction * board.n_nodes:
+            return Linking(unlinked, reason=why)
+        notes.append(relative_ids_note(why))
+    elif len(survivors) > 1:
         rolls = ", ".join(f"{s[0]:.0f}°" for s in survivors)
-        if survivors[1][0] - roll < min_upright_roll_gap_deg:
-            return Linking(unlinked, reason=_ambiguous_labelling(survivors, off, observed=(w, h), board=(C, R),
-                                                                 min_upright_roll_gap_deg=min_upright_roll_gap_deg))
         notes.append(f"upright convention: node 0 top-left chosen among {len(survivors)} labellings fitting equally (|roll| {rolls})")
     node_of = unlinked.copy()
     node_of[idx] = nodes[best]
     decided, n_off = image_left_only_the_same_corners(nodes, best, n_linked, columns=C, rows=R, margin=min_support_margin)
-    decided &= image_ruled
+    decided &= image_ruled and not ambiguous
     if decided and n_off:
         notes.append(f"the image left {n_off} placements that put >= {min_support_margin} detected corners off the board")
-    return Linking(node_of, pose, note="; ".join(notes), image_decided=decided)
+    return Linking(node_of, pose, note="; ".join(notes), image_decided=decided, relative_ids=ambiguous)
+
+
+def relative_ids_note(why: str) -> str:
+    """The note of a frame linked with relative ids, from why its labelling is undecided (a
+    refusal's text, :func:`_ambiguous_labelling`, or the upright convention's)."""
+    why = why.removeprefix("ambiguous labelling: ").split("; the upright convention needs")[0]
+    return (f"node ids relative ({why}): linked by the first placement; a calibration frame's free pose takes the "
+            "whole-square shift or turn between them, so its features constrain the camera as the true labelling's do")
 
 
 def image_left_only_the_same_corners(nodes: NDArray[np.int64], best: int, n_linked: NDArray[np.integer], *,
@@ -579,6 +619,7 @@ def init_frame(
     linked: bool,
     max_rmse_fraction: float = 0.25,
     view: ViewSampler | None = None,
+    relative_ids: bool = False,
 ) -> tuple[FramePoseInit, dict[int, int]]:
     """Initialise one frame's pose from its features.
 
@@ -588,6 +629,9 @@ def init_frame(
         Node ids (``linked=True``) or detector cluster ids of the frame's features.
     view : ViewSampler, optional
         The frame's scene view, for linking (:func:`link_barycentres`).
+    relative_ids : bool
+        The frame's pose is free (a calibration frame): an ambiguous labelling is linked with
+        relative ids (:func:`link_barycentres`'s ``relative``).
 
     Returns
     -------
@@ -598,7 +642,7 @@ def init_frame(
     uid, bary = cluster_barycentres(np.asarray(ids), u, v)
     n_cl = int(uid.size)
     note = ""
-    decided = False
+    decided = relative = False
     if n_cl < 4:
         return FramePoseInit(frame, False, f"only {n_cl} clusters (need >= 4)", n_clusters=n_cl), {}
     if linked:
@@ -608,10 +652,10 @@ def init_frame(
         mapping = {int(i): int(i) for i in nodes}
         pts_w, pts_i = board.node_points(nodes), bary[valid]
     else:
-        link = link_barycentres(camera, board, bary, view=view)
+        link = link_barycentres(camera, board, bary, view=view, relative=relative_ids)
         if not link.ok:
             return FramePoseInit(frame, False, link.reason, n_clusters=n_cl), {}
-        pose, node_of, note, decided = link.pose, link.node, link.note, link.image_decided
+        pose, node_of, note, decided, relative = link.pose, link.node, link.note, link.image_decided, link.relative_ids
         ok = node_of >= 0
         mapping = {int(uid[i]): int(node_of[i]) for i in np.flatnonzero(ok)}
         pts_w, pts_i = board.node_points(node_of[ok]), bary[ok]
@@ -627,7 +671,7 @@ def init_frame(
             frame, False, f"barycentre reprojection RMSE {rmse:.2f} px > {max_rmse_fraction} × spacing {spacing:.1f} px",
             pose, rmse, len(pts_w), n_cl, note,
         ), {}
-    return FramePoseInit(frame, True, "", pose, rmse, len(pts_w), n_cl, note, decided), mapping
+    return FramePoseInit(frame, True, "", pose, rmse, len(pts_w), n_cl, note, decided, relative), mapping
 
 
 def initial_extrinsics(
@@ -637,13 +681,16 @@ def initial_extrinsics(
     *,
     max_rmse_fraction: float = 0.25,
     views: Mapping[int, ViewSampler] | None = None,
+    relative_frames: Collection[int] = (),
 ) -> ExtrinsicsInit:
     """Initial pose of every frame (paper §5.1), linking clusters to nodes when needed.
 
     Features whose ``node`` is set (>= 0) are used as linked; frames whose features carry only
     ``cluster`` ids are linked here, with the frame's scene view from ``views`` when given
     (:func:`link_barycentres`). Frames that cannot be initialised are reported in ``frames``
-    (``ok=False`` with a reason) and left out of ``poses``.
+    (``ok=False`` with a reason) and left out of ``poses``. Frames in ``relative_frames`` (free
+    poses: calibration frames) are linked with relative ids where the labelling is ambiguous
+    (:func:`init_frame`).
 
     Returns
     -------
@@ -659,6 +706,7 @@ def initial_extrinsics(
         res, mapping = init_frame(
             camera, board, ids, bap.u[rows], bap.v[rows], frame=int(frame), linked=linked,
             max_rmse_fraction=max_rmse_fraction, view=None if views is None else views.get(int(frame)),
+            relative_ids=int(frame) in relative_frames,
         )
         out.frames.append(res)
         if res.ok:

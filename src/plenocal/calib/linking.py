@@ -726,6 +726,33 @@ def within_seen_extent(seen: NDArray[np.bool_], *, columns: int, rows: int) -> N
     return (col >= c.min()) & (col <= c.max()) & (row >= r.min()) & (row <= r.max())
 
 
+GRID_TURNS: dict[int, IntArray] = {turn: np.array(m, dtype=np.int64) for turn, m in
+                                   {0: ((1, 0), (0, 1)), 90: ((0, -1), (1, 0)), 180: ((-1, 0), (0, -1)), 270: ((0, 1), (-1, 0))}.items()}
+"""The proper turns of a square grid, (column, row) → (column, row) matrices by angle (°)."""
+
+
+def grid_motion(truth: IntArray, linked: IntArray, *, columns: int) -> tuple[tuple[int, int, int], NDArray[np.bool_]]:
+    """The rigid motion of the board's corner grid — a turn (:data:`GRID_TURNS`) and a
+    whole-square shift — that takes most ``truth`` node ids (id = row·columns + column) to their
+    ``linked`` ones, as (turn°, column shift, row shift), and which of the pairs it takes there.
+    A frame linked with relative ids (:attr:`plenocal.calib.extrinsics.Linking.relative_ids`)
+    is linked right when every pair agrees; (0, 0, 0) is the true labelling."""
+    tr, tc = np.divmod(np.asarray(truth, dtype=np.int64), columns)
+    lr, lc = np.divmod(np.asarray(linked, dtype=np.int64), columns)
+    best: tuple[tuple[int, int, int], NDArray[np.bool_]] = ((0, 0, 0), np.zeros(len(tr), dtype=bool))
+    for turn, m in GRID_TURNS.items():
+        dc = lc - (m[0, 0] * tc + m[0, 1] * tr)
+        dr = lr - (m[1, 0] * tc + m[1, 1] * tr)
+        if not len(dc):
+            break
+        pairs, counts = np.unique(np.stack([dc, dr], axis=1), axis=0, return_counts=True)
+        shift = pairs[np.argmax(counts)]
+        agree = (dc == shift[0]) & (dr == shift[1])
+        if agree.sum() > best[1].sum():
+            best = ((turn, int(shift[0]), int(shift[1])), agree)
+    return best
+
+
 def placement_support(
     lat: LatticeFit,
     nodes: IntArray,

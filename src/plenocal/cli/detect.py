@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plenocal import __version__
-from plenocal.calib.extrinsics import FramePoseInit, initial_extrinsics
+from plenocal.calib.extrinsics import MIN_RELATIVE_NODE_FRACTION, FramePoseInit, initial_extrinsics, relative_ids_note
 from plenocal.cli._args import DEFAULT_PUPIL_SHAPE, PUPIL_SHAPES, bounded_int
 from plenocal.detect.corners import NaturalVignetting, white_levels, white_weight
 from plenocal.detect.nodes import RESOLVABLE_BLUR_FRACTION, SINGLE_VIEW_MAX_RMS_PX, unresolvable_distances_mm
@@ -219,13 +219,15 @@ def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board
 
     With few clusters a wrong labelling of a symmetric board fits as well as the right one (PnP
     has the freedom): such frames are not linked unless the image decided which part of the
-    board they are; nor are they completed by prediction (a wrong pose would predict wrong nodes)."""
+    board they are, or their ids are relative (a calibration frame: :func:`link_frame`); nor are
+    they completed by prediction (a wrong pose would predict wrong nodes)."""
     out: dict[int, int] = {}
     for frame in np.unique(linked.frame):
         rows = (linked.frame == frame) & (linked.node >= 0)
         n_nodes = len(np.unique(linked.node[rows]))
         r = status.get(int(frame))
-        if n_nodes and n_nodes < nodes_needed(board.n_nodes, image_decided=r is not None and r.image_decided):
+        decided = r is not None and (r.image_decided or r.relative_ids)
+        if n_nodes and n_nodes < nodes_needed(board.n_nodes, image_decided=decided):
             out[int(frame)] = n_nodes
     return out
 
@@ -233,7 +235,7 @@ def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board
 def complete_frame_nodes(
     frame: int, pose: Any, known: BapFeatures, *, camera: Any, board: Any, micro: Any,
     devignetted: Callable[[np.ndarray], np.ndarray], rms_bound: float, pitch_px: float, fit_rendered: bool,
-    single_views: bool = False,
+    single_views: bool = False, within_extent: bool = False,
 ) -> tuple[BapFeatures, dict[str, Any]]:
     """Board nodes a posed frame misses although some micro-image sees them, predicted with ``camera`` and ``pose``
     and fitted (:func:`plenocal.detect.nodes.detect_board_nodes`). ``micro``: the micro-images
@@ -245,13 +247,18 @@ def complete_frame_nodes(
     (``node`` set) and a record: ``action`` ("complete": no
     unseen node predicted in a micro-image; "predicted in ≤ 1 view": nothing to fit;
     "predicted"), the unseen nodes predicted in a micro-image (``missing_in_view``), the fit's
-    counts and its wall time."""
+    counts and its wall time. ``within_extent``: only the nodes inside the rows and columns of the
+    linked ones (a frame with relative ids, :attr:`~plenocal.calib.extrinsics.FramePoseInit.relative_ids`:
+    beyond them its labelling may put nodes past the printed board's edge, where no corner is)."""
+    from plenocal.calib.linking import within_seen_extent
     from plenocal.detect.nodes import detect_board_nodes, predict_node_views, views_to_fit
 
     t0 = time.perf_counter()
     known = known.select((known.frame == frame) & (known.node >= 0))
     seen = np.zeros(board.n_nodes, dtype=bool)
     seen[known.node] = True
+    if within_extent:
+        seen |= ~within_seen_extent(seen, columns=board.columns, rows=board.rows)
     if seen.all():
         return BapFeatures.empty(), {"action": "complete", "missing_in_view": 0}
     # In view means predicted in a micro-image, not inside the central view: the micro-images
@@ -478,7 +485,7 @@ def link_scene_corners(det: Any, frame: int, *, camera: Any, board: Any, fit_ren
 
 
 def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: bool,
-               grid_camera: Any = None) -> tuple[BapFeatures, Any, int | None, dict[str, Any]]:
+               grid_camera: Any = None, relative_ids: bool = False) -> tuple[BapFeatures, Any, int | None, dict[str, Any]]:
     """One frame's features linked (:func:`initial_extrinsics`, with its scene view) and, when
     kept, completed with the nodes its pose predicts (:func:`complete_frame_nodes`, in the
     detection's own devignetted image; nodes fitted in one micro-image become single views when
@@ -491,11 +498,21 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     those clusters (:func:`link_scene_corners`), then, when the view does not show the whole board
     or its corners neither link the frame nor leave a lattice for the second pass, by its lone
     corners and those clusters (:func:`link_lone_corners`).
-    ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``)."""
+    ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``).
+    ``relative_ids``: the frame's pose is free (a calibration frame), so a labelling of its
+    clusters that neither the barycentres, the image nor the upright convention decides links it
+    with relative ids (:func:`~plenocal.calib.extrinsics.link_barycentres`), as does a labelling
+    of fewer nodes than :func:`nodes_needed` asks of an undecided one — both only when they link
+    :data:`~plenocal.calib.extrinsics.MIN_RELATIVE_NODE_FRACTION` of the board's nodes (a frame
+    refused for fewer is tried by its scene view's or lone corners' lattice, as before); such a
+    frame is completed
+    only inside its linked nodes' rows and columns. Its lone corners are not linked that way: their
+    lattice of noisy points needs the image's decision as a check."""
     r = None
     if len(det.features):
         views = {frame: det.view} if det.view is not None else None
-        ext = initial_extrinsics(camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views)
+        ext = initial_extrinsics(camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, views=views,
+                                 relative_frames=(frame,) if relative_ids else ())
         r = ext.frames[0]
     if r is None or (not r.ok and (r.n_clusters < LINK_MIN_CLUSTERS or len(det.lone_index) > r.n_clusters)):
         lone = link_scene_corners(det, frame, camera=camera, board=board, fit_rendered=fit_rendered,
@@ -511,6 +528,11 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
         if r is None:
             return det.features, None, None, {"action": "no pose"}
     linked = ext.bap if ext.bap is not None else det.features
+    if relative_ids and r.ok and not (r.image_decided or r.relative_ids):
+        n_nodes = len(np.unique(linked.node[linked.node >= 0]))
+        if MIN_RELATIVE_NODE_FRACTION * board.n_nodes <= n_nodes < nodes_needed(board.n_nodes, image_decided=False):
+            why = f"{n_nodes} linked clusters, and the image did not decide which part of the board they are"
+            r = replace(r, relative_ids=True, note="; ".join(filter(None, [r.note, relative_ids_note(why)])))
     few = frames_with_too_few_nodes(linked, {frame: r}, board).get(frame)
     if not r.ok or r.pose is None or few is not None:
         return linked, r, few, {"action": "no pose" if not r.ok else "not completed (too few nodes for a trusted pose)"}
@@ -519,7 +541,7 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     added, record = complete_frame_nodes(frame, r.pose, linked, camera=camera, board=board, micro=det.micro,
                                          devignetted=lambda _index: det.devignetted, rms_bound=det.rms_bound,
                                          pitch_px=(camera if grid_camera is None else grid_camera).grid.diameter_px,
-                                         fit_rendered=fit_rendered, single_views=True)
+                                         fit_rendered=fit_rendered, single_views=True, within_extent=r.relative_ids)
     return BapFeatures.concatenate([linked, added]), r, few, record
 
 
@@ -610,8 +632,9 @@ def _detect_frames(inp: _DetectInputs, args: argparse.Namespace, pupil: Any) -> 
             t_detect = time.perf_counter() - t0
             # Linked right away (frames are linked independently), so that the nodes its pose
             # predicts are fitted in the devignetted image still in memory.
-            linked_f, r, few, done.node_records[entry.frame] = link_frame(det, entry.frame, camera=camera, board=board,
-                                                                          fit_rendered=not args.invert_estimator)
+            linked_f, r, few, done.node_records[entry.frame] = link_frame(
+                det, entry.frame, camera=camera, board=board, fit_rendered=not args.invert_estimator,
+                relative_ids=entry.role is ImageRole.CALIBRATION)
             done.n_detected += len(det.features)
             done.parts.append(linked_f)
             if r is not None:
@@ -654,6 +677,7 @@ def _linking_records(done: _FramesDetected, linked: BapFeatures, *, board: Any, 
             "reason": (f"only {few} linked clusters (need >= {min_clusters} unless the image decides which part of the board they are)"
                        if few is not None else r.reason) if r else "no features",
             "image_decided": bool(r.image_decided) if r else False,
+            "relative_ids": bool(r.relative_ids) if r else False,
             "note": r.note if r else "",
             "rmse_px": float(r.rmse_px) if r and np.isfinite(r.rmse_px) else None,
             "n_clusters": int(r.n_clusters) if r else 0,
@@ -724,10 +748,13 @@ def run(args: argparse.Namespace) -> int:
                             formats=("png",))
     n_ok = doc["n_frames_linked"]
     n_single = sum(rec["linking"]["single_views"] for rec in per_frame)
+    n_relative = sum(bool(rec["linking"].get("relative_ids")) and bool(rec["linking"]["ok"]) for rec in per_frame)
     print(
         f"{len(obs.bap)} BAP features linked to nodes in {n_ok}/{len(frames)} frames "
         f"({int((~keep).sum())} unlinked dropped; {n_added} from predicted nodes"
         + (f", {n_single} of them single views: (u, v) only" if n_single else "")
+        + (f"; {n_relative} calibration frames with relative node ids: placements no image decides, which their poses take"
+           if n_relative else "")
         + f"), {len(obs.mic)} micro-image centres; "
         f"{doc['wall_time_s']:.1f} s; wrote {out}"
     )
@@ -983,8 +1010,8 @@ def _second_pass_frame(rec: dict[str, Any], inp: _SecondPassInputs, white: _Whit
     record: dict[str, Any]
     if linked_ok and pose is not None:
         added, record = complete_frame_nodes(frame, pose, known, camera=inp.calibrated, board=board, micro=white.micro,
-                                             devignetted=devignetted, rms_bound=rms, pitch_px=pitch,
-                                             fit_rendered=inp.fit_rendered, single_views=True)
+                                             devignetted=devignetted, rms_bound=rms, pitch_px=pitch, fit_rendered=inp.fit_rendered,
+                                             single_views=True, within_extent=bool(rec["linking"].get("relative_ids")))
         record["action"] = f"{record['action']} ({how})"
     elif not linked_ok and form == "stored":  # refused, its lone corners' or scene view's lattice linked
         links = _lone_links(first["lone_links"], inp.previous / "detection.json", frame, board.n_nodes)
@@ -1191,9 +1218,9 @@ def _relink_refused(image: np.ndarray, entry: Any, white: np.ndarray, *, pre: An
                        layout=pre.camera.mla.types, frame=entry.frame, pupil_vignetting=pupil_vignetting,
                        fit_rendered=fit_rendered, keep_images=True, pupil=pupil, natural=natural)
     linked, r, few, record = link_frame(det, entry.frame, camera=calibrated, board=board, fit_rendered=fit_rendered,
-                                        grid_camera=pre.camera)
+                                        grid_camera=pre.camera, relative_ids=entry.role is ImageRole.CALIBRATION)
     if r is None or not r.ok or few is not None:
         why = "no features" if r is None else (r.reason or f"only {few} linked nodes")
         return BapFeatures.empty(), {"action": "refused again", "reason": why}
     return linked.select(linked.node >= 0), {**record, "action": f"linked with the calibrated camera; {record['action']}",
-                                             "note": r.note}
+                                             "note": r.note, **({"relative_ids": True} if r.relative_ids else {})}
