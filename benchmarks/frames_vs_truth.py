@@ -9,7 +9,8 @@ barycentres, 15–108 px off at the telephoto's field edge); DETECTION is a ``pl
 output folder (``detection.json``, ``observations.npz``). Per frame: its distance, what detection
 said (linked, reason), the features and nodes linked and the nodes linked wrong (each node's
 barycentre against the nearest true pinhole projection; the board turned by 180° counted right,
-as ``benchmarks/link_frames.py`` does), and from the truth the nodes a corner appears in two or
+as ``benchmarks/link_frames.py`` does, and for a frame linked with relative ids any one rigid motion
+of the grid), and from the truth the nodes a corner appears in two or
 more micro-images for (``sim.groundtruth.FeatureOracle``: anywhere in the micro-image, however
 blurred). With ``--fit``, for frames linked partly or not at all, what the true camera and pose
 give the predict-and-fit path (``detect.nodes.predict_node_views``, ``detect_board_nodes`` on the
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 
 from plenocal.calib.extrinsics import board_symmetric_nodes, project_pinhole
+from plenocal.calib.linking import grid_motion
 from plenocal.io import read_camera_file, read_dataset
 from plenocal.io.dataset import FRAME_ROLES, ImageRole
 from plenocal.io.observations import read_observations
@@ -38,17 +40,22 @@ from plenocal.io.poses import read_poses
 from plenocal.sim.groundtruth import FeatureOracle
 
 
-def wrong_nodes(bap, camera, pose, board) -> tuple[int, int]:
+def wrong_nodes(bap, camera, pose, board, *, relative: bool = False) -> tuple[int, int]:
     """(nodes, features) linked to a node whose barycentre is nearer another node's true pinhole
-    projection, under the labelling (as is, or turned by 180°) that leaves fewer."""
+    projection, under the labelling (as is, or turned by 180°) that leaves fewer; for a frame
+    linked with relative ids, under the one rigid motion of the grid that takes most
+    (:func:`plenocal.calib.linking.grid_motion`)."""
     nodes = np.unique(bap.node)
     if not len(nodes):
         return 0, 0
     proj = project_pinhole(camera, pose, board.node_points())
     bary = np.array([[bap.u[bap.node == n].mean(), bap.v[bap.node == n].mean()] for n in nodes])
     near = np.argmin(np.hypot(*(bary[:, None] - proj[None]).transpose(2, 0, 1)), axis=1)
-    same = board_symmetric_nodes(nodes, columns=board.columns, rows=board.rows)
-    bad = min((near != same[0], near != same[1]), key=lambda b: int(b.sum()))
+    if relative:
+        bad = ~grid_motion(near, nodes, columns=board.columns)[1]
+    else:
+        same = board_symmetric_nodes(nodes, columns=board.columns, rows=board.rows)
+        bad = min((near != same[0], near != same[1]), key=lambda b: int(b.sum()))
     return int(bad.sum()), int(sum(int(np.sum(bap.node == n)) for n in nodes[bad]))
 
 
@@ -94,8 +101,10 @@ def main() -> int:
         views = np.bincount(oracle.board_features(board, pose).node, minlength=board.n_nodes)
         b = bap.select((bap.frame == f) & (bap.node >= 0))
         n_nodes = len(np.unique(b.node))
-        wrong = wrong_nodes(b, camera, pose, board)
+        relative = bool(rec["linking"].get("relative_ids"))
+        wrong = wrong_nodes(b, camera, pose, board, relative=relative)
         row = {"role": rec["role"], "distance_mm": float(pose.translation[2]), "linked": bool(rec["linking"]["ok"]),
+               "relative_ids": relative,
                "reason": rec["linking"]["reason"], "features": len(b), "nodes": n_nodes, "wrong_nodes": wrong[0],
                "wrong_features": wrong[1], "oracle_nodes_in_2_views": int((views >= 2).sum())}
         if args.fit and n_nodes < board.n_nodes:

@@ -131,6 +131,7 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
     from plenocal.io.camera import read_camera, read_camera_file
     from plenocal.io.dataset import read_dataset
     from plenocal.io.observations import read_observations
+    from plenocal.model.observations import Observations
     from plenocal.model.white import internal_parameters
 
     ds, out = work / "dataset", work / "out"
@@ -195,9 +196,12 @@ def run_prism(set_dir: Path, work: Path, *, reuse: bool) -> dict[str, Any]:
         obs_path = out / "detection" / "observations.npz"
     if obs_path.is_file() and pre is not None:
         obs = read_observations(obs_path)
-        res["linking"], res["detection"] = detection_vs_truth(obs, cam_t, poses_t, dataset, pre)
-        res["calibration_true_observations"] = calibrate_true_observations(obs, cam_t, poses_t, dataset, pre)
-        res["prism_departure"] = prism_departure(obs, cam_t, poses_t, dataset, pre)
+        relative = relative_frames(load(out / "detection" / "detection.json"), load(out / "detection-pass2" / "detection.json"))
+        res["linking"], res["detection"] = detection_vs_truth(obs, cam_t, poses_t, dataset, pre, relative)
+        # the truth's projections are taken at the detected (frame, lens, node): true ids only
+        absolute = Observations(obs.bap.select(~np.isin(obs.bap.frame, sorted(relative))), obs.mic, obs.positions)
+        res["calibration_true_observations"] = calibrate_true_observations(absolute, cam_t, poses_t, dataset, pre)
+        res["prism_departure"] = prism_departure(absolute, cam_t, poses_t, dataset, pre)
     # --- calibration
     rep = load(out / "calibration" / "report.json")
     if rep and (out / "calibration" / "camera.json").is_file():
@@ -359,7 +363,23 @@ def omega_at_lattice_centre(pre: dict[str, Any], truth: dict[str, Any]) -> dict[
                         for i, j in zip(order, by_f, strict=True)]}
 
 
-def detection_vs_truth(obs, cam_t, poses_t, dataset, pre) -> tuple[dict[str, Any], dict[str, Any]]:
+def relative_frames(*docs: dict[str, Any] | None) -> set[int]:
+    """Frames a detection.json (first or second pass) linked with relative node ids."""
+    out: set[int] = set()
+    for doc in docs:
+        for rec in (doc or {}).get("frames", []):
+            if (rec.get("linking") or {}).get("relative_ids") or (rec.get("second_pass") or {}).get("relative_ids"):
+                out.add(int(rec["frame"]))
+    return out
+
+
+def detection_vs_truth(obs, cam_t, poses_t, dataset, pre, relative: set[int] = frozenset()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Detection and linking against the truth; a frame in ``relative`` (linked with relative
+    ids) is linked right where its ids follow the one rigid motion of the grid that takes most of
+    its true ids (:func:`plenocal.calib.linking.grid_motion`), and its features are compared under
+    their true ids."""
+    from plenocal.calib.linking import grid_motion
+    from plenocal.model.observations import BapFeatures
     from plenocal.model.projection import micro_image_centres, micro_lens_centres, project_bap, virtual_points
 
     board = dataset.manifest.target
@@ -369,6 +389,7 @@ def detection_vs_truth(obs, cam_t, poses_t, dataset, pre) -> tuple[dict[str, Any
     # is nearest to the detected position.
     nodes = board.node_points(np.arange(board.n_nodes))
     true_node = np.full(len(bap), -1)
+    node = bap.node.copy()  # the linked ids, a relative frame's taken back to the true ones where they follow its motion
     for f in np.unique(bap.frame):
         sel = np.flatnonzero(bap.frame == f)
         if int(f) not in poses_t:
@@ -380,11 +401,15 @@ def detection_vs_truth(obs, cam_t, poses_t, dataset, pre) -> tuple[dict[str, Any
         d = np.hypot(pr[..., 0] - bap.u[sel, None], pr[..., 1] - bap.v[sel, None])
         true_node[sel] = np.argmin(d, axis=1)
         linked = bap.node[sel] >= 0
-        linking[str(int(f))] = {"linked": bool(linked.any()), "features": len(sel),
-                                "node_ids_correct": bool(np.all(bap.node[sel][linked] == true_node[sel][linked])) if linked.any() else None,
-                                "wrong_node_features": int(np.sum(linked & (bap.node[sel] != true_node[sel])))}
-    ok = (bap.node >= 0) & (bap.node == true_node)
+        if int(f) in relative and linked.any():
+            _, agree = grid_motion(true_node[sel][linked], bap.node[sel][linked], columns=board.columns)
+            node[sel[linked][agree]] = true_node[sel[linked][agree]]
+        linking[str(int(f))] = {"linked": bool(linked.any()), "features": len(sel), "relative_ids": int(f) in relative,
+                                "node_ids_correct": bool(np.all(node[sel][linked] == true_node[sel][linked])) if linked.any() else None,
+                                "wrong_node_features": int(np.sum(linked & (node[sel] != true_node[sel])))}
+    ok = (bap.node >= 0) & (node == true_node)
     b = bap.select(ok)
+    b = BapFeatures(**{**b.columns(), "node": true_node[ok]})
     P = np.concatenate([poses_t[int(f)].apply(board.node_points(b.node[b.frame == f])) for f in np.unique(b.frame)])
     order = np.concatenate([np.flatnonzero(b.frame == f) for f in np.unique(b.frame)])
     Pw = np.empty_like(P)

@@ -19,8 +19,9 @@ For each set (default ``../shared/validation/realoptics-r12b`` and ``prism-r12b`
    camera's central projection of the node's virtual point), −1 beyond (a spurious cluster).
    A frame is linked correctly when every linked cluster has its true node, or every one has
    the node of the board turned by 180° in its plane (the same corner positions: calibration
-   cannot tell, and the upright convention picks one); the features of clusters linked
-   otherwise are "wrong features".
+   cannot tell, and the upright convention picks one), or, for a calibration frame linked with
+   relative ids, every one has the node of one rigid motion of the grid; the features of
+   clusters linked otherwise are "wrong features".
 
 The code measured is the ``plenocal`` this script imports (run it with ``PYTHONPATH`` set to
 another checkout to time that one: ``--timing-only`` skips what older releases lack). Prints
@@ -46,6 +47,7 @@ from _common import machine
 
 import plenocal
 from plenocal.calib.extrinsics import cluster_barycentres, initial_extrinsics
+from plenocal.calib.linking import grid_motion
 from plenocal.cli.detect import LINK_MAX_RMSE_FRACTION
 from plenocal.detect.pipeline import detect_frame
 from plenocal.io import read_camera_file, read_dataset
@@ -104,8 +106,11 @@ def true_barycentres(set_dir: Path, board) -> dict[int, np.ndarray]:
     return out
 
 
-def judge(bary: np.ndarray, node: np.ndarray, sizes: np.ndarray, truth: np.ndarray, n_nodes: int) -> dict[str, Any]:
-    """Clusters against the truth: true node of each, and whether the linking is right."""
+def judge(bary: np.ndarray, node: np.ndarray, sizes: np.ndarray, truth: np.ndarray, n_nodes: int, *,
+          columns: int, relative: bool = False) -> dict[str, Any]:
+    """Clusters against the truth: true node of each, and whether the linking is right (for a
+    frame linked with relative ids: under the one rigid motion of the grid that takes most,
+    :func:`plenocal.calib.linking.grid_motion`)."""
     d = np.hypot(bary[:, None, 0] - truth[None, :, 0], bary[:, None, 1] - truth[None, :, 1])
     dn = np.hypot(truth[:, None, 0] - truth[None, :, 0], truth[:, None, 1] - truth[None, :, 1])
     np.fill_diagonal(dn, np.inf)
@@ -116,6 +121,11 @@ def judge(bary: np.ndarray, node: np.ndarray, sizes: np.ndarray, truth: np.ndarr
     wrong = {name: linked & (node != t) for name, t in (("as truth", true_node), ("turned 180°", turned))}
     label = min(wrong, key=lambda k: int(wrong[k].sum()))
     bad = wrong[label]
+    if relative:
+        both = linked & (true_node >= 0)
+        motion, agree = grid_motion(true_node[both], node[both], columns=columns)
+        label, bad = f"relative: turn {motion[0]}°, shift ({motion[1]}, {motion[2]})", linked & (true_node < 0)
+        bad[np.flatnonzero(both)[~agree]] = True
     return {
         "clusters": len(bary), "spurious_clusters": int((true_node < 0).sum()),
         "nodes_seen": int(np.unique(true_node[true_node >= 0]).size), "nodes_linked": int(linked.sum()),
@@ -154,11 +164,13 @@ def run_set(set_dir: Path, out: Path, *, repeats: int, timing_only: bool) -> dic
         view = getattr(det, "view", None)
         t0, c0 = time.perf_counter(), time.process_time()
         kw = {"views": {rec["frame"]: view}} if view is not None else {}
-        ext = initial_extrinsics(cf.camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, **kw)
+        ext = initial_extrinsics(cf.camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, **kw,
+                                 relative_frames=(rec["frame"],) if e.role is ImageRole.CALIBRATION else ())
         rec["link_s"] = time.perf_counter() - t0
         rec["link_cpu_s"] = time.process_time() - c0
         r = ext.frames[0] if ext.frames else None
         rec.update({"linked": bool(r is not None and r.ok), "reason": r.reason if r else "no features", "note": r.note if r else "",
+                    "relative_ids": bool(r is not None and r.relative_ids),
                     "linked_features": int((ext.bap.node >= 0).sum()) if ext.bap is not None and r is not None and r.ok else 0})
         if not timing_only and ext.bap is not None and len(det.features):
             f = ext.bap
@@ -166,7 +178,8 @@ def run_set(set_dir: Path, out: Path, *, repeats: int, timing_only: bool) -> dic
             node_of = dict(zip(f.cluster.tolist(), f.node.tolist(), strict=True))
             node = np.array([node_of[c] for c in uid.tolist()])
             sizes = np.array([(f.cluster == c).sum() for c in uid])
-            rec.update(judge(bary, node, sizes, truth[rec["frame"]], board.n_nodes))
+            rec.update(judge(bary, node, sizes, truth[rec["frame"]], board.n_nodes, columns=board.columns,
+                             relative=rec["relative_ids"]))
             rec["correct"] = rec["linked"] and rec["wrong_clusters"] == 0
         frames.append(rec)
     res: dict[str, Any] = {"set": str(set_dir), "n_frames": len(frames)}

@@ -58,18 +58,30 @@ def stage(argv: list[str], out: Path, *, reuse: bool) -> dict[str, float]:
             "children_cpu_s": (k1.children_user + k1.children_system) - (k0.children_user + k0.children_system)}
 
 
-def wrong_nodes(bap, truth) -> tuple[dict[int, int], dict[int, int]]:
-    """Per frame: features whose node is not the oracle's node of that (frame, k, l); and features
-    in a micro-lens where the oracle has no node."""
+def wrong_nodes(bap, truth, relative: set[int] = frozenset(), *, columns: int = 0) -> tuple[dict[int, int], dict[int, int]]:
+    """Per frame: features whose node is not the oracle's node of that (frame, k, l) — for a frame
+    in ``relative`` (linked with relative ids), not its node under the one rigid motion of the grid
+    that takes most (:func:`plenocal.calib.linking.grid_motion`, ``columns`` the board's); and
+    features in a micro-lens where the oracle has no node."""
+    from plenocal.calib.linking import grid_motion
+
     key = {(int(f), int(k), int(l)): int(n) for f, k, l, n in zip(truth.frame, truth.k, truth.l, truth.node, strict=True)}
     wrong: dict[int, int] = {}
     absent: dict[int, int] = {}
+    pairs: dict[int, list[tuple[int, int]]] = {}
     for f, k, l, n in zip(bap.frame, bap.k, bap.l, bap.node, strict=True):
         t = key.get((int(f), int(k), int(l)))
         if t is None:
             absent[int(f)] = absent.get(int(f), 0) + 1
+        elif int(f) in relative:
+            pairs.setdefault(int(f), []).append((t, int(n)))
         elif t != int(n):
             wrong[int(f)] = wrong.get(int(f), 0) + 1
+    for f, tn in pairs.items():
+        t, n = np.array(tn).T
+        bad = int((~grid_motion(t, n, columns=columns)[1]).sum())
+        if bad:
+            wrong[f] = bad
     return wrong, absent
 
 
@@ -109,9 +121,11 @@ def main() -> int:
     d2 = json.loads((det2 / "detection.json").read_text()) if (det2 / "detection.json").is_file() else None
     o1 = read_observations(det / "observations.npz").bap
     o2 = read_observations(det2 / "observations.npz").bap if d2 else o1
-    w1, a1 = wrong_nodes(o1, truth)
-    w2, a2 = wrong_nodes(o2, truth)
     board = dataset.manifest.target
+    relative = {int(r["frame"]) for d in (d1, d2) for r in (d or {}).get("frames", [])
+                if (r.get("linking") or {}).get("relative_ids") or (r.get("second_pass") or {}).get("relative_ids")}
+    w1, a1 = wrong_nodes(o1, truth, relative, columns=board.columns)
+    w2, a2 = wrong_nodes(o2, truth, relative, columns=board.columns)
     frames: dict[str, Any] = {}
     rec2 = {r["frame"]: r for r in (d2 or {}).get("frames", [])}
     true_camera = read_camera(ds / "ground_truth" / "camera.json")
