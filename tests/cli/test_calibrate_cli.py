@@ -260,3 +260,18 @@ def test_prior_is_used_and_reported(calibrated, truth, tmp_path, capsys):
     (q,) = json.loads((tmp_path / "far" / "report.json").read_text())["priors"]
     assert q["conflicts_with_data"] is True and q["conflict_sigma"] > 3
     assert read_camera_file(tmp_path / "far" / "camera.json").provenance["checks_failed"][0].startswith("prior F_mm=")
+
+
+def test_poses_name_the_frames_linked_with_relative_ids(calibrated, r12a_board, tmp_path):
+    """Observations whose frame 2 was linked with relative node ids: the calibration's poses.json
+    gives that frame's linked nodes' extent (what depth scaling takes for its board), no other's."""
+    from plenocal.io.poses import read_node_extents
+
+    base, _ = calibrated
+    obs = read_observations(base / "ds" / "observations.npz")
+    rel = write_observations(tmp_path / "obs.npz", Observations(obs.bap, obs.mic, obs.positions, relative_frames=(2,)))
+    out = tmp_path / "o"
+    assert main(["calibrate", str(base / "ds"), "-o", str(out), "--observations", str(rel),
+                 "--no-exit-pupil", "--no-depth-distortion"]) == 0
+    extent = obs.node_extent(2, columns=r12a_board.columns)
+    assert extent is not None and read_node_extents(out / "poses.json") == {2: extent}

@@ -53,6 +53,26 @@ def test_board_virtual_depths_put_each_line_of_sight_on_the_board_plane():
     assert on_wide.sum() > on.sum() and np.all(on_wide[on])
 
 
+def test_a_relative_frame_takes_only_its_linked_nodes_for_the_board():
+    """With a node extent (a frame linked with relative node ids) only the lines of sight that meet
+    the plane over those nodes' rows and columns, widened by the margin, count; the full extent's
+    result is the same as giving every node."""
+    cam = preset("r12-a", small=True).camera
+    k, l = cam.grid.lattice.all_indices()
+    R = _rotation(0.1, 0.05)
+    t = np.array([0.0, 0.0, 300.0]) - R @ np.array([BOARD.columns - 1, BOARD.rows - 1, 0.0]) * BOARD.square_mm / 2
+    pose = Pose(R, t)
+    on, ups = board_virtual_depths(cam, k, l, pose, BOARD)
+    full, _ = board_virtual_depths(cam, k, l, pose, BOARD, node_extent=(0, BOARD.columns - 1, 0, BOARD.rows - 1))
+    assert np.array_equal(on, full)
+    part, ups_part = board_virtual_depths(cam, k, l, pose, BOARD, node_extent=(2, 5, 1, 4))
+    assert 0 < part.sum() < on.sum() and np.all(on[part])
+    local = (points_from_virtual_depth(cam, k[part], l[part], ups_part[part]) - t) @ R
+    m, sq = 0.5 * BOARD.square_mm, BOARD.square_mm
+    assert np.all((local[:, 0] >= 2 * sq - m - 1e-9) & (local[:, 0] <= 5 * sq + m + 1e-9))
+    assert np.all((local[:, 1] >= 1 * sq - m - 1e-9) & (local[:, 1] <= 4 * sq + m + 1e-9))
+
+
 def _samples(rng: np.random.Generator, c: tuple[float, float], n_frames: int = 8) -> dict:
     out = {}
     for f, w0 in enumerate(np.linspace(0.07, 0.25, n_frames)):

@@ -218,6 +218,23 @@ def test_poses_round_trip_is_bit_exact(tmp_path: Path, r12a_poses):
     assert doc["poses"][15]["rotation"][0][1] == r12a_poses[15].rotation[0, 1]
 
 
+def test_poses_carry_the_node_extent_of_relative_frames(tmp_path: Path, r12a_poses):
+    """A frame linked with relative node ids keeps its pose and says which part of the board it
+    places (``node_extent``); the other frames say nothing; a bad extent is one line."""
+    from plenocal.io.poses import read_node_extents
+
+    path = write_poses(tmp_path / "poses.json", r12a_poses, node_extents={3: (1, 8, 0, 3)})
+    assert read_node_extents(path) == {3: (1, 8, 0, 3)}
+    assert np.array_equal(read_poses(path)[3].translation, r12a_poses[3].translation)
+    doc = json.loads(path.read_text())
+    assert doc["poses"][3]["relative_ids"] is True and "node_extent" not in doc["poses"][2]
+    assert read_node_extents(write_poses(tmp_path / "p2.json", r12a_poses)) == {}
+    doc["poses"][3]["node_extent"] = [8, 1, 0, 3]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputFileError, match=r"key 'poses\[3\].node_extent' must be \[first column"):
+        read_node_extents(path)
+
+
 def test_poses_bad_input(tmp_path: Path):
     path = write_poses(tmp_path / "poses.json", {0: Pose.identity(), 1: Pose.identity()})
     doc = json.loads(path.read_text())
@@ -275,6 +292,19 @@ def test_observations_npz_round_trip(tmp_path: Path):
         )
         assert data["bap_k"].dtype == np.int32 and data["bap_u"].dtype == np.float64
         assert str(data["positions"]) == "chief-ray"
+
+
+def test_observations_keep_their_relative_frames(tmp_path: Path):
+    """The frames linked with relative node ids survive the file (none in older files), and a
+    frame's linked nodes' extent is read from its node ids."""
+    obs = _observations()
+    rel = Observations(obs.bap, obs.mic, relative_frames=(1, 3))
+    back = read_observations(write_observations(tmp_path / "o.npz", rel))
+    assert back.relative_frames == (1, 3)
+    assert read_observations(write_observations(tmp_path / "p.npz", obs)).relative_frames == ()
+    nodes = back.bap.node[(back.bap.frame == 1) & (back.bap.node >= 0)]
+    c0, c1, r0, r1 = back.node_extent(1, columns=9)
+    assert (c0, c1, r0, r1) == ((nodes % 9).min(), (nodes % 9).max(), (nodes // 9).min(), (nodes // 9).max())
 
 
 def test_observations_empty_round_trip(tmp_path: Path):

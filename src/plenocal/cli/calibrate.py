@@ -42,6 +42,7 @@ import hashlib
 import math
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -509,6 +510,17 @@ def build_report(result: CalibrationResult, inputs: Inputs, *, wall_s: float, re
     return _finite(doc)
 
 
+def relative_extents(observations: Observations, poses: Mapping[int, Any], board: Any) -> dict[int, tuple[int, int, int, int]]:
+    """{frame: its linked nodes' columns and rows} of the posed frames linked with relative node
+    ids (``poses.json``'s ``node_extent``: where their pose places the printed board)."""
+    out = {}
+    for f in observations.relative_frames:
+        ext = observations.node_extent(f, columns=board.columns) if f in poses else None
+        if ext is not None:
+            out[f] = ext
+    return out
+
+
 def input_paths(args: argparse.Namespace, inputs: Inputs) -> list[Path]:
     """Every file and folder the command reads (for the output-folder check)."""
     return [inputs.dataset.folder, *inputs.dataset.files(), *inputs.files.values(),
@@ -618,7 +630,7 @@ def run(args: argparse.Namespace) -> int:
             write_camera(tmp / "camera.json", result.camera, internal_parameters=inputs.omega,
                          uncertainty=_finite(uncertainty), provenance=provenance,
                          model_field=_finite(field_json)),
-            write_poses(tmp / "poses.json", result.poses),
+            write_poses(tmp / "poses.json", result.poses, node_extents=relative_extents(inputs.observations, result.poses, board)),
             write_document(tmp / "report.json", report),
         ]
         if rows is not None:

@@ -28,7 +28,7 @@ from plenocal.io.atomic import atomic_folder
 from plenocal.io.camera import read_camera_file
 from plenocal.io.dataset import ImageEntry, ImageRole, read_dataset
 from plenocal.io.outputs import STAGE_RECORD, check_output_folder
-from plenocal.io.poses import read_poses
+from plenocal.io.poses import read_node_extents, read_poses
 
 HELP = "fit the depth matcher's bias in virtual depth on the calibration frames (depth scaling)"
 OUTPUTS = ("depth-scaling.json", STAGE_RECORD)
@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     camera = camera_file.camera
     field_radius_px = field_radius_of(camera_file)
     poses = read_poses(poses_path)
+    extents = read_node_extents(poses_path)  # frames linked with relative node ids: their linked part of the board
     entries: list[ImageEntry] = []
     whites: dict[int | None, ImageEntry] = {}
     skipped: dict[str, str] = {}
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         dv, weight = devignette(dataset.read_image(e), white_cache[w.path])
         assert e.frame is not None
         samples[e.frame] = board_samples(dv, weight, camera, poses[e.frame], board, kappa=kappa, f_number=e.f_number,
-                                         field_radius_px=field_radius_px)
+                                         field_radius_px=field_radius_px, node_extent=extents.get(e.frame))
         print(f"frame {e.frame}: {len(samples[e.frame][0])} board micro-images with a depth", flush=True)
     scaling = fit_depth_scaling(samples)
     wall = time.perf_counter() - t0

@@ -711,7 +711,9 @@ def run(args: argparse.Namespace) -> int:
     keep = _linking_records(done, linked, board=board, camera=camera)
     if not keep.any():
         raise InputFileError(dataset.folder / "manifest.json", no_frame_linked(board, per_frame, n_detected))
-    obs = Observations(linked.select(keep), inp.mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY)
+    relative = tuple(sorted(r.frame for r in done.statuses if r.ok and r.relative_ids and r.frame not in done.too_few))
+    obs = Observations(linked.select(keep), inp.mic, POSITIONS_AS_SEEN if args.no_pupil_vignetting else POSITIONS_CHIEF_RAY,
+                       relative_frames=relative)
     doc = {
         "format": "plenocal-detection",
         "version": 1,
@@ -1080,7 +1082,9 @@ def run_second_pass(args: argparse.Namespace) -> int:
                 n_added_calibration += len(added) if inp.entries[int(rec["frame"])].role is ImageRole.CALIBRATION else 0
     bap = BapFeatures.concatenate(parts)
     n_added = len(bap) - len(prev_obs.bap)
-    obs = Observations(bap, prev_obs.mic, prev_obs.positions)
+    relinked = {int(rec["frame"]) for rec in frames if (rec.get("second_pass") or {}).get("relative_ids")
+                and (rec.get("second_pass") or {}).get("added_features")}
+    obs = Observations(bap, prev_obs.mic, prev_obs.positions, tuple(sorted(set(prev_obs.relative_frames) | relinked)))
     doc["n_bap"] = len(bap)
     doc["n_frames_linked"] = len({int(f) for f in np.unique(bap.frame)})
     doc["second_pass"] = {"camera": str(args.camera), "poses": str(args.poses), "previous": str(inp.previous),

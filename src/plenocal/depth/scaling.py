@@ -92,7 +92,8 @@ real-optics R12-B translation frames: σ 0.07–0.19 %, none flagged."""
 
 def board_virtual_depths(camera: PlenopticCamera, k: NDArray[np.int64], l: NDArray[np.int64], pose: Pose, board: Checkerboard, *,
                          margin_squares: float = FIT_MARGIN_SQUARES,
-                         iterations: int = PLANE_ITERATIONS) -> tuple[NDArray[np.bool_], FloatArray]:
+                         iterations: int = PLANE_ITERATIONS,
+                         node_extent: tuple[int, int, int, int] | None = None) -> tuple[NDArray[np.bool_], FloatArray]:
     """Where each micro-image's line of sight meets the board plane, as a virtual depth.
 
     The line of sight of micro-image (k, l) is the curve of :func:`points_from_virtual_depth` as υ
@@ -102,6 +103,9 @@ def board_virtual_depths(camera: PlenopticCamera, k: NDArray[np.int64], l: NDArr
     Parameters
     ----------
     k, l : (N,) micro-lens indices; pose : board → camera (mm); board : its inner corners' extent.
+    node_extent : (first column, last column, first row, last row) of the nodes to take as the
+        board's extent instead of all of them (a frame linked with relative node ids: only its
+        linked nodes are known to lie on the printed board, :func:`plenocal.io.poses.read_node_extents`).
 
     Returns
     -------
@@ -128,9 +132,10 @@ def board_virtual_depths(camera: PlenopticCamera, k: NDArray[np.int64], l: NDArr
             ups = virtual_depth_of_points(camera, hit, k, l)
         local = (hit - t) @ R
     m = margin_squares * sq
+    c0, c1, r0, r1 = node_extent if node_extent is not None else (0, board.columns - 1, 0, board.rows - 1)
     ok = np.isfinite(ups) & np.all(np.isfinite(local), axis=1)
     loc = np.where(ok[:, None], local, 0.0)
-    on = (ok & (loc[:, 0] >= -m) & (loc[:, 0] <= width + m) & (loc[:, 1] >= -m) & (loc[:, 1] <= height + m)
+    on = (ok & (loc[:, 0] >= c0 * sq - m) & (loc[:, 0] <= c1 * sq + m) & (loc[:, 1] >= r0 * sq - m) & (loc[:, 1] <= r1 * sq + m)
           & (np.abs(np.where(ok, ups, 0.0)) >= MIN_ABS_VIRTUAL_DEPTH))
     return on, np.where(ok, ups, np.nan)
 
@@ -493,11 +498,12 @@ def fit_depth_scaling(samples: Mapping[int, tuple[FloatArray, ...]], *,
 def board_samples(devignetted: NDArray, weight: NDArray, camera: PlenopticCamera, pose: Pose, board: Checkerboard, *,
                   kappa: float, f_number: float | None = None,
                   distance_range_mm: tuple[float, float] | None = None,
-                  field_radius_px: float | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+                  field_radius_px: float | None = None,
+                  node_extent: tuple[int, int, int, int] | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """One calibration frame's samples for :func:`fit_depth_scaling`: the micro-images that see the
     board (:func:`board_virtual_depths`) matched and aggregated as ``plenocal depth`` does (only
     those: the others are not matched; none beyond ``field_radius_px``, the model's field), with the
-    board plane's w and depth.
+    board plane's w and depth; ``node_extent`` as :func:`board_virtual_depths`'s.
 
     Returns
     -------
@@ -507,7 +513,7 @@ def board_samples(devignetted: NDArray, weight: NDArray, camera: PlenopticCamera
     from plenocal.depth.matching import depth_map
 
     k_all, l_all = camera.grid.lattice.all_indices()
-    on, ups_true = board_virtual_depths(camera, k_all, l_all, pose, board)
+    on, ups_true = board_virtual_depths(camera, k_all, l_all, pose, board, node_extent=node_extent)
     vd = depth_map(devignetted, weight, camera, kappa=kappa, f_number=f_number, distance_range_mm=distance_range_mm, subset=on,
                    field_radius_px=field_radius_px)
     ok = vd.ok & on

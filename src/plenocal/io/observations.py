@@ -35,6 +35,8 @@ def _arrays(obs: Observations) -> dict[str, np.ndarray]:
     out = {f"bap_{c}": getattr(obs.bap, c) for c in BAP_COLUMNS}
     out.update({f"mic_{c}": getattr(obs.mic, c) for c in MIC_COLUMNS})
     out["positions"] = np.array(obs.positions)
+    if obs.relative_frames:
+        out["relative_frames"] = np.array(sorted(obs.relative_frames), dtype=np.int32)
     return out
 
 
@@ -47,6 +49,17 @@ def _positions(p: Path, data: np.lib.npyio.NpzFile) -> str:
     if value not in POSITIONS:
         raise InputFileError(p, f"'positions' must be one of {list(POSITIONS)}, got {value or a!r}")
     return value
+
+
+def _relative_frames(p: Path, data: np.lib.npyio.NpzFile) -> tuple[int, ...]:
+    """The frames linked with relative node ids (:attr:`Observations.relative_frames`); none in
+    files written before the record."""
+    if "relative_frames" not in data.files:
+        return ()
+    a = data["relative_frames"]
+    if a.ndim != 1 or a.dtype.kind not in "iu":
+        raise InputFileError(p, f"array 'relative_frames' must be 1-D integers, got shape {a.shape}, dtype {a.dtype}")
+    return tuple(int(f) for f in a)
 
 
 def write_observations(path: str | Path, observations: Observations) -> Path:
@@ -102,9 +115,10 @@ def read_observations(path: str | Path) -> Observations:
             n_mic = _column(p, data, "mic_k", None).shape[0]
             mic = {c: _column(p, data, f"mic_{c}", n_mic) for c in MIC_COLUMNS}
             positions = _positions(p, data)
+            relative = _relative_frames(p, data)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
         raise InputFileError(p, f"not a readable .npz archive ({str(exc).splitlines()[0][:100]})") from None
-    obs = Observations(BapFeatures(**bap), MicroImageCentres(**mic), positions)
+    obs = Observations(BapFeatures(**bap), MicroImageCentres(**mic), positions, relative)
     validate_observations(obs, p)
     return obs
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -49,16 +50,41 @@ def read_poses(path: str | Path) -> dict[int, Pose]:
     return out
 
 
-def write_poses(path: str | Path, poses: dict[int, Pose]) -> Path:
+def read_node_extents(path: str | Path) -> dict[int, tuple[int, int, int, int]]:
+    """The ``node_extent`` of the poses whose frame was linked with relative node ids (``{frame:
+    (first column, last column, first row, last row)}``, :func:`write_poses`); empty when none."""
+    p = Path(path)
+    f = read_document(p, POSES_FORMAT)
+    entries = f.raw("poses")
+    out: dict[int, tuple[int, int, int, int]] = {}
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        if not isinstance(entry, dict) or "node_extent" not in entry:
+            continue
+        e = Fields(p, entry, f"poses[{i}]")
+        ext = e.raw("node_extent")
+        if not (isinstance(ext, list) and len(ext) == 4 and all(isinstance(x, int) and x >= 0 for x in ext)
+                and ext[0] <= ext[1] and ext[2] <= ext[3]):
+            raise e.error("node_extent", "must be [first column, last column, first row, last row], non-negative integers")
+        out[e.integer("frame", minimum=0)] = (ext[0], ext[1], ext[2], ext[3])
+    return out
+
+
+def write_poses(path: str | Path, poses: dict[int, Pose], *,
+                node_extents: Mapping[int, tuple[int, int, int, int]] | None = None) -> Path:
     """Write ``{frame: cam_from_world}`` as ``poses.json`` (sorted by frame), atomically.
 
     Floats are written with ``repr`` precision: reading back gives bit-identical arrays.
+    ``node_extents``: for frames linked with relative node ids, the rows and columns of their
+    linked nodes, the only part of the board their pose places on the printed one (``relative_ids``
+    and ``node_extent`` in the entry; :func:`read_node_extents`).
     """
+    extents = node_extents or {}
     entries = [
         {
             "frame": int(frame),
             "rotation": [floats(row) for row in poses[frame].rotation],
             "translation_mm": floats(poses[frame].translation),
+            **({"relative_ids": True, "node_extent": [int(x) for x in extents[frame]]} if frame in extents else {}),
         }
         for frame in sorted(poses)
     ]
@@ -67,4 +93,4 @@ def write_poses(path: str | Path, poses: dict[int, Pose]) -> Path:
     )
 
 
-__all__ = ["read_poses", "write_poses"]
+__all__ = ["read_node_extents", "read_poses", "write_poses"]

@@ -138,12 +138,17 @@ class Observations:
 
     ``positions`` says what the features' (u, v) are (one of :data:`POSITIONS`): chief-ray
     positions (the default, and what files without the record are taken to hold), as seen by
-    plenocal's estimator, or libpleno's template fit.
+    plenocal's estimator, or libpleno's template fit. ``relative_frames``: the frames whose node
+    ids are the board's only up to a whole-square shift and a turn in its plane (calibration
+    frames no image could place on the board, :attr:`plenocal.calib.extrinsics.Linking.relative_ids`):
+    only their linked nodes' rows and columns are known to lie on the printed board
+    (:meth:`node_extent`).
     """
 
     bap: BapFeatures
     mic: MicroImageCentres
     positions: str = POSITIONS_CHIEF_RAY
+    relative_frames: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.positions not in POSITIONS:
@@ -152,3 +157,12 @@ class Observations:
     @property
     def frames(self) -> NDArray[np.int32]:
         return np.unique(self.bap.frame)
+
+    def node_extent(self, frame: int, *, columns: int) -> tuple[int, int, int, int] | None:
+        """(first column, last column, first row, last row) of ``frame``'s linked nodes (node id =
+        row·columns + column), or None when it has none."""
+        nodes = self.bap.node[(self.bap.frame == frame) & (self.bap.node >= 0)]
+        if not len(nodes):
+            return None
+        row, col = np.divmod(nodes.astype(np.int64), columns)
+        return int(col.min()), int(col.max()), int(row.min()), int(row.max())
