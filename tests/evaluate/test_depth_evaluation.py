@@ -33,6 +33,20 @@ def test_points_on_a_tilted_board_are_found_and_their_distance_measured():
     assert e["median_signed_percent"] == pytest.approx(100 * 2.0 / np.median(pts[inside, 2]), rel=0.05)
 
 
+def test_a_relative_frame_is_judged_over_its_linked_nodes_only():
+    """A frame linked with relative node ids: only the points over its linked nodes' rows and
+    columns (and the margin) count as on the board; all the nodes' extent is the default."""
+    pose = Pose.from_rotvec([0.3, -0.2, 0.05], [-40.0, -20.0, 400.0])
+    pts = _points_on(pose, offset_mm=2.0)
+    every, _ = on_board(pts, pose, BOARD, node_extent=(0, 8, 0, 4))
+    np.testing.assert_array_equal(every, on_board(pts, pose, BOARD)[0])
+    inside, _ = on_board(pts, pose, BOARD, node_extent=(2, 5, 1, 3))
+    local = (pts - pose.translation) @ pose.rotation
+    expected = (local[:, 0] >= 10) & (local[:, 0] <= 60) & (local[:, 1] >= 0) & (local[:, 1] <= 40)
+    np.testing.assert_array_equal(inside, expected)
+    assert plane_errors(pts, pose, BOARD, node_extent=(2, 5, 1, 3))["n_points"] == int(expected.sum()) < int(every.sum())
+
+
 def test_displacements_by_pair_and_sequence():
     depth = {100: 450.0, 101: 501.0, 102: 549.0, 200: 300.0}
     disp = {100: 0.0, 101: 50.0, 102: 100.0, 200: 0.0}

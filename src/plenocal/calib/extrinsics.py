@@ -389,10 +389,11 @@ def link_barycentres(
        reference takes the top-left barycentre for node 0.) With ``relative`` the frame is
        linked instead, by the first of them (least |roll|, then the first offset), and its ids
        marked relative (:attr:`Linking.relative_ids`): for a frame whose pose is free — a
-       calibration frame — the placements differ by a rigid motion of the board's plane, which
-       the pose takes, so its features constrain the intrinsics exactly as the true labelling's
-       would. Not for frames whose poses must share one origin (a translation sequence), nor
-       where the board's extent is read (the depth evaluation's on-board points).
+       calibration or evaluation frame — the placements differ by a rigid motion of the board's
+       plane, which the pose takes, so its features constrain the intrinsics exactly as the true
+       labelling's would. Not for frames whose poses must share one origin (a translation
+       sequence); where the board's extent is read, only the linked nodes' rows and columns are
+       known to be on it (:meth:`plenocal.model.observations.Observations.node_extent`).
 
     Parameters
     ----------
@@ -487,7 +488,7 @@ def relative_ids_note(why: str) -> str:
     """The note of a frame linked with relative ids, from why its labelling is undecided (a
     refusal's text, :func:`_ambiguous_labelling`, or the upright convention's)."""
     why = why.removeprefix("ambiguous labelling: ").split("; the upright convention needs")[0]
-    return (f"node ids relative ({why}): linked by the first placement; a calibration frame's free pose takes the "
+    return (f"node ids relative ({why}): linked by the first placement; the frame's free pose takes the "
             "whole-square shift or turn between them, so its features constrain the camera as the true labelling's do")
 
 
@@ -630,8 +631,8 @@ def init_frame(
     view : ViewSampler, optional
         The frame's scene view, for linking (:func:`link_barycentres`).
     relative_ids : bool
-        The frame's pose is free (a calibration frame): an ambiguous labelling is linked with
-        relative ids (:func:`link_barycentres`'s ``relative``).
+        The frame's pose is free (a calibration or evaluation frame): an ambiguous labelling is
+        linked with relative ids (:func:`link_barycentres`'s ``relative``).
 
     Returns
     -------
@@ -689,7 +690,7 @@ def initial_extrinsics(
     ``cluster`` ids are linked here, with the frame's scene view from ``views`` when given
     (:func:`link_barycentres`). Frames that cannot be initialised are reported in ``frames``
     (``ok=False`` with a reason) and left out of ``poses``. Frames in ``relative_frames`` (free
-    poses: calibration frames) are linked with relative ids where the labelling is ambiguous
+    poses: calibration and evaluation frames) are linked with relative ids where the labelling is ambiguous
     (:func:`init_frame`).
 
     Returns

@@ -219,7 +219,7 @@ def frames_with_too_few_nodes(linked: BapFeatures, status: dict[int, Any], board
 
     With few clusters a wrong labelling of a symmetric board fits as well as the right one (PnP
     has the freedom): such frames are not linked unless the image decided which part of the
-    board they are, or their ids are relative (a calibration frame: :func:`link_frame`); nor are
+    board they are, or their ids are relative (:data:`RELATIVE_ROLES`, :func:`link_frame`); nor are
     they completed by prediction (a wrong pose would predict wrong nodes)."""
     out: dict[int, int] = {}
     for frame in np.unique(linked.frame):
@@ -499,7 +499,7 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     or its corners neither link the frame nor leave a lattice for the second pass, by its lone
     corners and those clusters (:func:`link_lone_corners`).
     ``grid_camera``: the camera whose micro-image grid the detection used (default ``camera``).
-    ``relative_ids``: the frame's pose is free (a calibration frame), so a labelling of its
+    ``relative_ids``: the frame's pose is free (:data:`RELATIVE_ROLES`), so a labelling of its
     clusters that neither the barycentres, the image nor the upright convention decides links it
     with relative ids (:func:`~plenocal.calib.extrinsics.link_barycentres`), as does a labelling
     of fewer nodes than :func:`nodes_needed` asks of an undecided one — both only when they link
@@ -634,7 +634,7 @@ def _detect_frames(inp: _DetectInputs, args: argparse.Namespace, pupil: Any) -> 
             # predicts are fitted in the devignetted image still in memory.
             linked_f, r, few, done.node_records[entry.frame] = link_frame(
                 det, entry.frame, camera=camera, board=board, fit_rendered=not args.invert_estimator,
-                relative_ids=entry.role is ImageRole.CALIBRATION)
+                relative_ids=entry.role in RELATIVE_ROLES)
             done.n_detected += len(det.features)
             done.parts.append(linked_f)
             if r is not None:
@@ -755,13 +755,19 @@ def run(args: argparse.Namespace) -> int:
         f"{len(obs.bap)} BAP features linked to nodes in {n_ok}/{len(frames)} frames "
         f"({int((~keep).sum())} unlinked dropped; {n_added} from predicted nodes"
         + (f", {n_single} of them single views: (u, v) only" if n_single else "")
-        + (f"; {n_relative} calibration frames with relative node ids: placements no image decides, which their poses take"
+        + (f"; {n_relative} frames with relative node ids: placements no image decides, which their poses take"
            if n_relative else "")
         + f"), {len(obs.mic)} micro-image centres; "
         f"{doc['wall_time_s']:.1f} s; wrote {out}"
     )
     return 0
 
+
+RELATIVE_ROLES = (ImageRole.CALIBRATION, ImageRole.EVALUATION)
+"""The frames that may be linked with relative node ids (:func:`link_frame`): those whose pose is
+free — calibration frames, and evaluation frames, whose pose the evaluation estimates again with
+the intrinsics fixed and whose depth it compares with the plane over their linked nodes
+(``node_extent``). Not translation frames: a sequence's poses share one origin."""
 
 MIN_CLUSTERS_TO_RELINK = 5
 """A refused frame is detected again in the second pass only if its first pass found at least this
@@ -1222,7 +1228,7 @@ def _relink_refused(image: np.ndarray, entry: Any, white: np.ndarray, *, pre: An
                        layout=pre.camera.mla.types, frame=entry.frame, pupil_vignetting=pupil_vignetting,
                        fit_rendered=fit_rendered, keep_images=True, pupil=pupil, natural=natural)
     linked, r, few, record = link_frame(det, entry.frame, camera=calibrated, board=board, fit_rendered=fit_rendered,
-                                        grid_camera=pre.camera, relative_ids=entry.role is ImageRole.CALIBRATION)
+                                        grid_camera=pre.camera, relative_ids=entry.role in RELATIVE_ROLES)
     if r is None or not r.ok or few is not None:
         why = "no features" if r is None else (r.reason or f"only {few} linked nodes")
         return BapFeatures.empty(), {"action": "refused again", "reason": why}

@@ -248,9 +248,13 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
         if f not in poses:
             per_frame[str(f)] = {"n_points": len(pts), "pose": "none (no linked features)"}
             continue
-        per_frame[str(f)] = plane_errors(pts, poses[f], dataset.manifest.target)
+        board = dataset.manifest.target
+        extent = observations.node_extent(f, columns=board.columns) if f in observations.relative_frames else None
+        per_frame[str(f)] = plane_errors(pts, poses[f], board, node_extent=extent)
+        if extent is not None:  # linked with relative node ids: only its linked nodes are known to be on the board
+            per_frame[str(f)]["node_extent"] = list(extent)
         if kl is not None:
-            per_frame[str(f)] |= board_coverage(camera, poses[f], dataset.manifest.target, *kl)
+            per_frame[str(f)] |= board_coverage(camera, poses[f], board, *kl, node_extent=extent)
         depth_of_board = measured_board_depth(per_frame[str(f)])
         if depth_of_board is not None:
             board_depth[f] = depth_of_board

@@ -34,21 +34,27 @@ outer inner corners)."""
 
 
 def on_board(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard, *,
-             margin_squares: float = BOARD_MARGIN_SQUARES) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+             margin_squares: float = BOARD_MARGIN_SQUARES,
+             node_extent: tuple[int, int, int, int] | None = None) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
     """Which points (N, 3, camera frame) lie over the printed board, and their signed distance to
-    its plane along its normal (mm; ``pose`` maps board to camera coordinates)."""
+    its plane along its normal (mm; ``pose`` maps board to camera coordinates). ``node_extent``
+    (first column, last column, first row, last row): the nodes to take for the board's extent
+    instead of all of them (a frame linked with relative node ids,
+    :meth:`plenocal.model.observations.Observations.node_extent`)."""
     local = pose.inverse().apply(points_mm)  # board frame
-    m = margin_squares * board.square_mm
-    w, h = (board.columns - 1) * board.square_mm, (board.rows - 1) * board.square_mm
-    inside = (local[:, 0] >= -m) & (local[:, 0] <= w + m) & (local[:, 1] >= -m) & (local[:, 1] <= h + m)
+    sq = board.square_mm
+    m = margin_squares * sq
+    c0, c1, r0, r1 = node_extent if node_extent is not None else (0, board.columns - 1, 0, board.rows - 1)
+    inside = (local[:, 0] >= c0 * sq - m) & (local[:, 0] <= c1 * sq + m) & (local[:, 1] >= r0 * sq - m) & (local[:, 1] <= r1 * sq + m)
     return inside, local[:, 2]
 
 
-def plane_errors(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard) -> dict[str, float | int]:
+def plane_errors(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard, *,
+                 node_extent: tuple[int, int, int, int] | None = None) -> dict[str, float | int]:
     """Distance of the on-board points to the board plane, relative to their depth: median of the
     absolute and of the signed value (%), 90th percentile of the absolute, the fraction within 1 %,
-    the board depth (median z, mm) and the number of points."""
-    inside, dist = on_board(points_mm, pose, board)
+    the board depth (median z, mm) and the number of points (``node_extent`` as :func:`on_board`'s)."""
+    inside, dist = on_board(points_mm, pose, board, node_extent=node_extent)
     z = points_mm[inside, 2]
     rel = 100.0 * dist[inside] / np.where(z != 0, z, np.nan)
     if not inside.any():
@@ -60,16 +66,17 @@ def plane_errors(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard
 
 
 def board_coverage(camera: PlenopticCamera, pose: Pose, board: Checkerboard, k: NDArray[np.int64],
-                   l: NDArray[np.int64]) -> dict[str, float | int]:
+                   l: NDArray[np.int64], *, node_extent: tuple[int, int, int, int] | None = None) -> dict[str, float | int]:
     """How much of the board got a depth: of the micro-images whose line of sight meets the printed
     board (:func:`plenocal.depth.scaling.board_virtual_depths`, the inner corners' extent and
     :data:`BOARD_MARGIN_SQUARES` more), the fraction with a point (``k``, ``l`` of the point cloud).
     Untextured micro-images (inside a square) count as not covered: this is the board's coverage,
-    not the textured micro-images' of ``benchmarks/depth.py``."""
+    not the textured micro-images' of ``benchmarks/depth.py``. ``node_extent`` as :func:`on_board`'s."""
     from plenocal.depth.scaling import board_virtual_depths
 
     k_all, l_all = camera.grid.lattice.all_indices()
-    seen, _ = board_virtual_depths(camera, k_all, l_all, pose, board, margin_squares=BOARD_MARGIN_SQUARES)
+    seen, _ = board_virtual_depths(camera, k_all, l_all, pose, board, margin_squares=BOARD_MARGIN_SQUARES,
+                                   node_extent=node_extent)
     have = np.isin(lens_keys(k_all[seen], l_all[seen]), lens_keys(k, l))
     return {"board_micro_images": int(seen.sum()), "board_coverage": float(have.mean()) if seen.any() else 0.0}
 

@@ -139,8 +139,8 @@ class Observations:
     ``positions`` says what the features' (u, v) are (one of :data:`POSITIONS`): chief-ray
     positions (the default, and what files without the record are taken to hold), as seen by
     plenocal's estimator, or libpleno's template fit. ``relative_frames``: the frames whose node
-    ids are the board's only up to a whole-square shift and a turn in its plane (calibration
-    frames no image could place on the board, :attr:`plenocal.calib.extrinsics.Linking.relative_ids`):
+    ids are the board's only up to a whole-square shift and a turn in its plane (calibration and
+    evaluation frames no image could place on the board, :attr:`plenocal.calib.extrinsics.Linking.relative_ids`):
     only their linked nodes' rows and columns are known to lie on the printed board
     (:meth:`node_extent`).
     """
