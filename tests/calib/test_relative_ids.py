@@ -11,7 +11,7 @@ from plenocal.calib.residuals import Residuals
 from plenocal.calib.solver import levenberg_marquardt
 from plenocal.calib.synthetic import perturbed_camera, synthetic_observations
 from plenocal.model.geometry import Pose
-from plenocal.model.observations import BapFeatures, Observations
+from plenocal.model.observations import BapFeatures
 
 
 def test_a_frame_relabelled_by_a_shift_gives_the_same_intrinsics(r12a_truth, r12a_poses, r12a_board):

@@ -62,7 +62,7 @@ def test_a_relative_frame_takes_only_its_linked_nodes_for_the_board():
     R = _rotation(0.1, 0.05)
     t = np.array([0.0, 0.0, 300.0]) - R @ np.array([BOARD.columns - 1, BOARD.rows - 1, 0.0]) * BOARD.square_mm / 2
     pose = Pose(R, t)
-    on, ups = board_virtual_depths(cam, k, l, pose, BOARD)
+    on, _ = board_virtual_depths(cam, k, l, pose, BOARD)
     full, _ = board_virtual_depths(cam, k, l, pose, BOARD, node_extent=(0, BOARD.columns - 1, 0, BOARD.rows - 1))
     assert np.array_equal(on, full)
     part, ups_part = board_virtual_depths(cam, k, l, pose, BOARD, node_extent=(2, 5, 1, 4))
