@@ -19,8 +19,8 @@ For each set (default ``../shared/validation/realoptics-r12b`` and ``prism-r12b`
    camera's central projection of the node's virtual point), −1 beyond (a spurious cluster).
    A frame is linked correctly when every linked cluster has its true node, or every one has
    the node of the board turned by 180° in its plane (the same corner positions: calibration
-   cannot tell, and the upright convention picks one), or, for a calibration frame linked with
-   relative ids, every one has the node of one rigid motion of the grid; the features of
+   cannot tell, and the upright convention picks one), or, for a calibration or evaluation frame
+   linked with relative ids, every one has the node of one rigid motion of the grid; the features of
    clusters linked otherwise are "wrong features".
 
 The code measured is the ``plenocal`` this script imports (run it with ``PYTHONPATH`` set to
@@ -48,7 +48,7 @@ from _common import machine
 import plenocal
 from plenocal.calib.extrinsics import cluster_barycentres, initial_extrinsics
 from plenocal.calib.linking import grid_motion
-from plenocal.cli.detect import LINK_MAX_RMSE_FRACTION
+from plenocal.cli.detect import LINK_MAX_RMSE_FRACTION, RELATIVE_ROLES
 from plenocal.detect.pipeline import detect_frame
 from plenocal.io import read_camera_file, read_dataset
 from plenocal.io.dataset import FRAME_ROLES, ImageRole
@@ -165,7 +165,7 @@ def run_set(set_dir: Path, out: Path, *, repeats: int, timing_only: bool) -> dic
         t0, c0 = time.perf_counter(), time.process_time()
         kw = {"views": {rec["frame"]: view}} if view is not None else {}
         ext = initial_extrinsics(cf.camera, det.features, board, max_rmse_fraction=LINK_MAX_RMSE_FRACTION, **kw,
-                                 relative_frames=(rec["frame"],) if e.role is ImageRole.CALIBRATION else ())
+                                 relative_frames=(rec["frame"],) if e.role in RELATIVE_ROLES else ())
         rec["link_s"] = time.perf_counter() - t0
         rec["link_cpu_s"] = time.process_time() - c0
         r = ext.frames[0] if ext.frames else None
