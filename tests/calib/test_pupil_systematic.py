@@ -35,6 +35,28 @@ def test_an_estimated_pupil_gives_the_regression_times_its_systematic():
     assert exit_pupil_systematic(_estimated(priors=[user])) is None
 
 
+def test_every_other_parameter_gets_its_own_sigma_through_e():
+    """Not only the scale moves with e: the principal point does too (the tilted Tessar render:
+    u0 −26 px from e = 0 to 10 mm). Estimated e: each parameter's regression times 10 mm, in its
+    own unit; e left out: the probe's change within the whites' range."""
+    doc = _estimated()
+    doc["correlation"]["names"].append("u0_px")
+    m = doc["correlation"]["matrix"]
+    for row, r in zip(m, (0.1, 0.1, 0.4), strict=True):
+        row.append(r)
+    m.append([0.1, 0.1, 0.4, 1.0])
+    doc["parameters"]["u0_px"] = {"value": 2033.0, "std": 1.5}
+    s = exit_pupil_systematic(doc)
+    assert s is not None and s.absolute == pytest.approx({"u0_px": 0.4 * 1.5 / 1.10 * EXIT_PUPIL_SYSTEMATIC_MM})
+    assert "u0_px" not in s.relative and "exit_pupil_mm" not in s.absolute
+    pupil = {"kept": False, "values": {"exit_pupil_mm": 12.9}, "white_slope": {"with": -0.0222, "without": -0.0073, "margin": 0.01},
+             "scale_probe": {"exit_pupil_mm": 10.0, "F_change_percent": -1.17, "D_change_percent": -1.3, "converged": True,
+                             "changes": {"F_mm": -0.58, "u0_px": -25.7, "theta_x_rad": 1.6e-4}}}
+    s = exit_pupil_systematic({"model_selection": {"exit_pupil": pupil}})
+    factor = whites_pupil_range(pupil) / 10.0
+    assert s is not None and s.absolute == pytest.approx({"u0_px": 25.7 * factor, "theta_x_rad": 1.6e-4 * factor})
+
+
 def test_a_pupil_left_out_gives_the_probe_within_the_whites_range():
     """The field-corrector render at f/5.66 (thin lenslets): e = 12.9 mm left out by the whites
     (−2.2 % with it, −0.7 % without), the probe's e = 10 mm moving F −1.17 %, D −1.3 %."""

@@ -718,9 +718,12 @@ def _choose_model(observations: Observations, initial: PlenopticCamera, board: C
         extra_s += probe.timings_s["total"]
         F0, F1 = chosen.camera.main_lens.focal_length_mm, probe.camera.main_lens.focal_length_mm
         D0, D1 = chosen.camera.D_mm, probe.camera.D_mm
+        before = {p.name: p.value for p in chosen.parameters() if not p.frozen}
         evidence["exit_pupil"] = evidence["exit_pupil"] | {"scale_probe": {
             "exit_pupil_mm": EXIT_PUPIL_PROBE_MM, "F_mm": F1, "D_mm": D1, "converged": probe.converged,
-            "F_change_percent": 100.0 * (F1 / F0 - 1.0), "D_change_percent": 100.0 * (D1 / D0 - 1.0)}}
+            "F_change_percent": 100.0 * (F1 / F0 - 1.0), "D_change_percent": 100.0 * (D1 / D0 - 1.0),
+            # every other parameter's change too (pupil_systematic: their σ through e)
+            "changes": {p.name: p.value - before[p.name] for p in probe.parameters() if p.name in before}}}
         if probe.converged and opt.white_radius_slope_mm:
             # what the whites say of the probe's pupil (pupil_systematic.whites_pupil_range)
             evidence["exit_pupil"]["white_slope"] = white_slope_record(

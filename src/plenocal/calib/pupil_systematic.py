@@ -1,20 +1,23 @@
-"""How far the scale (F, D) rests on an exit pupil the images place badly: a systematic σ.
+"""How far the scale (F, D), and every other intrinsic, rests on an exit pupil the images place
+badly: a systematic σ.
 
 The calibrated F and D move with the main lens's exit pupil e (docs/model.md, "The exit pupil"),
 which images through real micro-lenses place only to ~10 mm (:data:`EXIT_PUPIL_SYSTEMATIC_MM`),
 or not at all. Three cases, from a calibration ``report.json`` (its ``model_selection``,
 ``parameters`` and ``correlation``):
 
-- **e estimated by the data** (kept, no prior of the user's on it): F's and D's regressions on e in
-  the calibration's covariance (ρ_qe·σ_q/σ_e mm per mm of e) times :data:`EXIT_PUPIL_SYSTEMATIC_MM`;
+- **e estimated by the data** (kept, no prior of the user's on it): each parameter's regression on
+  e in the calibration's covariance (ρ_qe·σ_q/σ_e per mm of e) times :data:`EXIT_PUPIL_SYSTEMATIC_MM`;
 - **e left out of a lens the data show not to be thin**, where calibration moved e to
-  :data:`plenocal.calib.calibrate.EXIT_PUPIL_PROBE_MM` behind H′ to see (``scale_probe``): F's and
-  D's changes there, scaled to the range of e the white images allow when they favour e = 0 over
-  the pupil the images chose or the probe's (:func:`whites_pupil_range`);
+  :data:`plenocal.calib.calibrate.EXIT_PUPIL_PROBE_MM` behind H′ to see (``scale_probe``): each
+  parameter's change there, scaled to the range of e the white images allow when they favour
+  e = 0 over the pupil the images chose or the probe's (:func:`whites_pupil_range`);
 - otherwise (a thin lens, e given by the user): none.
 
-The verdict words it (:func:`plenocal.viz.verdict.exit_pupil_scale_findings`); the calibration
-writes it beside the data's σ (``std_exit_pupil`` of F_mm, D_mm and D_centre_mm).
+F's and D's are relative (``relative``), the others' in their own units (``absolute``): the
+principal point moves with e too (the tilted Tessar R12-A render: u0 −26 px from e = 0 to 10 mm).
+The verdict words the scale's (:func:`plenocal.viz.verdict.exit_pupil_scale_findings`); the
+calibration writes every one beside the data's σ (``std_exit_pupil``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ class PupilSystematic:
 
     kind: str
     relative: dict[str, float] = field(default_factory=dict)
+    absolute: dict[str, float] = field(default_factory=dict)
+    """The other parameters' systematic σ in their own units (px, mm, rad, …)."""
     slope_mm_per_mm: float = float("nan")
     """F's change per mm of e (regression)."""
     whites_range_mm: float | None = None
@@ -101,7 +106,9 @@ def exit_pupil_systematic(doc: Mapping[str, Any]) -> PupilSystematic | None:
         rel = {"F_mm": abs(float(probe["F_change_percent"])) / 100.0 * factor}
         if _finite(probe.get("D_change_percent")):
             rel["D_mm"] = abs(float(probe["D_change_percent"])) / 100.0 * factor
-        return PupilSystematic("whites" if factor < 1.0 else "probe", _with_lattice_centre(rel, params),
+        changes = probe.get("changes") if isinstance(probe.get("changes"), Mapping) else {}
+        absolute = {str(n): abs(float(v)) * factor for n, v in changes.items() if n not in _SCALE and _finite(v)}
+        return PupilSystematic("whites" if factor < 1.0 else "probe", _with_lattice_centre(rel, params), absolute,
                                whites_range_mm=whites if factor < 1.0 else None)
     F, e = params.get("F_mm"), params.get("exit_pupil_mm")
     if not (isinstance(pupil, Mapping) and pupil.get("kept") and isinstance(F, Mapping) and isinstance(e, Mapping)) \
@@ -112,22 +119,30 @@ def exit_pupil_systematic(doc: Mapping[str, Any]) -> PupilSystematic | None:
     if "exit_pupil_mm" not in names:
         return None
     rel: dict[str, float] = {}
+    absolute: dict[str, float] = {}
     slope_F = float("nan")
     try:
         ie = names.index("exit_pupil_mm")
-        for name in ("F_mm", "D_mm"):
+        for i, name in enumerate(names):
             q = params.get(name)
-            if name not in names or not isinstance(q, Mapping):
+            if name in ("exit_pupil_mm", "D_centre_mm") or not isinstance(q, Mapping) or q.get("frozen") or not _finite(q.get("std")):
                 continue
-            slope = float(corr["matrix"][names.index(name)][ie]) * float(q["std"]) / float(e["std"])
-            rel[name] = abs(slope) * EXIT_PUPIL_SYSTEMATIC_MM / abs(float(q["value"]))
+            slope = float(corr["matrix"][i][ie]) * float(q["std"]) / float(e["std"])
+            if name in _SCALE:
+                rel[name] = abs(slope) * EXIT_PUPIL_SYSTEMATIC_MM / abs(float(q["value"]))
+            elif np.isfinite(slope):
+                absolute[name] = abs(slope) * EXIT_PUPIL_SYSTEMATIC_MM
             if name == "F_mm":
                 slope_F = slope
     except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError):
         return None
     if "F_mm" not in rel or not all(np.isfinite(v) for v in rel.values()):
         return None
-    return PupilSystematic("regression", _with_lattice_centre(rel, params), slope_mm_per_mm=slope_F)
+    return PupilSystematic("regression", _with_lattice_centre(rel, params), absolute, slope_mm_per_mm=slope_F)
+
+
+_SCALE = ("F_mm", "D_mm", "D_centre_mm", "exit_pupil_mm")
+"""The parameters :class:`PupilSystematic` gives relative σ (the scale) or none (e itself)."""
 
 
 def _with_lattice_centre(rel: dict[str, float], params: Mapping[str, Any]) -> dict[str, float]:

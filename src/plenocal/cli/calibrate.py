@@ -28,7 +28,7 @@ printed and kept in ``report.json`` and ``camera.json`` (``pupil``).
 
 Outputs: ``OUT/camera.json`` (with Ω, ``uncertainty`` {name: Jacobian σ, ``std_frames``: {name: jackknife σ},
 ``std_lenslets``: {d, f_i: σ of their paraxial values when the whites show refractive micro-lenses},
-``std_exit_pupil``: {F, D: σ through an exit pupil the images place badly}} and ``provenance``),
+``std_exit_pupil``: {name: σ through an exit pupil the images place badly}} and ``provenance``),
 ``OUT/poses.json``, ``OUT/report.json`` (``docs/formats.md``) and, with ``--ablation-table``,
 ``OUT/ablation.json`` and ``OUT/ablation.md`` (paper Table ablation: configurations 1–8 and
 NOUR). A parameter table is printed to stdout.
@@ -500,9 +500,12 @@ def build_report(result: CalibrationResult, inputs: Inputs, *, wall_s: float, re
         doc["lenslets"] = lenslets
         for name, sd in lenslets["systematic"].items():
             doc["parameters"][name]["std_lenslets"] = sd
-    pupil = exit_pupil_systematic(doc)  # how far F and D rest on a pupil the images place badly
+    pupil = exit_pupil_systematic(doc)  # how far the intrinsics rest on a pupil the images place badly
     for name, rel in (pupil.relative.items() if pupil is not None else ()):
         doc["parameters"][name]["std_exit_pupil"] = rel * abs(float(doc["parameters"][name]["value"]))
+    for name, sd in (pupil.absolute.items() if pupil is not None else ()):
+        if name in doc["parameters"]:
+            doc["parameters"][name]["std_exit_pupil"] = sd
     timings: dict[str, Any] = dict(cast("dict[str, float]", rep["timings_s"]))
     timings["read_inputs"] = read_s
     doc["timings_s"] = timings
