@@ -106,9 +106,10 @@ def exit_pupil_systematic(doc: Mapping[str, Any]) -> PupilSystematic | None:
         rel = {"F_mm": abs(float(probe["F_change_percent"])) / 100.0 * factor}
         if _finite(probe.get("D_change_percent")):
             rel["D_mm"] = abs(float(probe["D_change_percent"])) / 100.0 * factor
-        changes = probe.get("changes") if isinstance(probe.get("changes"), Mapping) else {}
-        absolute = {str(n): abs(float(v)) * factor for n, v in changes.items() if n not in _SCALE and _finite(v)}
-        return PupilSystematic("whites" if factor < 1.0 else "probe", _with_lattice_centre(rel, params), absolute,
+        changes = probe.get("changes")
+        moved = {str(n): abs(float(v)) * factor for n, v in changes.items() if n not in _SCALE and _finite(v)} \
+            if isinstance(changes, Mapping) else {}
+        return PupilSystematic("whites" if factor < 1.0 else "probe", _with_lattice_centre(rel, params), moved,
                                whites_range_mm=whites if factor < 1.0 else None)
     F, e = params.get("F_mm"), params.get("exit_pupil_mm")
     if not (isinstance(pupil, Mapping) and pupil.get("kept") and isinstance(F, Mapping) and isinstance(e, Mapping)) \
