@@ -505,9 +505,8 @@ def link_frame(det: Any, frame: int, *, camera: Any, board: Any, fit_rendered: b
     of fewer nodes than :func:`nodes_needed` asks of an undecided one — both only when they link
     :data:`~plenocal.calib.extrinsics.MIN_RELATIVE_NODE_FRACTION` of the board's nodes (a frame
     refused for fewer is tried by its scene view's or lone corners' lattice, as before); such a
-    frame is completed
-    only inside its linked nodes' rows and columns. Its lone corners are not linked that way: their
-    lattice of noisy points needs the image's decision as a check."""
+    frame is completed only inside its linked nodes' rows and columns. Its lone corners are not
+    linked that way: their lattice of noisy points needs the image's decision as a check."""
     r = None
     if len(det.features):
         views = {frame: det.view} if det.view is not None else None
