@@ -244,6 +244,31 @@ def test_evaluate_puts_the_point_clouds_against_the_board_planes_and_the_displac
     assert ev["displacements"]["n_pairs"] == n_trans * (n_trans - 1) // 2
 
 
+def test_a_depth_frame_posed_without_blur_is_not_judged(demo, tmp_path):
+    """A translation frame whose features have no ρ (single views, near the MLA's conjugate) is
+    posed by its corners' perspective alone: its points are not put against that plane, nor its
+    board depth in the displacements; the others are as before."""
+    from plenocal.cli.evaluate import POSE_WITHOUT_DEPTH
+    from plenocal.io.observations import read_observations, write_observations
+    from plenocal.model.observations import BapFeatures, Observations
+
+    dataset, out = demo
+    ds = read_dataset(dataset)
+    trans = sorted(int(e.frame) for e in ds.manifest.images if e.role.value == "translation")
+    obs = read_observations(out / "detection" / "observations.npz")
+    cols = obs.bap.columns()
+    cols["rho"] = np.where(obs.bap.frame == trans[0], np.nan, obs.bap.rho)
+    flat = write_observations(tmp_path / "obs.npz", Observations(BapFeatures(**cols), obs.mic, obs.positions))
+    assert main(["evaluate", str(dataset), "--camera", str(out / "calibration" / "camera.json"), "--poses",
+                 str(out / "calibration" / "poses.json"), "--observations", str(flat), "--depth", str(out / "depth"),
+                 "-o", str(tmp_path / "ev")]) == 0
+    ev = json.loads((tmp_path / "ev" / "report.json").read_text())["depth"]
+    assert ev["frames"][str(trans[0])] == {"n_points": ev["frames"][str(trans[0])]["n_points"], "pose": POSE_WITHOUT_DEPTH}
+    n = len(trans) - 1
+    assert ev["displacements"]["n_pairs"] == n * (n - 1) // 2
+    assert all(trans[0] not in p["frames"] for p in ev["displacements"]["pairs"])
+
+
 def test_evaluate_depth_refuses_a_missing_or_broken_depth_folder(demo, tmp_path, capsys):
     """``evaluate --depth`` on a folder without depth.json, or with a broken PLY: exit 2, one line
     naming the file, nothing written."""

@@ -214,6 +214,14 @@ def translation_section(camera: PlenopticCamera, dataset: Dataset, observations:
     return {"translation": out}, res.poses
 
 
+POSE_WITHOUT_DEPTH = (f"not judged: fewer than {MIN_FEATURES_WITH_BLUR} of its features have a blur radius ρ, so its pose "
+                      "places the board's plane by the perspective of its corners alone (a translation frame so is left "
+                      "out of ε_z too); its points are not put against that plane nor its board depth in the displacements")
+"""A depth frame's record when its pose has no measured depth (:func:`plenocal.evaluate.translation.frames_without_depth`):
+the Tessar R12-A render's single-view frame near the MLA's conjugate plane was posed 12 mm apart
+from two starts, its Jacobian σ 0.15 mm."""
+
+
 def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Observations, folder: Path,
                   where: Path, *, poses: Mapping[int, Pose]) -> dict[str, Any]:
     """``depth``: each depth frame's points against its board plane (pose re-estimated from its
@@ -235,6 +243,8 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
     except DataError as exc:
         raise DataError(f"{where}: depth frames {missing}: {exc}") from None
     poses = {**poses, **(res.poses if res is not None else {})}
+    # a pose fitted to (u, v) alone places the board's plane by the perspective of a few points
+    flat = set(frames_without_depth(observations.bap.rho, observations.bap.frame, frames))
     per_frame: dict[str, Any] = {}
     board_depth: dict[int, float] = {}
     for f in frames:
@@ -247,6 +257,9 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
             raise InputFileError(ply_path, f"cannot read the point cloud ({exc}); run 'plenocal depth' again") from None
         if f not in poses:
             per_frame[str(f)] = {"n_points": len(pts), "pose": "none (no linked features)"}
+            continue
+        if f in flat:
+            per_frame[str(f)] = {"n_points": len(pts), "pose": POSE_WITHOUT_DEPTH}
             continue
         board = dataset.manifest.target
         extent = observations.node_extent(f, columns=board.columns) if f in observations.relative_frames else None
