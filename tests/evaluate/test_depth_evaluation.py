@@ -106,10 +106,10 @@ def test_a_board_where_no_micro_image_measures_depth_has_no_board_depth():
     from plenocal.evaluate.depth import NO_BOARD_DEPTH, measured_board_depth
 
     near = {"n_points": 109, "board_depth_mm": 356.8, "board_micro_images": 0, "board_coverage": 0.0}
-    assert measured_board_depth(near) is None and near["board_depth"] == NO_BOARD_DEPTH
-    assert measured_board_depth({"n_points": 5513, "board_depth_mm": 355.2, "board_micro_images": 10918}) == 355.2
-    assert measured_board_depth({"n_points": 40, "board_depth_mm": 300.0}) == 300.0  # no (k, l) in the cloud: kept
-    assert measured_board_depth({"n_points": 0}) is None
+    assert measured_board_depth(near) == (None, NO_BOARD_DEPTH) and "board_depth" not in near  # the record is not written
+    assert measured_board_depth({"n_points": 5513, "board_depth_mm": 355.2, "board_micro_images": 10918}) == (355.2, None)
+    assert measured_board_depth({"n_points": 40, "board_depth_mm": 300.0}) == (300.0, None)  # no (k, l) in the cloud: kept
+    assert measured_board_depth({"n_points": 0}) == (None, None)
     depths = {f: d for f, d in ((200, 345.0), (201, None), (202, 365.0)) if d is not None}
     pairs = displacement_errors(depths, {200: 0.0, 201: 10.0, 202: 20.0}, {200: 0, 201: 0, 202: 0})["pairs"]
     assert [p["frames"] for p in pairs] == [[200, 202]]

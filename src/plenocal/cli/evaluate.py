@@ -268,7 +268,9 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
             per_frame[str(f)]["node_extent"] = list(extent)
         if kl is not None:
             per_frame[str(f)] |= board_coverage(camera, poses[f], board, *kl, node_extent=extent)
-        depth_of_board = measured_board_depth(per_frame[str(f)])
+        depth_of_board, why_none = measured_board_depth(per_frame[str(f)])
+        if why_none is not None:
+            per_frame[str(f)]["board_depth"] = why_none
         if depth_of_board is not None:
             board_depth[f] = depth_of_board
     entries = {int(e.frame): e for e in dataset.manifest.with_role(ImageRole.TRANSLATION)

@@ -85,16 +85,16 @@ NO_BOARD_DEPTH = ("none: the board lies where no micro-image can measure a depth
                   "plane conjugate to the MLA); left out of the displacements")
 
 
-def measured_board_depth(frame: dict[str, Any]) -> float | None:
-    """A frame's board depth for the displacements (its ``board_depth_mm``), or None — and the
-    frame's record says why (``board_depth``) — when its whole board lies where the virtual depth is
+def measured_board_depth(frame: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """A frame's board depth for the displacements (its record's ``board_depth_mm``) and why there
+    is none: (None, :data:`NO_BOARD_DEPTH`) when its whole board lies where the virtual depth is
     not estimable (``board_micro_images`` 0, :func:`board_coverage`): its points there are stray
     matches. The Tessar R12-A render's translation frames at 365 and 385 mm (277 and 109 such
-    points, −2.5 % and −7.4 % off the plane) made the mean displacement error 13.3 % instead of 1.15 %."""
+    points, −2.5 % and −7.4 % off the plane) made the mean displacement error 13.3 % instead of
+    1.15 %. (None, None) without points."""
     if frame.get("board_micro_images", 1) == 0:
-        frame["board_depth"] = NO_BOARD_DEPTH
-        return None
-    return float(frame["board_depth_mm"]) if frame.get("n_points") else None
+        return None, NO_BOARD_DEPTH
+    return (float(frame["board_depth_mm"]) if frame.get("n_points") else None), None
 
 
 def displacement_errors(board_depth_mm: Mapping[int, float], displacement_mm: Mapping[int, float],
