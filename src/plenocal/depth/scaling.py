@@ -131,11 +131,9 @@ def board_virtual_depths(camera: PlenopticCamera, k: NDArray[np.int64], l: NDArr
             hit = a + s[:, None] * (b - a)
             ups = virtual_depth_of_points(camera, hit, k, l)
         local = (hit - t) @ R
-    m = margin_squares * sq
-    c0, c1, r0, r1 = node_extent if node_extent is not None else (0, board.columns - 1, 0, board.rows - 1)
     ok = np.isfinite(ups) & np.all(np.isfinite(local), axis=1)
     loc = np.where(ok[:, None], local, 0.0)
-    on = (ok & (loc[:, 0] >= c0 * sq - m) & (loc[:, 0] <= c1 * sq + m) & (loc[:, 1] >= r0 * sq - m) & (loc[:, 1] <= r1 * sq + m)
+    on = (ok & board.covers(loc, margin_squares=margin_squares, node_extent=node_extent)
           & (np.abs(np.where(ok, ups, 0.0)) >= MIN_ABS_VIRTUAL_DEPTH))
     return on, np.where(ok, ups, np.nan)
 

@@ -42,11 +42,7 @@ def on_board(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard, *,
     instead of all of them (a frame linked with relative node ids,
     :meth:`plenocal.model.observations.Observations.node_extent`)."""
     local = pose.inverse().apply(points_mm)  # board frame
-    sq = board.square_mm
-    m = margin_squares * sq
-    c0, c1, r0, r1 = node_extent if node_extent is not None else (0, board.columns - 1, 0, board.rows - 1)
-    inside = (local[:, 0] >= c0 * sq - m) & (local[:, 0] <= c1 * sq + m) & (local[:, 1] >= r0 * sq - m) & (local[:, 1] <= r1 * sq + m)
-    return inside, local[:, 2]
+    return board.covers(local, margin_squares=margin_squares, node_extent=node_extent), local[:, 2]
 
 
 def plane_errors(points_mm: NDArray[np.float64], pose: Pose, board: Checkerboard, *,

@@ -34,6 +34,17 @@ class Checkerboard:
     def n_nodes(self) -> int:
         return self.columns * self.rows
 
+    def covers(self, local_xy: ArrayLike, *, margin_squares: float,
+               node_extent: tuple[int, int, int, int] | None = None) -> NDArray[np.bool_]:
+        """Which board-frame points (N, ≥ 2: x, y first, mm) lie within the nodes' extent widened by
+        ``margin_squares`` on every side; ``node_extent`` (first column, last column, first row,
+        last row) takes those nodes' extent instead of all of them (a frame linked with relative
+        node ids: only its linked nodes are known to lie on the printed board)."""
+        xy = np.asarray(local_xy, dtype=np.float64)
+        c0, c1, r0, r1 = node_extent if node_extent is not None else (0, self.columns - 1, 0, self.rows - 1)
+        sq, m = self.square_mm, margin_squares * self.square_mm
+        return (xy[:, 0] >= c0 * sq - m) & (xy[:, 0] <= c1 * sq + m) & (xy[:, 1] >= r0 * sq - m) & (xy[:, 1] <= r1 * sq + m)
+
     def node_points(self, nodes: ArrayLike | None = None) -> NDArray[np.float64]:
         """World coordinates of nodes, shape (N, 3) (all nodes when ``nodes`` is None)."""
         n = np.arange(self.n_nodes) if nodes is None else np.asarray(nodes, dtype=np.int64)
