@@ -740,11 +740,11 @@ def grid_motion(truth: IntArray, linked: IntArray, *, columns: int) -> tuple[tup
     tr, tc = np.divmod(np.asarray(truth, dtype=np.int64), columns)
     lr, lc = np.divmod(np.asarray(linked, dtype=np.int64), columns)
     best: tuple[tuple[int, int, int], NDArray[np.bool_]] = ((0, 0, 0), np.zeros(len(tr), dtype=bool))
+    if not len(tr):
+        return best
     for turn, m in GRID_TURNS.items():
         dc = lc - (m[0, 0] * tc + m[0, 1] * tr)
         dr = lr - (m[1, 0] * tc + m[1, 1] * tr)
-        if not len(dc):
-            break
         pairs, counts = np.unique(np.stack([dc, dr], axis=1), axis=0, return_counts=True)
         shift = pairs[np.argmax(counts)]
         agree = (dc == shift[0]) & (dr == shift[1])

@@ -749,7 +749,7 @@ def run(args: argparse.Namespace) -> int:
                             formats=("png",))
     n_ok = doc["n_frames_linked"]
     n_single = sum(rec["linking"]["single_views"] for rec in per_frame)
-    n_relative = sum(bool(rec["linking"].get("relative_ids")) and bool(rec["linking"]["ok"]) for rec in per_frame)
+    n_relative = len(obs.relative_frames)
     print(
         f"{len(obs.bap)} BAP features linked to nodes in {n_ok}/{len(frames)} frames "
         f"({int((~keep).sum())} unlinked dropped; {n_added} from predicted nodes"

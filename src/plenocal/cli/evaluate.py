@@ -244,7 +244,9 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
         raise DataError(f"{where}: depth frames {missing}: {exc}") from None
     poses = {**poses, **(res.poses if res is not None else {})}
     # a pose fitted to (u, v) alone places the board's plane by the perspective of a few points
-    flat = set(frames_without_depth(observations.bap.rho, observations.bap.frame, frames))
+    linked = observations.bap.select(observations.bap.node >= 0)  # as the translation section counts them
+    flat = set(frames_without_depth(linked.rho, linked.frame, frames))
+    board = dataset.manifest.target
     per_frame: dict[str, Any] = {}
     board_depth: dict[int, float] = {}
     for f in frames:
@@ -261,7 +263,6 @@ def depth_section(camera: PlenopticCamera, dataset: Dataset, observations: Obser
         if f in flat:
             per_frame[str(f)] = {"n_points": len(pts), "pose": POSE_WITHOUT_DEPTH}
             continue
-        board = dataset.manifest.target
         extent = observations.node_extent(f, columns=board.columns) if f in observations.relative_frames else None
         per_frame[str(f)] = plane_errors(pts, poses[f], board, node_extent=extent)
         if extent is not None:  # linked with relative node ids: only its linked nodes are known to be on the board
