@@ -154,3 +154,85 @@ def lit_image_radius_px(camera: RealOpticsCamera, *, f_number: float | None = No
     if len(below) == 0:
         return math.inf
     return float(radii[below[0]] / scale / s)
+
+
+def _unlimited_table(camera: RealOpticsCamera) -> NDArray[np.float64]:
+    """The whole main lens, in lens coordinates, with unlimited apertures (a geometric ray)."""
+    table = camera.lens_table().copy()
+    table[:, 4] = np.inf
+    return np.ascontiguousarray(table)
+
+
+def feature_chief_rays_px(camera: RealOpticsCamera, points_cam: NDArray[np.float64], k: NDArray[np.integer],
+                          l: NDArray[np.integer]) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]]:
+    """Where the paper's model puts a BAP feature, traced through the real main lens: the real ray
+    from each object point that reaches its lenslet's front principal point H_k, continued from
+    H′_k with the same direction to the sensor (the lenslet's nodal points; for thin lenslets the
+    straight line through the lens centre, eq:bapprojm's (u, v)).
+
+    No image and no detector: the chief-ray positions a perfect detector would report, so that
+    what a calibration makes of them is the main lens's doing alone (``docs/model.md``, "What
+    moves the exit pupil"). Newton's method on the ray's direction tangents, started from the
+    thin-lens equivalent's ray, as :func:`chief_ray_directions`.
+
+    Parameters
+    ----------
+    points_cam : ndarray, shape (N, 3)
+        Object points, camera frame (z > 0, in front of the lens).
+    k, l : ndarray of int, shape (N,)
+        Each point's lenslet.
+
+    Returns
+    -------
+    uv : ndarray, shape (N, 2)
+        Sensor positions, px (the thin camera's principal point and pixel size).
+    ok : ndarray of bool, shape (N,)
+        Newton converged within :data:`STOP_TOLERANCE_MM` of H_k.
+    vignetted : ndarray of bool, shape (N,)
+        The ray is clipped by a clear semi-diameter or the stop: it carries no light, but is still
+        where the model's (u, v) is.
+    """
+    P = np.asarray(points_cam, dtype=np.float64).reshape(-1, 3)
+    H, Hp = camera.lenslet_principal_points(np.asarray(k), np.asarray(l))
+    table = _unlimited_table(camera)
+    start = np.stack([P[:, 0], P[:, 1], camera.h_z - P[:, 2]], axis=1)
+    # the thin-lens equivalent's ray: from the virtual point through H_k, back to the plane of H′,
+    # whose height the ray from P has on the plane of H
+    F = camera.thin.main_lens.focal_length_mm
+    zp = -camera.separation_mm  # H′, camera frame
+    virtual = P * (-F / (P[:, 2] - F))[:, None]
+    virtual[:, 2] += zp
+    t = (zp - virtual[:, 2]) / (H[:, 2] - virtual[:, 2])
+    y = virtual[:, :2] + t[:, None] * (H[:, :2] - virtual[:, :2])
+    a = (y[:, 0] - P[:, 0]) / P[:, 2]
+    b = (y[:, 1] - P[:, 1]) / P[:, 2]
+
+    def miss(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]]:
+        d = np.stack([a, b, np.ones_like(a)], axis=1)
+        ok, q, dl = trace_rays(table, start, d, True)
+        qc = np.stack([q[:, 0], q[:, 1], camera.h_z - q[:, 2]], axis=1)
+        dc = np.stack([dl[:, 0], dl[:, 1], -dl[:, 2]], axis=1)
+        s = (H[:, 2] - qc[:, 2]) / dc[:, 2]
+        return qc[:, :2] + s[:, None] * dc[:, :2] - H[:, :2], ok, dc
+
+    h = NEWTON_STEP
+    ok = np.zeros(len(P), dtype=bool)
+    for _ in range(NEWTON_ITERATIONS):
+        f, ok0, _ = miss(a, b)
+        fa, oka, _ = miss(a + h, b)
+        fb, okb, _ = miss(a, b + h)
+        J = np.stack([(fa - f) / h, (fb - f) / h], axis=2)
+        det = J[:, 0, 0] * J[:, 1, 1] - J[:, 0, 1] * J[:, 1, 0]
+        good = ok0 & oka & okb & (det != 0.0)
+        det = np.where(good, det, 1.0)
+        a = np.where(good, a - (J[:, 1, 1] * f[:, 0] - J[:, 0, 1] * f[:, 1]) / det, a)
+        b = np.where(good, b - (-J[:, 1, 0] * f[:, 0] + J[:, 0, 0] * f[:, 1]) / det, b)
+        ok = good
+    f, ok0, dc = miss(a, b)
+    ok = ok & ok0 & (np.hypot(f[:, 0], f[:, 1]) <= STOP_TOLERANCE_MM)
+    s = (camera.sensor_z_mm - Hp[:, 2]) / dc[:, 2]
+    X = Hp + s[:, None] * dc
+    px = camera.thin.sensor.pixel_size_mm
+    u0, v0 = camera.thin.sensor.principal_point_px
+    lit, _, _ = trace_rays(camera.lens_table(), start, np.stack([a, b, np.ones_like(a)], axis=1), True)
+    return np.stack([u0 - X[:, 0] / px, v0 - X[:, 1] / px], axis=1), ok, ok & ~lit
