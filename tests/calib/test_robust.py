@@ -112,10 +112,13 @@ def test_result_checks(r12a_calibration):
     assert result_problems(res, nominal_focal_length_mm=None) == []
     far = result_problems(res, nominal_focal_length_mm=100.0)
     assert len(far) == 1 and far[0].startswith("F = 49.") and "-50 % from the nominal 100 mm" in far[0]
-    # not converged: any stage
-    stages = {**res.stages, "robust_0": {**res.stages["robust_0"], "converged": False, "termination": "cap"}}
+    # not converged: any stage but a warm-up (the robust stage's loose first round)
+    stages = {**res.stages, "robust_1": {**res.stages["robust_1"], "converged": False, "termination": "cap"}}
     bad = dataclasses.replace(res, stages=stages)
-    assert not bad.converged and result_problems(bad, nominal_focal_length_mm=50.0) == ["not converged: stage robust_0 (cap)"]
+    assert not bad.converged and result_problems(bad, nominal_focal_length_mm=50.0) == ["not converged: stage robust_1 (cap)"]
+    assert res.stages["robust_0"]["warm_up"]
+    warm = {**res.stages, "robust_0": {**res.stages["robust_0"], "converged": False, "termination": "cap"}}
+    assert dataclasses.replace(res, stages=warm).converged
     # one or two frames; a σ that could not be computed
     one = dataclasses.replace(res, poses={0: res.poses[0]})
     assert "calibrated from 1 frame(s)" in result_problems(one, nominal_focal_length_mm=50.0)[0]

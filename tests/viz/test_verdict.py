@@ -423,3 +423,19 @@ def test_a_pupil_the_white_images_left_out_is_judged_within_their_range():
     (f,) = exit_pupil_scale_findings({"model_selection": {"exit_pupil": pupil}})
     assert f.level == "warning" and "the camera with e = 10.0 mm was -2.1 % from it" in f.text and "±4.3 mm" in f.text
     assert "F is known to about ±1.4 %" in f.text
+
+
+def test_a_warm_up_at_its_budget_is_not_a_warning():
+    """The robust stage's loose first round stops at its iteration budget by design
+    (``CalibrationOptions.warmup_iterations``): no finding; any other stage that did not converge
+    is a warning."""
+    from plenocal.viz.verdict import calibration_findings
+
+    stages = {"robust_0": {"converged": False, "termination": "maximum number of iterations reached (safety net)",
+                           "warm_up": True},
+              "robust_1": {"converged": True}}
+    found, _ = calibration_findings({"converged": True, "stages": stages})
+    assert not [f for f in found if "did not converge" in f.text]
+    stages["robust_1"] = {"converged": False, "termination": "cap"}
+    found, _ = calibration_findings({"converged": True, "stages": stages})
+    assert [f.text for f in found if "did not converge" in f.text] == ["stage robust_1 did not converge (cap)"]

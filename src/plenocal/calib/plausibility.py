@@ -166,7 +166,7 @@ def result_problems(result: Any, *, nominal_focal_length_mm: float | None, omega
     if not result.converged:
         stages = {"final": result.solver.to_dict(), **result.stages}
         bad = [f"{k} ({v.get('termination', '?')})" for k, v in stages.items()
-               if k != "poses" and not v.get("converged", True)]
+               if k != "poses" and not v.get("warm_up") and not v.get("converged", True)]
         problems.append(f"not converged: stage {', '.join(bad)}")
     n_frames = len(result.poses)
     if n_frames < MIN_CALIBRATION_FRAMES:

@@ -454,7 +454,8 @@ def calibration_findings(doc: Mapping[str, Any]) -> tuple[list[Finding], list[li
     if doc.get("converged") is False:
         out.append(Finding(st, "error", f"did not converge ({doc.get('termination', '?')})"))
     for name, s in (doc.get("stages") or {}).items():
-        if isinstance(s, dict) and s.get("converged") is False:
+        if isinstance(s, dict) and s.get("converged") is False and not s.get("warm_up"):
+            # a warm-up (the robust stage's loose round) stops at its budget by design
             out.append(Finding(st, "warning", f"stage {name} did not converge ({s.get('termination', '?')})"))
     ext = doc.get("extrinsics_init") or {}
     for f in ext.get("frames") or []:
