@@ -35,3 +35,22 @@ def test_a_warm_up_stopped_at_its_budget_changes_nothing(r12a_truth, r12a_poses,
     n = len(names)
     z = np.abs(cut.x[:n] - full.x[:n]) / full.std[:n]
     assert z.max() < SAME_CAMERA_SIGMA, dict(zip(names, np.round(z, 4), strict=True))
+
+
+def test_exact_observations_converge_to_the_truth(r12a_truth, r12a_poses, r12a_board):
+    """Noise-free observations: the MAD σ would be round-off (~1e-6 px) and the robust rounds
+    chased it to their iteration cap; each term's σ is floored at ``MIN_TERM_SIGMA_PX``."""
+    from plenocal.calib.calibrate import MIN_TERM_SIGMA_PX
+
+    poses = {f: r12a_poses[f] for f in FRAMES}
+    exact, _ = synthetic_observations(r12a_truth, poses, r12a_board, noise=NoiseLevels(uv_px=0.0, rho_px=0.0, mic_px=0.0),
+                                      seed=5, rho_per_cluster=True)
+    start = perturbed_camera(r12a_truth, relative=0.03, principal_point_px=30.0, seed=2)
+    res = calibrate(exact, start, r12a_board, options=CalibrationOptions(frame_resampling=False, exit_pupil=False,
+                                                                         depth_distortion=False))
+    assert res.converged
+    assert min(min(s["sigma"].values()) for k, s in res.stages.items() if k.startswith("robust")) >= MIN_TERM_SIGMA_PX
+    xt = res.layout.pack(r12a_truth, poses)
+    n = len(res.layout.intrinsic_names)
+    scale = np.maximum(np.abs(xt[:n]), 1e-3)
+    assert np.max(np.abs(res.x[:n] - xt[:n]) / scale) < 1e-6
