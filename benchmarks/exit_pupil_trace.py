@@ -64,6 +64,9 @@ from plenocal.sim.optics.chief import feature_chief_rays_px
 from plenocal.sim.optics.lenslets import LensletDesign, LensletKind
 from plenocal.sim.optics.library import load_lens
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine
+
 MIN_LENSES_PER_NODE = 6
 """A node's apparent point is fitted from at least this many lenslets' rays."""
 E_PRIOR_STD_MM = 0.05
@@ -250,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         "mics_real_minus_model": {"radial_px_per_mm": float(mic_law[0]), "radial_px_per_mm3": float(mic_law[1]),
                                   "at_max_radius_px": float(mic_law[0] * r_mm.max() + mic_law[1] * r_mm.max() ** 3),
                                   "max_radius_mm": float(r_mm.max())},
-        "dataset": str(args.dataset), "run": str(args.run), "lens": real.lens.name, "e_truth_mm": truth["e"],
+        "machine": machine(), "dataset": str(args.dataset), "run": str(args.run), "lens": real.lens.name,
+        "e_truth_mm": truth["e"],
         "features": len(P), "traced": int(ok.sum()), "vignetted_chief_rays": int(vignetted.sum()), "trace_s": round(trace_s, 2),
         "traced_minus_model_rms_px": float(np.sqrt(np.nanmean(np.sum((traced - model[:, :2]) ** 2, axis=1)))),
         "detected_minus_traced_rms_px": float(np.sqrt(np.nanmean(np.sum((detected - traced) ** 2, axis=1)))),
