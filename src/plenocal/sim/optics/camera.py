@@ -131,16 +131,9 @@ class RealOpticsCamera:
 
     def lenslet_principal_points(self, k: NDArray[np.integer], l: NDArray[np.integer]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Front and rear principal points (H_k, H′_k) of lenslets (k, l), camera frame, each (N, 3):
-        the placement of :func:`real_optics_camera` (its ``vertices`` and
-        :meth:`rear_principal_points`) for any lenses, in their given order."""
-        thin = self.thin
-        kind = np.asarray(thin.mla.types.type_of(k, l), dtype=np.int64)
-        sags = np.array([t.sag_mm for t in self.types])
-        gaps = np.array([t.principal_gap_mm for t in self.types])
-        n = self.mla_normal
-        front = micro_lens_centres(thin, k, l) - np.array([0.0, 0.0, self.separation_mm]) \
-            + (sags[kind] - sags.mean())[:, None] * n[None, :]
-        return front, front - gaps[kind][:, None] * n[None, :]
+        :attr:`vertices` and :meth:`rear_principal_points` of those lenses, in their given order."""
+        i = np.asarray(l, dtype=np.int64) * self.thin.mla.lattice.width + np.asarray(k, dtype=np.int64)
+        return self.vertices[i], self.rear_principal_points()[i]
 
     def rear_principal_points(self) -> NDArray[np.float64]:
         """Each lenslet's H′, camera frame, shape (L, 3)."""

@@ -13,6 +13,7 @@ to 2 px (the field-corrector lens, whose menisci near the image bend oblique ray
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,12 +29,46 @@ STOP_TOLERANCE_MM = 1e-9
 """A chief ray is accepted when it crosses the stop plane within this distance of its centre."""
 
 
-def _behind_stop_table(camera: RealOpticsCamera) -> NDArray[np.float64]:
-    """Surfaces from the stop to the last, in lens coordinates, with unlimited apertures (the
-    geometric chief ray; vignetting is not its business)."""
-    table = camera.lens_table()[camera.lens.stop_index:].copy()
+def _unlimited_table(camera: RealOpticsCamera) -> NDArray[np.float64]:
+    """The whole main lens, in lens coordinates, with unlimited apertures (a geometric ray;
+    vignetting is not its business)."""
+    table = camera.lens_table().copy()
     table[:, 4] = np.inf
     return np.ascontiguousarray(table)
+
+
+def _behind_stop_table(camera: RealOpticsCamera) -> NDArray[np.float64]:
+    """Surfaces from the stop to the last, with unlimited apertures (the geometric chief ray)."""
+    return np.ascontiguousarray(_unlimited_table(camera)[camera.lens.stop_index:])
+
+
+Miss = Callable[[NDArray[np.float64], NDArray[np.float64]], tuple[NDArray[np.float64], NDArray[np.bool_]]]
+"""A ray's miss (N, 2) of its target, mm, and whether it was traced (N,), from its direction
+tangents (a, b)."""
+
+
+def _newton_on_tangents(miss: Miss, a: NDArray[np.float64], b: NDArray[np.float64]
+                        ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+    """Direction tangents (a, b) whose rays hit their targets: :data:`NEWTON_ITERATIONS` Newton
+    steps with a forward-difference Jacobian (step :data:`NEWTON_STEP`) from the given start, and
+    whether each converged within :data:`STOP_TOLERANCE_MM`."""
+    h = NEWTON_STEP
+    ok = np.zeros(len(a), dtype=bool)
+    for _ in range(NEWTON_ITERATIONS):
+        f, ok0 = miss(a, b)
+        fa, oka = miss(a + h, b)
+        fb, okb = miss(a, b + h)
+        J = np.stack([(fa - f) / h, (fb - f) / h], axis=2)  # (N, 2, 2): d(x, y)/d(a, b)
+        det = J[:, 0, 0] * J[:, 1, 1] - J[:, 0, 1] * J[:, 1, 0]
+        good = ok0 & oka & okb & (det != 0.0)
+        det = np.where(good, det, 1.0)
+        da = (J[:, 1, 1] * f[:, 0] - J[:, 0, 1] * f[:, 1]) / det
+        db = (-J[:, 1, 0] * f[:, 0] + J[:, 0, 0] * f[:, 1]) / det
+        a = np.where(good, a - da, a)
+        b = np.where(good, b - db, b)
+        ok = good
+    f, ok0 = miss(a, b)
+    return a, b, ok & ok0 & (np.hypot(f[:, 0], f[:, 1]) <= STOP_TOLERANCE_MM)
 
 
 def chief_ray_directions(camera: RealOpticsCamera, targets_cam: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
@@ -68,23 +103,7 @@ def chief_ray_directions(camera: RealOpticsCamera, targets_cam: NDArray[np.float
         ok, q, _ = trace_rays(table, P, d, False)
         return q[:, :2], ok
 
-    h = NEWTON_STEP
-    ok = np.zeros(len(P), dtype=bool)
-    for _ in range(NEWTON_ITERATIONS):
-        f, ok0 = stop_hit(a, b)
-        fa, oka = stop_hit(a + h, b)
-        fb, okb = stop_hit(a, b + h)
-        J = np.stack([(fa - f) / h, (fb - f) / h], axis=2)  # (N, 2, 2): d(x, y)/d(a, b)
-        det = J[:, 0, 0] * J[:, 1, 1] - J[:, 0, 1] * J[:, 1, 0]
-        good = ok0 & oka & okb & (det != 0.0)
-        det = np.where(good, det, 1.0)
-        da = (J[:, 1, 1] * f[:, 0] - J[:, 0, 1] * f[:, 1]) / det
-        db = (-J[:, 1, 0] * f[:, 0] + J[:, 0, 0] * f[:, 1]) / det
-        a = np.where(good, a - da, a)
-        b = np.where(good, b - db, b)
-        ok = good
-    f, ok0 = stop_hit(a, b)
-    ok = ok & ok0 & (np.hypot(f[:, 0], f[:, 1]) <= STOP_TOLERANCE_MM)
+    a, b, ok = _newton_on_tangents(stop_hit, a, b)
     # Towards the sensor in the camera frame: lens (−a, −b, +1) → camera (−a, −b, −1).
     d = np.stack([-a, -b, -np.ones_like(a)], axis=1)
     return d / np.linalg.norm(d, axis=1)[:, None], ok
@@ -156,13 +175,6 @@ def lit_image_radius_px(camera: RealOpticsCamera, *, f_number: float | None = No
     return float(radii[below[0]] / scale / s)
 
 
-def _unlimited_table(camera: RealOpticsCamera) -> NDArray[np.float64]:
-    """The whole main lens, in lens coordinates, with unlimited apertures (a geometric ray)."""
-    table = camera.lens_table().copy()
-    table[:, 4] = np.inf
-    return np.ascontiguousarray(table)
-
-
 def feature_chief_rays_px(camera: RealOpticsCamera, points_cam: NDArray[np.float64], k: NDArray[np.integer],
                           l: NDArray[np.integer]) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]]:
     """Where the paper's model puts a BAP feature, traced through the real main lens: the real ray
@@ -207,29 +219,19 @@ def feature_chief_rays_px(camera: RealOpticsCamera, points_cam: NDArray[np.float
     a = (y[:, 0] - P[:, 0]) / P[:, 2]
     b = (y[:, 1] - P[:, 1]) / P[:, 2]
 
-    def miss(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]]:
-        d = np.stack([a, b, np.ones_like(a)], axis=1)
-        ok, q, dl = trace_rays(table, start, d, True)
-        qc = np.stack([q[:, 0], q[:, 1], camera.h_z - q[:, 2]], axis=1)
-        dc = np.stack([dl[:, 0], dl[:, 1], -dl[:, 2]], axis=1)
-        s = (H[:, 2] - qc[:, 2]) / dc[:, 2]
-        return qc[:, :2] + s[:, None] * dc[:, :2] - H[:, :2], ok, dc
+    def exit_ray(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+        """The ray behind the lens, camera frame: a point, its direction, whether it was traced."""
+        ok, q, dl = trace_rays(table, start, np.stack([a, b, np.ones_like(a)], axis=1), True)
+        return (np.stack([q[:, 0], q[:, 1], camera.h_z - q[:, 2]], axis=1),
+                np.stack([dl[:, 0], dl[:, 1], -dl[:, 2]], axis=1), ok)
 
-    h = NEWTON_STEP
-    ok = np.zeros(len(P), dtype=bool)
-    for _ in range(NEWTON_ITERATIONS):
-        f, ok0, _ = miss(a, b)
-        fa, oka, _ = miss(a + h, b)
-        fb, okb, _ = miss(a, b + h)
-        J = np.stack([(fa - f) / h, (fb - f) / h], axis=2)
-        det = J[:, 0, 0] * J[:, 1, 1] - J[:, 0, 1] * J[:, 1, 0]
-        good = ok0 & oka & okb & (det != 0.0)
-        det = np.where(good, det, 1.0)
-        a = np.where(good, a - (J[:, 1, 1] * f[:, 0] - J[:, 0, 1] * f[:, 1]) / det, a)
-        b = np.where(good, b - (-J[:, 1, 0] * f[:, 0] + J[:, 0, 0] * f[:, 1]) / det, b)
-        ok = good
-    f, ok0, dc = miss(a, b)
-    ok = ok & ok0 & (np.hypot(f[:, 0], f[:, 1]) <= STOP_TOLERANCE_MM)
+    def miss(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        qc, dc, ok = exit_ray(a, b)
+        s = (H[:, 2] - qc[:, 2]) / dc[:, 2]
+        return qc[:, :2] + s[:, None] * dc[:, :2] - H[:, :2], ok
+
+    a, b, ok = _newton_on_tangents(miss, a, b)
+    dc = exit_ray(a, b)[1]
     s = (camera.sensor_z_mm - Hp[:, 2]) / dc[:, 2]
     X = Hp + s[:, None] * dc
     px = camera.thin.sensor.pixel_size_mm
