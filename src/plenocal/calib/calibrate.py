@@ -49,7 +49,7 @@ from plenocal.calib.priors import IMAGE_SYSTEMATIC, Prior, PriorTerms, check_pri
 from plenocal.calib.resampling import DISAGREEMENT_FACTOR, FrameResampling, frame_jackknife
 from plenocal.calib.residuals import MeasuredPupilRadii, Residuals
 from plenocal.calib.robust import GroupRejection, chi2_thresholds, reject_groups, robust_sigma
-from plenocal.calib.solver import SolverReport, covariance, levenberg_marquardt
+from plenocal.calib.solver import MAX_ITERATIONS, SolverReport, covariance, levenberg_marquardt
 from plenocal.errors import DataError
 from plenocal.model.camera import MicroLensArray, PlenopticCamera, RhoForm
 from plenocal.model.geometry import Pose
@@ -110,6 +110,13 @@ decide "not converged" and with it which real-lens terms the data keep; on trace
 features it reached 500 and the real-lens terms were dropped as "did not converge" although the
 next round converged in 13 iterations. Its end only sets the next round's σ_t (the next round
 re-solves to 1e-10): PRISM's took 3 iterations, plenocal's tilted renders 10–32."""
+
+
+def convergence_counts(name: str, stage: Mapping[str, Any]) -> bool:
+    """Whether a stage's convergence is part of the calibration's: every stage's but the warm-ups
+    capped by design (the optional pose stage, ``pose_iterations``; the robust stage's loose rounds,
+    ``warm_up``, :data:`ROBUST_WARMUP_ITERATIONS`)."""
+    return name != "poses" and not stage.get("warm_up")
 
 
 @dataclass(frozen=True)
@@ -298,8 +305,7 @@ class CalibrationResult:
         warm-ups capped by design: the optional pose stage, ``pose_iterations``, and the robust
         stage's loose rounds, ``warmup_iterations``)."""
         return bool(self.solver.converged
-                    and all(s.get("converged", True) for k, s in self.stages.items()
-                            if k != "poses" and not s.get("warm_up")))
+                    and all(s.get("converged", True) for k, s in self.stages.items() if convergence_counts(k, s)))
 
     @property
     def std(self) -> FloatArray:
@@ -1201,7 +1207,7 @@ def _robust_stage(res: Residuals, x: FloatArray, *, opt: CalibrationOptions,
         warm_up = rnd < n_rounds - 1
         x, rep_r = levenberg_marquardt(res, x, sigma=sig, loss="huber", loss_scale=opt.huber_threshold,
                                        ftol=1e-6 if warm_up else 1e-10, mu0=mu,
-                                       max_iterations=opt.warmup_iterations if warm_up else 500,
+                                       max_iterations=opt.warmup_iterations if warm_up else MAX_ITERATIONS,
                                        **_weights(opt, sig, warm_start=rnd == 0))
         mu = rep_r.damping
         out.stages[f"robust_{rnd}"] = rep_r.to_dict() | {"sigma": sig} | ({"warm_up": True} if warm_up else {})

@@ -164,9 +164,11 @@ def result_problems(result: Any, *, nominal_focal_length_mm: float | None, omega
     """
     problems: list[str] = []
     if not result.converged:
+        from plenocal.calib.calibrate import convergence_counts
+
         stages = {"final": result.solver.to_dict(), **result.stages}
         bad = [f"{k} ({v.get('termination', '?')})" for k, v in stages.items()
-               if k != "poses" and not v.get("warm_up") and not v.get("converged", True)]
+               if convergence_counts(k, v) and not v.get("converged", True)]
         problems.append(f"not converged: stage {', '.join(bad)}")
     n_frames = len(result.poses)
     if n_frames < MIN_CALIBRATION_FRAMES:

@@ -446,6 +446,11 @@ def _damped_step(H: FloatArray, g: FloatArray, diag: FloatArray, cost: float, mu
             return None, mu, nu
 
 
+MAX_ITERATIONS = 500
+"""The solver's safety net (:func:`levenberg_marquardt`'s ``max_iterations``): reaching it is
+reported as not converged."""
+
+
 def levenberg_marquardt(
     residuals: Residuals,
     x0: FloatArray,
@@ -455,7 +460,7 @@ def levenberg_marquardt(
     loss_scale: float = 2.0,
     active: FloatArray | None = None,
     ftol: float = 1e-13,
-    max_iterations: int = 500,
+    max_iterations: int = MAX_ITERATIONS,
     mu0: float | None = None,
     term_weights: dict[str, float] | None = None,
     jacobian: str | None = None,
