@@ -329,7 +329,29 @@ def project_bap(
     --------
     >>> from plenocal.sim.presets import preset_camera  # doctest: +SKIP
     """
-    pu = virtual_points(camera, points_cam)
+    out = virtual_points_bap(camera, virtual_points(camera, points_cam), k, l)
+    if pupil_vignetting and camera.n_types > 0:
+        out[:, :2] = pupil_shift(camera, out[:, :2], out[:, 2], k, l)
+    return out
+
+
+def virtual_points_bap(camera: PlenopticCamera, virtual: ArrayLike, k: ArrayLike, l: ArrayLike) -> FloatArray:
+    """BAP features (u, v, ρ) of distorted virtual points through micro-lenses (k, l), without the
+    pupil-vignetting shift: :func:`project_bap` from its virtual points on (eq:bapprojm,
+    eq:blurradius), for points that do not come from the thin lens (a real lens's apparent points).
+
+    Parameters
+    ----------
+    virtual : array_like, shape (N, 3)
+        Points in the image space, camera frame, mm.
+    k, l : array_like of int, shape (N,)
+
+    Returns
+    -------
+    ndarray, shape (N, 3)
+        Columns u (px), v (px), ρ (px, signed; NaN with I = 0).
+    """
+    pu = np.asarray(virtual, dtype=np.float64)
     C = micro_lens_centres(camera, k, l)
     zs = -camera.sensor.distance_mm
     t = (zs - C[..., 2]) / (pu[..., 2] - C[..., 2])
@@ -339,11 +361,7 @@ def project_bap(
     if camera.n_types == 0:
         rho = np.full(u.shape, np.nan)
     else:
-        types = camera.mla.types.type_of(k, l)
-        rho = blur_radius_px(camera, pu, C, types)
-        if pupil_vignetting:
-            shifted = pupil_shift(camera, np.stack([u, v], axis=-1), rho, k, l)
-            u, v = shifted[:, 0], shifted[:, 1]
+        rho = blur_radius_px(camera, pu, C, camera.mla.types.type_of(k, l))
     return np.stack([u, v, rho], axis=-1)
 
 
