@@ -37,6 +37,17 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def emit_json(result: Any, out: Path | None) -> None:
+    """Print a benchmark's result as indented JSON (numpy scalars as floats) and write the same
+    text to ``out`` when given."""
+    import json
+
+    text = json.dumps(result, indent=1, default=float)
+    if out is not None:
+        out.write_text(text)
+    print(text)
+
+
 def peak_memory_mb() -> float:
     """Peak resident set size of this process, MB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -53,11 +53,11 @@ from plenocal.io.camera import read_camera
 from plenocal.io.dataset import read_manifest
 from plenocal.io.poses import read_poses
 from plenocal.model.projection import (
-    blur_radius_px,
     micro_image_centres,
     micro_lens_centres,
     project_bap,
     virtual_points,
+    virtual_points_bap,
 )
 from plenocal.sim.optics.camera import real_optics_camera
 from plenocal.sim.optics.chief import feature_chief_rays_px
@@ -65,7 +65,7 @@ from plenocal.sim.optics.lenslets import LensletDesign, LensletKind
 from plenocal.sim.optics.library import load_lens
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine
+from _common import emit_json, machine
 
 MIN_LENSES_PER_NODE = 6
 """A node's apparent point is fitted from at least this many lenslets' rays."""
@@ -149,13 +149,8 @@ def smooth_family(paraxial: np.ndarray, apparent: np.ndarray, *, conjugate: bool
 
 def through_points(camera, obs: dict[str, np.ndarray], points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(u, v) and ρ of each feature predicted from its point (model image space) through its lens."""
-    C = micro_lens_centres(camera, obs["bap_k"], obs["bap_l"])
-    S, s = camera.sensor.distance_mm, camera.sensor.pixel_size_mm
-    u0, v0 = camera.sensor.principal_point_px
-    t = (-S - C[:, 2]) / (points[:, 2] - C[:, 2])
-    X = C[:, :2] + t[:, None] * (points[:, :2] - C[:, :2])
-    rho = blur_radius_px(camera, points, C, camera.mla.types.type_of(obs["bap_k"], obs["bap_l"]))
-    return np.column_stack([u0 - X[:, 0] / s, v0 - X[:, 1] / s]), rho
+    bap = virtual_points_bap(camera, points, obs["bap_k"], obs["bap_l"])
+    return bap[:, :2], bap[:, 2]
 
 
 def with_features(obs: dict[str, np.ndarray], uv: np.ndarray, rho: np.ndarray | None, mic: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -265,10 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, case in cases.items():
             result["cases"][name] = calibrate_case(args.dataset, args.run / "precalibration", case, truth, Path(tmp), name)
             print(f"{name}: {json.dumps(result['cases'][name]['both_terms'])[:160]}", file=sys.stderr)
-    text = json.dumps(result, indent=1)
-    if args.out:
-        args.out.write_text(text)
-    print(text)
+    emit_json(result, args.out)
     return 0
 
 

@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _common import emit_json  # noqa: E402
 from real_lenslets import _errors, _truth_setup  # noqa: E402
 
 from plenocal.calib.calibrate import CalibrationOptions, calibrate  # noqa: E402
@@ -146,10 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             res["models"][label] = e
         out["designs"][name] = res
         print(name, json.dumps(res["models"]), file=sys.stderr, flush=True)
-    text = json.dumps(out, indent=1, default=float)
-    if args.out:
-        args.out.write_text(text)
-    print(text)
+    emit_json(out, args.out)
     return 0
 
 

@@ -31,7 +31,6 @@ truth camera's (uv, ρ, MICs, Ω's q'_i): which observation carries which bias.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import emit_json  # noqa: E402
 
 from plenocal.calib.calibrate import DEFAULT_RHO_FORM, CalibrationOptions, calibrate  # noqa: E402
 from plenocal.calib.synthetic import NoiseLevels, synthetic_observations  # noqa: E402
@@ -331,10 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: done in {entry['seconds']:.0f} s", file=sys.stderr, flush=True)
     if args.run is not None:
         result["run_decomposition"] = run_decomposition(args.run)
-    text = json.dumps(result, indent=1, default=float)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text)
+    emit_json(result, args.out)
     return 0
 
 
