@@ -66,6 +66,7 @@ from plenocal.sim.optics.library import load_lens
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit_json, machine
+from independent import pct
 
 MIN_LENSES_PER_NODE = 6
 """A node's apparent point is fitted from at least this many lenslets' rays."""
@@ -97,10 +98,10 @@ def features_with_truth(obs: dict[str, np.ndarray], truth: dict[str, Any]) -> tu
     return out, P
 
 
-def apparent_points(obs: dict[str, np.ndarray], uv: np.ndarray, camera) -> tuple[np.ndarray, np.ndarray]:
+def apparent_points(obs: dict[str, np.ndarray], uv: np.ndarray, camera) -> np.ndarray:
     """Per feature, the point its node's rays come from: (x, y, z) minimising the rays' lateral
     misses at their own depth, in the model's image space; NaN for nodes seen by fewer than
-    :data:`MIN_LENSES_PER_NODE` lenslets. Also the node index of each feature."""
+    :data:`MIN_LENSES_PER_NODE` lenslets."""
     S, s = camera.sensor.distance_mm, camera.sensor.pixel_size_mm
     u0, v0 = camera.sensor.principal_point_px
     C = micro_lens_centres(camera, obs["bap_k"], obs["bap_l"])
@@ -121,7 +122,7 @@ def apparent_points(obs: dict[str, np.ndarray], uv: np.ndarray, camera) -> tuple
         A[:, 2] = -np.concatenate([g[sel, 0], g[sel, 1]])
         b = np.concatenate([C[sel, 0] - g[sel, 0] * C[sel, 2], C[sel, 1] - g[sel, 1] * C[sel, 2]])
         points[j] = np.linalg.lstsq(A, b, rcond=None)[0]
-    return points[inverse], inverse
+    return points[inverse]
 
 
 def smooth_family(paraxial: np.ndarray, apparent: np.ndarray, *, conjugate: bool) -> tuple[np.ndarray, dict[str, Any]]:
@@ -182,7 +183,6 @@ def calibrate_case(dataset: Path, initial: Path, obs: dict[str, np.ndarray], tru
         cam = read_camera(folder / "camera.json")
         rep = json.loads(rep_path.read_text())
         t = truth["thin"]
-        pct = lambda a, b: 100.0 * (a / b - 1.0)  # noqa: E731
         out[mode] = {
             "exit_code": p.returncode, "converged": bool(rep.get("converged")), "wall_s": round(time.perf_counter() - t0, 1),
             "e_mm": cam.main_lens.exit_pupil_mm, "e_truth_mm": truth["e"],
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     model = project_bap(cam_e, P, obs["bap_k"], obs["bap_l"])
     mic_model = micro_image_centres(cam_e, raw["mic_k"], raw["mic_l"])
     paraxial = virtual_points(cam_e, P)
-    apparent, _ = apparent_points(obs, traced, cam_e)
+    apparent = apparent_points(obs, traced, cam_e)
     fam, fam_fit = smooth_family(paraxial, apparent, conjugate=False)
     conj, conj_fit = smooth_family(paraxial, apparent, conjugate=True)
     uv_fam, rho_fam = through_points(cam_e, obs, fam)
